@@ -1,0 +1,509 @@
+//! The agent: the thin I/O shell around [`decide`]. One loop, one `select!` over
+//! signals, the next wake-up, and the node and sibling watches.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, SystemTime};
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use tokio::sync::mpsc;
+use tracing::{debug, error, info, warn};
+
+use crate::api::{PodApi, outcome_of, rbac_hint};
+use crate::backoff::Backoff;
+use crate::config::{Config, Mode, Siblings};
+use crate::decision::{Decision, Hold, Memory, Outcome, Snapshot, Trigger, decide};
+use crate::duration::format as fmt_duration;
+use crate::identity::{self, Source};
+use crate::model::{NodeLite, NodeSummary, OwnPod, PodLite, Sibling};
+use crate::selector::Selector;
+use crate::signals::Signals;
+use crate::watch::{self, Target, Update};
+
+/// Exit code for invalid configuration.
+pub const EXIT_CONFIG: i32 = 2;
+
+/// Runs until SIGTERM/SIGINT (exit code 0) or a configuration error (2).
+pub async fn run(cfg: Config, mut signals: Signals) -> i32 {
+    let kube_config = match kube_config(&cfg).await {
+        Ok(c) => c,
+        Err(why) => {
+            info!(reason = %why, "no API access: running as a plain pause container");
+            return stop(signals.terminated().await);
+        }
+    };
+    let kubeconfig_ns = Some(kube_config.default_namespace.clone());
+    let id = match identity::resolve(
+        &cfg.identity,
+        identity::hostname(),
+        kubeconfig_ns.as_deref(),
+    ) {
+        Ok(id) => id,
+        Err(e) => {
+            error!("{e}");
+            return EXIT_CONFIG;
+        }
+    };
+    let client = match kube::Client::try_from(kube_config) {
+        Ok(c) => c,
+        Err(e) => {
+            error!(error = %e, "cannot build an API client from the kubeconfig: running as a plain pause container");
+            return stop(signals.terminated().await);
+        }
+    };
+    let api = PodApi::new(client, &id.namespace.0, &id.name.0);
+    let pod = tokio::select! {
+        sig = signals.terminated() => return stop(sig),
+        pod = fetch_own_pod(&api, &id) => pod,
+    };
+    let Some(pod) = pod else {
+        return EXIT_CONFIG;
+    };
+    let mut own = OwnPod::from_pod(&pod);
+    let mut agent = Agent::new(cfg, api, &mut own, &id);
+    agent.run(own, &mut signals).await
+}
+
+fn stop(signal: &str) -> i32 {
+    info!(signal, "received {signal}, exiting");
+    0
+}
+
+async fn kube_config(cfg: &Config) -> Result<kube::Config, String> {
+    match kube::Config::infer().await {
+        Ok(mut c) => {
+            // The agent has its own retry policy (PDB 429s must reach it).
+            c.default_retry = false;
+            c.connect_timeout = Some(Duration::from_secs(5));
+            Ok(c)
+        }
+        Err(e) => {
+            let token = cfg.identity.service_account_dir.join("token");
+            if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() && !token.exists() {
+                Err(format!(
+                    "in a cluster, but no service-account token at {} (automountServiceAccountToken: false?); \
+                     mount a token to let it move its pod",
+                    token.display()
+                ))
+            } else {
+                Err(format!(
+                    "no kubeconfig and no in-cluster service account ({e})"
+                ))
+            }
+        }
+    }
+}
+
+/// Reads the own pod, retrying with backoff. `None` means a fatal identification error.
+async fn fetch_own_pod(
+    api: &PodApi,
+    id: &identity::Identity,
+) -> Option<k8s_openapi::api::core::v1::Pod> {
+    let (name, ns) = (&id.name.0, &id.namespace.0);
+    let mut failures = 0u32;
+    loop {
+        let err = match api.get().await {
+            Ok(pod) => return Some(pod),
+            Err(e) => e,
+        };
+        let backoff = match err.code() {
+            Some(404) if id.name.1 == Source::Hostname => {
+                error!(
+                    pod = %name, namespace = %ns,
+                    "no pod named after the hostname: set POD_NAME from the Downward API \
+                     (env: - name: POD_NAME, valueFrom: fieldRef: fieldPath: metadata.name)"
+                );
+                return None;
+            }
+            Some(404) => {
+                warn!(pod = %name, namespace = %ns, "own pod not found; holding on and retrying");
+                Backoff::BUSY
+            }
+            Some(401 | 403) => {
+                warn!(error = %err, hint = %rbac_hint(err.code(), "get", "pods", ns), "cannot read own pod; retrying rarely");
+                Backoff::DENIED
+            }
+            _ => {
+                warn!(error = %err, "cannot read own pod; retrying");
+                Backoff::TRANSIENT
+            }
+        };
+        let wait = backoff.delay(failures, crate::backoff::draw());
+        failures = failures.saturating_add(1);
+        debug!(retry_in = %fmt_duration(wait), "waiting before the next try");
+        tokio::time::sleep(wait).await;
+    }
+}
+
+struct Agent {
+    cfg: Config,
+    api: PodApi,
+    memory: Memory,
+    nodes: Option<Vec<NodeSummary>>,
+    siblings: Option<Vec<Sibling>>,
+    label_keys: BTreeSet<String>,
+    node_rx: Option<mpsc::Receiver<Update<NodeLite>>>,
+    sibling_rx: Option<mpsc::Receiver<Update<PodLite>>>,
+    last_hold: Option<Hold>,
+    last_event: Option<String>,
+}
+
+impl Agent {
+    fn new(cfg: Config, api: PodApi, own: &mut OwnPod, id: &identity::Identity) -> Self {
+        let mut rng = SmallRng::from_os_rng();
+        let mut memory = Memory::new(&cfg.policy, rng.random());
+        if let Some(uid) = &id.uid {
+            if !own.uid.is_empty() && own.uid != *uid {
+                warn!(
+                    pod = %own.name, ours = %uid, current = %own.uid,
+                    "the pod under this name is a successor, not ours: nothing to do"
+                );
+                memory.finished = true;
+            }
+            own.uid.clone_from(uid);
+        }
+        if own.node_name.is_none() {
+            own.node_name.clone_from(&id.node_name);
+        }
+        let deadline = match (memory.lifetime, own.started_at) {
+            (Some(l), Some(s)) => Some(s + l),
+            _ => None,
+        };
+        info!(
+            pod = %own.name,
+            namespace = %own.namespace,
+            uid = %own.uid,
+            node = own.node_name.as_deref().unwrap_or(""),
+            lifetime = memory.lifetime.map(fmt_duration).unwrap_or_else(|| "off".into()),
+            expires_in = deadline
+                .map(|d| fmt_duration(Duration::from_secs(d.duration_since(SystemTime::now()).unwrap_or_default().as_secs())))
+                .unwrap_or_default(),
+            mode = if cfg.mode == Mode::Evict { "evict" } else { "delete" },
+            dry_run = cfg.dry_run,
+            move_to_new_nodes = cfg.policy.move_to_new_nodes,
+            "selfdestruct started"
+        );
+        if !crate::signals::is_pid1() {
+            debug!("not PID 1: orphaned processes are reaped by the real init");
+        }
+        let mut agent = Agent {
+            label_keys: own.label_keys_of_interest(),
+            cfg,
+            api,
+            memory,
+            nodes: None,
+            siblings: None,
+            node_rx: None,
+            sibling_rx: None,
+            last_hold: None,
+            last_event: None,
+        };
+        agent.start_watches(own);
+        agent
+    }
+
+    fn start_watches(&mut self, own: &OwnPod) {
+        if self.cfg.policy.move_to_new_nodes {
+            let (tx, rx) = mpsc::channel(64);
+            let target = Target {
+                path: "/api/v1/nodes".into(),
+                selector: self.cfg.node_selector.to_string(),
+                what: "nodes",
+            };
+            tokio::spawn(watch::run::<NodeLite>(
+                self.api.client().clone(),
+                target,
+                tx,
+            ));
+            self.node_rx = Some(rx);
+        }
+        let selector = match &self.cfg.siblings {
+            Siblings::Off => None,
+            Siblings::Selector(s) => Some(s.clone()),
+            Siblings::FromLabels => {
+                let keys = ["app.kubernetes.io/name", "app.kubernetes.io/instance"];
+                let labels: std::collections::BTreeMap<String, String> = own
+                    .labels
+                    .iter()
+                    .filter(|(k, _)| keys.contains(&k.as_str()))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                if labels.is_empty() {
+                    info!(
+                        "own pod has no app.kubernetes.io/name or app.kubernetes.io/instance label: \
+                         sibling awareness off (set SELFDESTRUCT_SIBLING_SELECTOR), relying on the PodDisruptionBudget"
+                    );
+                    None
+                } else {
+                    Some(Selector::from_labels(&labels))
+                }
+            }
+        };
+        if let Some(sel) = selector {
+            let (tx, rx) = mpsc::channel(64);
+            let target = Target {
+                path: format!("/api/v1/namespaces/{}/pods", own.namespace),
+                selector: sel.to_string(),
+                what: "sibling pods",
+            };
+            tokio::spawn(watch::run::<PodLite>(self.api.client().clone(), target, tx));
+            self.sibling_rx = Some(rx);
+        }
+    }
+
+    fn on_node(&mut self, update: Update<NodeLite>) {
+        let summarize = |n: NodeLite| {
+            NodeSummary::from_lite(n, &self.label_keys, &self.cfg.policy.required_images)
+        };
+        match update {
+            Update::Reset(items) => {
+                if self.nodes.is_none() {
+                    info!(
+                        count = items.len(),
+                        "watching nodes: moving to newer nodes is on"
+                    );
+                }
+                self.nodes = Some(items.into_iter().map(summarize).collect());
+            }
+            Update::Upsert(n) => {
+                let s = summarize(n);
+                let nodes = self.nodes.get_or_insert_with(Vec::new);
+                match nodes.iter_mut().find(|x| x.name == s.name) {
+                    Some(x) => *x = s,
+                    None => nodes.push(s),
+                }
+            }
+            Update::Remove(name) => {
+                if let Some(nodes) = &mut self.nodes {
+                    nodes.retain(|x| x.name != name);
+                }
+            }
+            Update::Forbidden(msg) => {
+                warn!(
+                    error = %msg,
+                    "cannot list/watch nodes: moving to newer nodes is off, the lifetime timer still works; \
+                     grant get/list/watch on nodes (rbac/node-reader) to enable it; retrying rarely"
+                );
+                self.nodes = None;
+            }
+        }
+    }
+
+    fn on_sibling(&mut self, own: &mut OwnPod, update: Update<PodLite>) {
+        let mut mine = |p: &PodLite| -> bool {
+            if p.metadata.name != own.name {
+                return false;
+            }
+            if p.metadata.uid == own.uid {
+                own.terminating |= p.metadata.deletion_timestamp.is_some();
+            }
+            true
+        };
+        match update {
+            Update::Reset(items) => {
+                if self.siblings.is_none() {
+                    info!(
+                        count = items.len(),
+                        "watching sibling placeholders: no move while one is Pending"
+                    );
+                }
+                let list = items
+                    .into_iter()
+                    .filter(|p| {
+                        mine(p);
+                        true
+                    })
+                    .map(Sibling::from_lite)
+                    .collect();
+                self.siblings = Some(list);
+            }
+            Update::Upsert(p) => {
+                mine(&p);
+                let s = Sibling::from_lite(p);
+                let list = self.siblings.get_or_insert_with(Vec::new);
+                match list.iter_mut().find(|x| x.name == s.name) {
+                    Some(x) => *x = s,
+                    None => list.push(s),
+                }
+            }
+            Update::Remove(name) => {
+                if let Some(list) = &mut self.siblings {
+                    list.retain(|x| x.name != name);
+                }
+            }
+            Update::Forbidden(msg) => {
+                warn!(
+                    error = %msg,
+                    "cannot list/watch sibling pods: relying on the PodDisruptionBudget alone to move one at a time"
+                );
+                self.siblings = None;
+            }
+        }
+    }
+
+    async fn run(&mut self, mut own: OwnPod, signals: &mut Signals) -> i32 {
+        let mut rng = SmallRng::from_os_rng();
+        loop {
+            let now = SystemTime::now();
+            let decision = decide(&Snapshot {
+                now,
+                own: &own,
+                nodes: self.nodes.as_deref(),
+                siblings: self.siblings.as_deref(),
+                policy: &self.cfg.policy,
+                memory: &self.memory,
+                draw: rng.random(),
+            });
+            self.log_decision(&decision, now);
+            self.memory.apply(now, &decision);
+            let wake = match decision {
+                Decision::Move { trigger } => {
+                    let outcome = tokio::select! {
+                        sig = signals.terminated() => return stop(sig),
+                        o = self.act(&own, &trigger) => o,
+                    };
+                    self.memory
+                        .record(SystemTime::now(), &outcome, rng.random());
+                    if let Some(at) = self.memory.retry_at {
+                        let wait = at.duration_since(SystemTime::now()).unwrap_or_default();
+                        info!(retry_in = %fmt_duration(wait), "will re-check then");
+                    }
+                    continue;
+                }
+                Decision::Arm { at, .. } => Some(at),
+                Decision::Wait { until, .. } => until,
+            };
+            let sleep = async {
+                match wake {
+                    Some(at) => {
+                        tokio::time::sleep(at.duration_since(SystemTime::now()).unwrap_or_default())
+                            .await
+                    }
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                sig = signals.terminated() => return stop(sig),
+                () = sleep => {}
+                u = recv(&mut self.node_rx) => match u {
+                    Some(u) => self.on_node(u),
+                    None => self.node_rx = None,
+                },
+                u = recv(&mut self.sibling_rx) => match u {
+                    Some(u) => self.on_sibling(&mut own, u),
+                    None => self.sibling_rx = None,
+                },
+            }
+        }
+    }
+
+    fn log_decision(&mut self, d: &Decision, now: SystemTime) {
+        match d {
+            Decision::Move { trigger } => {
+                self.last_hold = None;
+                info!(decision = "move", reason = %trigger, "moving: {trigger}");
+            }
+            Decision::Arm { at, trigger } => {
+                self.last_hold = None;
+                if self.memory.armed.is_none() {
+                    let delay = at.duration_since(now).unwrap_or_default();
+                    info!(
+                        decision = "arm", reason = %trigger, delay = %fmt_duration(delay),
+                        "{trigger}: moving in {} unless it no longer holds", fmt_duration(delay)
+                    );
+                }
+            }
+            Decision::Wait { until, hold } => {
+                if self.memory.armed.is_some() && hold.is_none() {
+                    info!(decision = "disarm", "trigger no longer holds: staying");
+                }
+                if hold != &self.last_hold {
+                    if let Some(h) = hold {
+                        let why = match h {
+                            Hold::Finished => "own pod is gone or going".to_string(),
+                            Hold::Backoff => "backing off after a failed attempt".to_string(),
+                            Hold::TooYoung => {
+                                "own pod is younger than SELFDESTRUCT_MIN_AGE".to_string()
+                            }
+                            Hold::MoveCap => "SELFDESTRUCT_MAX_MOVES_PER_HOUR reached".to_string(),
+                            Hold::SiblingBusy(s) => {
+                                format!("sibling {s} is Pending or terminating")
+                            }
+                        };
+                        info!(decision = "hold", hold = %why, "move due but held: {why}");
+                    }
+                    self.last_hold = hold.clone();
+                }
+                debug!(
+                    decision = "wait",
+                    next = until
+                        .map(|u| fmt_duration(u.duration_since(now).unwrap_or_default()))
+                        .unwrap_or_else(|| "on events".into()),
+                    "waiting"
+                );
+            }
+        }
+    }
+
+    async fn act(&mut self, own: &OwnPod, trigger: &Trigger) -> Outcome {
+        let verb = if self.cfg.mode == Mode::Evict {
+            "evict"
+        } else {
+            "delete"
+        };
+        let reason = trigger.to_string();
+        if self.cfg.dry_run {
+            info!(dry_run = true, reason = %reason, "dry run: would {verb} own pod {}", own.name);
+            return Outcome::Done;
+        }
+        let key = match trigger {
+            Trigger::Lifetime { .. } => "lifetime".to_string(),
+            Trigger::NewNode { node, .. } => format!("node/{node}"),
+        };
+        if self.last_event.as_deref() != Some(key.as_str()) {
+            match self
+                .api
+                .event(&own.uid, own.node_name.as_deref(), "SelfDestruct", &reason)
+                .await
+            {
+                Ok(()) => self.last_event = Some(key),
+                Err(e) => warn!(error = %e, "could not post the Event (continuing)"),
+            }
+        }
+        let res = self
+            .api
+            .remove(self.cfg.mode, &own.uid, self.cfg.grace_period)
+            .await;
+        let outcome = outcome_of(&res);
+        match (&outcome, &res) {
+            (Outcome::Done, _) => info!(
+                outcome = "done",
+                "{verb}ed own pod ({reason}); waiting for SIGTERM"
+            ),
+            (Outcome::Gone, Err(e)) => {
+                info!(outcome = "gone", error = %e, "own pod is already gone or replaced: nothing more to do")
+            }
+            (Outcome::Busy { .. }, Err(e)) => info!(
+                outcome = "busy", error = %e,
+                "the PodDisruptionBudget says not now (another placeholder is moving)"
+            ),
+            (Outcome::Denied, Err(e)) => warn!(
+                outcome = "denied", error = %e,
+                hint = %rbac_hint(e.code(), verb, "pods", &own.namespace),
+                "not allowed to {verb} own pod; retrying rarely"
+            ),
+            (_, Err(e)) => {
+                warn!(outcome = "failed", error = %e, "{verb} failed; retrying with backoff")
+            }
+            (_, Ok(())) => {}
+        }
+        outcome
+    }
+}
+
+async fn recv<T>(rx: &mut Option<mpsc::Receiver<T>>) -> Option<T> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}

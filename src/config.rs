@@ -1,0 +1,661 @@
+//! Configuration: every setting is an environment variable and a flag. Values are
+//! taken as text and validated here, so an invalid one fails with exit code 2 and a
+//! message naming the variable, the value and the accepted form.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+use crate::decision::Policy;
+use crate::duration;
+use crate::images;
+use crate::selector::Selector;
+
+/// Command-line flags, each backed by an environment variable.
+#[derive(Parser, Debug, Clone, Default)]
+#[command(
+    name = "selfdestruct",
+    version,
+    about = "A pause container for Kubernetes placeholder pods that evicts its own pod \
+             when moving it helps: on a jittered lifetime, or when a newer node is ready.",
+    long_about = None,
+    after_help = "Durations: 90s, 15m, 1h30m, 0 (off). Without API access it behaves like the \
+                  pause container. Exit codes: 0 on SIGTERM/SIGINT, 2 on invalid configuration."
+)]
+pub struct Args {
+    /// Shortest lifetime, counted from the pod's start [0 or unset: no timer]
+    #[arg(long, env = "SELFDESTRUCT_MIN_LIFETIME", value_name = "DURATION")]
+    pub min_lifetime: Option<String>,
+    /// Longest lifetime; the lifetime is drawn uniformly from [min, max]
+    #[arg(long, env = "SELFDESTRUCT_MAX_LIFETIME", value_name = "DURATION")]
+    pub max_lifetime: Option<String>,
+    /// How to remove the own pod: evict (honours PodDisruptionBudgets) or delete
+    #[arg(
+        long,
+        env = "SELFDESTRUCT_MODE",
+        value_name = "evict|delete",
+        default_value = "evict"
+    )]
+    pub mode: String,
+    /// Log decisions but never delete or evict anything
+    #[arg(long, env = "SELFDESTRUCT_DRY_RUN", value_name = "BOOL", num_args = 0..=1,
+          default_missing_value = "true", default_value = "false")]
+    pub dry_run: String,
+    /// Grace period of the deletion [default: the pod's terminationGracePeriodSeconds]
+    #[arg(long, env = "SELFDESTRUCT_GRACE_PERIOD", value_name = "DURATION")]
+    pub grace_period: Option<String>,
+    /// Log format
+    #[arg(
+        long,
+        env = "SELFDESTRUCT_LOG_FORMAT",
+        value_name = "text|json",
+        default_value = "text"
+    )]
+    pub log_format: String,
+    /// Log level: error, warn, info, debug, trace or off [default: RUST_LOG, else info]
+    #[arg(long, env = "SELFDESTRUCT_LOG_LEVEL", value_name = "LEVEL")]
+    pub log_level: Option<String>,
+    /// Own pod name (Downward API metadata.name) [fallback: podinfo dir, hostname]
+    #[arg(long, env = "POD_NAME", value_name = "NAME")]
+    pub pod_name: Option<String>,
+    /// Own namespace (Downward API metadata.namespace) [fallback: podinfo dir, service account]
+    #[arg(long, env = "POD_NAMESPACE", value_name = "NAMESPACE")]
+    pub pod_namespace: Option<String>,
+    /// Own pod uid (Downward API metadata.uid) [fallback: podinfo dir, one GET of the pod]
+    #[arg(long, env = "POD_UID", value_name = "UID")]
+    pub pod_uid: Option<String>,
+    /// Own node (Downward API spec.nodeName) [fallback: the pod's spec.nodeName]
+    #[arg(long, env = "NODE_NAME", value_name = "NODE")]
+    pub node_name: Option<String>,
+    /// downwardAPI volume folder with files name, namespace, uid
+    #[arg(
+        long,
+        env = "SELFDESTRUCT_PODINFO_DIR",
+        value_name = "DIR",
+        default_value = "/etc/podinfo"
+    )]
+    pub podinfo_dir: PathBuf,
+    /// Service-account folder (token, namespace) of in-cluster access
+    #[arg(
+        long,
+        env = "SELFDESTRUCT_SERVICE_ACCOUNT_DIR",
+        value_name = "DIR",
+        default_value = "/var/run/secrets/kubernetes.io/serviceaccount",
+        hide = true
+    )]
+    pub service_account_dir: PathBuf,
+    /// Move when a newer node is Ready (needs read access to Nodes)
+    #[arg(
+        long,
+        env = "SELFDESTRUCT_MOVE_TO_NEW_NODES",
+        value_name = "BOOL",
+        default_value = "true"
+    )]
+    pub move_to_new_nodes: String,
+    /// Label selector of the nodes to watch [default: all nodes]
+    #[arg(long, env = "SELFDESTRUCT_NODE_SELECTOR", value_name = "SELECTOR")]
+    pub node_selector: Option<String>,
+    /// How long a new node must be Ready before it counts
+    #[arg(
+        long,
+        env = "SELFDESTRUCT_NODE_SETTLE",
+        value_name = "DURATION",
+        default_value = "30s"
+    )]
+    pub node_settle: String,
+    /// Comma-separated images a new node must hold before it counts [default: none]
+    #[arg(long, env = "SELFDESTRUCT_REQUIRED_IMAGES", value_name = "IMAGES")]
+    pub required_images: Option<String>,
+    /// Random delay before acting on a trigger, re-checked after it
+    #[arg(
+        long,
+        env = "SELFDESTRUCT_MOVE_JITTER",
+        value_name = "DURATION",
+        default_value = "30s"
+    )]
+    pub move_jitter: String,
+    /// Cap on own eviction attempts per hour [0: no cap]
+    #[arg(
+        long,
+        env = "SELFDESTRUCT_MAX_MOVES_PER_HOUR",
+        value_name = "N",
+        default_value = "12"
+    )]
+    pub max_moves_per_hour: String,
+    /// No move while the own pod is younger than this
+    #[arg(
+        long,
+        env = "SELFDESTRUCT_MIN_AGE",
+        value_name = "DURATION",
+        default_value = "2m"
+    )]
+    pub min_age: String,
+    /// Label selector of sibling placeholders ("none" disables) [default: the own pod's
+    /// app.kubernetes.io/name and app.kubernetes.io/instance labels]
+    #[arg(long, env = "SELFDESTRUCT_SIBLING_SELECTOR", value_name = "SELECTOR")]
+    pub sibling_selector: Option<String>,
+}
+
+/// How the own pod is removed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// POST pods/{name}/eviction: honours PodDisruptionBudgets.
+    Evict,
+    /// DELETE pods/{name}.
+    Delete,
+}
+
+/// Log output format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// How sibling placeholders are found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Siblings {
+    /// Derive from the own pod's labels.
+    FromLabels,
+    /// This selector.
+    Selector(Selector),
+    /// Sibling awareness off.
+    Off,
+}
+
+/// What the Downward API and the environment say about the own pod.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IdentityHints {
+    /// POD_NAME
+    pub pod_name: Option<String>,
+    /// POD_NAMESPACE
+    pub namespace: Option<String>,
+    /// POD_UID
+    pub uid: Option<String>,
+    /// NODE_NAME
+    pub node_name: Option<String>,
+    /// downwardAPI volume folder
+    pub podinfo_dir: PathBuf,
+    /// service-account folder
+    pub service_account_dir: PathBuf,
+}
+
+/// The validated configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// The decision policy.
+    pub policy: Policy,
+    /// Evict or delete.
+    pub mode: Mode,
+    /// Log only.
+    pub dry_run: bool,
+    /// Deletion grace period.
+    pub grace_period: Option<Duration>,
+    /// Log format.
+    pub log_format: LogFormat,
+    /// Log level.
+    pub log_level: tracing::level_filters::LevelFilter,
+    /// Own pod identity hints.
+    pub identity: IdentityHints,
+    /// Which nodes to watch.
+    pub node_selector: Selector,
+    /// Which pods are siblings.
+    pub siblings: Siblings,
+}
+
+/// An invalid setting.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ConfigError {
+    /// The environment variable.
+    pub var: &'static str,
+    /// The flag.
+    pub flag: &'static str,
+    /// The value given.
+    pub value: String,
+    /// The accepted form, and what was wrong.
+    pub expected: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "invalid {} ({}) = {:?}: expected {}",
+            self.var, self.flag, self.value, self.expected
+        )
+    }
+}
+
+const DURATION_FORM: &str = "a duration such as 90s, 15m or 1h30m";
+
+fn err(
+    var: &'static str,
+    flag: &'static str,
+    value: &str,
+    expected: impl Into<String>,
+) -> ConfigError {
+    ConfigError {
+        var,
+        flag,
+        value: value.to_string(),
+        expected: expected.into(),
+    }
+}
+
+fn non_empty(v: &Option<String>) -> Option<&str> {
+    v.as_deref().map(str::trim).filter(|s| !s.is_empty())
+}
+
+fn parse_duration(
+    var: &'static str,
+    flag: &'static str,
+    value: &str,
+) -> Result<Duration, ConfigError> {
+    duration::parse(value).map_err(|e| err(var, flag, value, format!("{DURATION_FORM} ({e})")))
+}
+
+fn parse_bool(var: &'static str, flag: &'static str, value: &str) -> Result<bool, ConfigError> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" => Ok(true),
+        "false" | "0" | "no" | "off" | "" => Ok(false),
+        _ => Err(err(var, flag, value, "true or false")),
+    }
+}
+
+/// Parses a level name (`info`) or a `RUST_LOG`-style list (`warn,selfdestruct=debug`).
+pub fn parse_level(value: &str) -> Option<tracing::level_filters::LevelFilter> {
+    use tracing::level_filters::LevelFilter;
+    let level = |s: &str| match s.trim().to_ascii_lowercase().as_str() {
+        "off" => Some(LevelFilter::OFF),
+        "error" => Some(LevelFilter::ERROR),
+        "warn" | "warning" => Some(LevelFilter::WARN),
+        "info" => Some(LevelFilter::INFO),
+        "debug" => Some(LevelFilter::DEBUG),
+        "trace" => Some(LevelFilter::TRACE),
+        _ => None,
+    };
+    let mut found = None;
+    for part in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match part.split_once('=') {
+            Some((target, l)) if target.trim() == "selfdestruct" => return level(l),
+            Some(_) => {}
+            None => found = Some(level(part)?),
+        }
+    }
+    found
+}
+
+impl Config {
+    /// Validates the flags. `rust_log` is the `RUST_LOG` variable, used when no level is set.
+    pub fn from_args(a: &Args, rust_log: Option<&str>) -> Result<Config, ConfigError> {
+        const MIN: (&str, &str) = ("SELFDESTRUCT_MIN_LIFETIME", "--min-lifetime");
+        const MAX: (&str, &str) = ("SELFDESTRUCT_MAX_LIFETIME", "--max-lifetime");
+        let min = non_empty(&a.min_lifetime)
+            .map(|v| parse_duration(MIN.0, MIN.1, v))
+            .transpose()?;
+        let max = non_empty(&a.max_lifetime)
+            .map(|v| parse_duration(MAX.0, MAX.1, v))
+            .transpose()?;
+        let lifetime = match (min, max) {
+            (None, None) => None,
+            (Some(m), None) | (None, Some(m)) => Some((m, m)),
+            (Some(lo), Some(hi)) if lo > hi => {
+                return Err(err(
+                    MIN.0,
+                    MIN.1,
+                    non_empty(&a.min_lifetime).unwrap_or_default(),
+                    format!(
+                        "at most SELFDESTRUCT_MAX_LIFETIME ({})",
+                        non_empty(&a.max_lifetime).unwrap_or_default()
+                    ),
+                ));
+            }
+            (Some(lo), Some(hi)) => Some((lo, hi)),
+        }
+        .filter(|(_, hi)| !hi.is_zero());
+
+        let mode = match a.mode.trim().to_ascii_lowercase().as_str() {
+            "evict" | "eviction" => Mode::Evict,
+            "delete" => Mode::Delete,
+            _ => {
+                return Err(err(
+                    "SELFDESTRUCT_MODE",
+                    "--mode",
+                    &a.mode,
+                    "evict or delete",
+                ));
+            }
+        };
+        let dry_run = parse_bool("SELFDESTRUCT_DRY_RUN", "--dry-run", &a.dry_run)?;
+        let grace_period = non_empty(&a.grace_period)
+            .map(|v| parse_duration("SELFDESTRUCT_GRACE_PERIOD", "--grace-period", v))
+            .transpose()?;
+        let log_format = match a.log_format.trim().to_ascii_lowercase().as_str() {
+            "text" | "" => LogFormat::Text,
+            "json" => LogFormat::Json,
+            _ => {
+                return Err(err(
+                    "SELFDESTRUCT_LOG_FORMAT",
+                    "--log-format",
+                    &a.log_format,
+                    "text or json",
+                ));
+            }
+        };
+        let log_level = match non_empty(&a.log_level) {
+            Some(v) => parse_level(v).ok_or_else(|| {
+                err(
+                    "SELFDESTRUCT_LOG_LEVEL",
+                    "--log-level",
+                    v,
+                    "one of error, warn, info, debug, trace, off",
+                )
+            })?,
+            None => rust_log
+                .and_then(parse_level)
+                .unwrap_or(tracing::level_filters::LevelFilter::INFO),
+        };
+        let move_to_new_nodes = parse_bool(
+            "SELFDESTRUCT_MOVE_TO_NEW_NODES",
+            "--move-to-new-nodes",
+            &a.move_to_new_nodes,
+        )?;
+        let node_selector =
+            Selector::parse(non_empty(&a.node_selector).unwrap_or("")).map_err(|e| {
+                err(
+                    "SELFDESTRUCT_NODE_SELECTOR",
+                    "--node-selector",
+                    a.node_selector.as_deref().unwrap_or_default(),
+                    format!("a label selector such as pool=user,zone in (a,b) ({e})"),
+                )
+            })?;
+        let node_settle =
+            parse_duration("SELFDESTRUCT_NODE_SETTLE", "--node-settle", &a.node_settle)?;
+        let required_images = images::parse_list(non_empty(&a.required_images).unwrap_or("")).map_err(|e| {
+            err(
+                "SELFDESTRUCT_REQUIRED_IMAGES",
+                "--required-images",
+                a.required_images.as_deref().unwrap_or_default(),
+                format!("comma-separated image references such as quay.io/jupyter/scipy-notebook:2024-05-01 ({e})"),
+            )
+        })?;
+        let move_jitter =
+            parse_duration("SELFDESTRUCT_MOVE_JITTER", "--move-jitter", &a.move_jitter)?;
+        let max_moves_per_hour = a.max_moves_per_hour.trim().parse::<u32>().map_err(|_| {
+            err(
+                "SELFDESTRUCT_MAX_MOVES_PER_HOUR",
+                "--max-moves-per-hour",
+                &a.max_moves_per_hour,
+                "a whole number (0 for no cap)",
+            )
+        })?;
+        let min_age = parse_duration("SELFDESTRUCT_MIN_AGE", "--min-age", &a.min_age)?;
+        let siblings = match non_empty(&a.sibling_selector) {
+            None => Siblings::FromLabels,
+            Some("none") => Siblings::Off,
+            Some(v) => Siblings::Selector(Selector::parse(v).map_err(|e| {
+                err(
+                    "SELFDESTRUCT_SIBLING_SELECTOR",
+                    "--sibling-selector",
+                    v,
+                    format!("a label selector such as app.kubernetes.io/instance=placeholder, or none ({e})"),
+                )
+            })?),
+        };
+        if let Some(uid) = non_empty(&a.pod_uid) {
+            if uid.chars().any(|c| c.is_whitespace() || c.is_control()) || uid.len() > 128 {
+                return Err(err(
+                    "POD_UID",
+                    "--pod-uid",
+                    uid,
+                    "the pod's metadata.uid from the Downward API",
+                ));
+            }
+        }
+        let keep = |v: &Option<String>| non_empty(v).map(str::to_string);
+        Ok(Config {
+            policy: Policy {
+                lifetime,
+                move_to_new_nodes,
+                node_settle,
+                required_images,
+                move_jitter,
+                max_moves_per_hour,
+                min_age,
+            },
+            mode,
+            dry_run,
+            grace_period,
+            log_format,
+            log_level,
+            identity: IdentityHints {
+                pod_name: keep(&a.pod_name),
+                namespace: keep(&a.pod_namespace),
+                uid: keep(&a.pod_uid),
+                node_name: keep(&a.node_name),
+                podinfo_dir: a.podinfo_dir.clone(),
+                service_account_dir: a.service_account_dir.clone(),
+            },
+            node_selector,
+            siblings,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(pairs: &[(&str, &str)]) -> Result<Args, clap::Error> {
+        let mut argv = vec!["selfdestruct".to_string()];
+        for (flag, value) in pairs {
+            argv.push(format!("--{flag}={value}"));
+        }
+        Args::try_parse_from(argv)
+    }
+
+    fn parse(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        Config::from_args(&args(pairs).expect("flags parse"), None)
+    }
+
+    #[test]
+    fn defaults_are_sane() {
+        let c = parse(&[]).expect("defaults are valid");
+        assert_eq!(c.policy.lifetime, None);
+        assert_eq!(c.mode, Mode::Evict);
+        assert!(!c.dry_run);
+        assert!(c.policy.move_to_new_nodes);
+        assert_eq!(c.policy.node_settle, Duration::from_secs(30));
+        assert_eq!(c.policy.move_jitter, Duration::from_secs(30));
+        assert_eq!(c.policy.max_moves_per_hour, 12);
+        assert_eq!(c.policy.min_age, Duration::from_secs(120));
+        assert!(c.policy.required_images.is_empty());
+        assert!(c.node_selector.is_empty());
+        assert_eq!(c.siblings, Siblings::FromLabels);
+        assert_eq!(c.log_format, LogFormat::Text);
+        assert_eq!(c.log_level, tracing::level_filters::LevelFilter::INFO);
+    }
+
+    #[test]
+    fn valid_forms() {
+        let c = parse(&[
+            ("min-lifetime", "1h"),
+            ("max-lifetime", "1h30m"),
+            ("mode", "delete"),
+            ("dry-run", "true"),
+            ("grace-period", "5s"),
+            ("log-format", "json"),
+            ("log-level", "debug"),
+            ("node-selector", "pool=user,zone in (a,b)"),
+            (
+                "required-images",
+                "jupyter/scipy-notebook:2024, quay.io/x/y:1",
+            ),
+            ("max-moves-per-hour", "0"),
+            ("sibling-selector", "none"),
+            ("move-to-new-nodes", "false"),
+        ])
+        .expect("valid");
+        assert_eq!(
+            c.policy.lifetime,
+            Some((Duration::from_secs(3600), Duration::from_secs(5400)))
+        );
+        assert_eq!(c.mode, Mode::Delete);
+        assert!(c.dry_run);
+        assert_eq!(c.grace_period, Some(Duration::from_secs(5)));
+        assert_eq!(c.log_format, LogFormat::Json);
+        assert_eq!(c.policy.required_images.len(), 2);
+        assert_eq!(c.siblings, Siblings::Off);
+        assert!(!c.policy.move_to_new_nodes);
+        // one bound alone fixes the lifetime; 0 disables it
+        let fixed = parse(&[("max-lifetime", "2h")]).expect("valid");
+        assert_eq!(
+            fixed.policy.lifetime,
+            Some((Duration::from_secs(7200), Duration::from_secs(7200)))
+        );
+        assert_eq!(
+            parse(&[("min-lifetime", "0"), ("max-lifetime", "0")])
+                .expect("valid")
+                .policy
+                .lifetime,
+            None
+        );
+        assert_eq!(
+            parse(&[("max-lifetime", "")])
+                .expect("empty = unset")
+                .policy
+                .lifetime,
+            None
+        );
+        // a bare --dry-run flag means true
+        let bare = Args::try_parse_from(["selfdestruct", "--dry-run"]).expect("flag");
+        assert!(Config::from_args(&bare, None).expect("valid").dry_run);
+    }
+
+    #[test]
+    fn every_invalid_value_names_its_variable() {
+        let table: &[(&str, &str, &str, &str)] = &[
+            (
+                "min-lifetime",
+                "abc",
+                "SELFDESTRUCT_MIN_LIFETIME",
+                "duration",
+            ),
+            (
+                "min-lifetime",
+                "30",
+                "SELFDESTRUCT_MIN_LIFETIME",
+                "duration",
+            ),
+            (
+                "max-lifetime",
+                "-1h",
+                "SELFDESTRUCT_MAX_LIFETIME",
+                "duration",
+            ),
+            ("mode", "destroy", "SELFDESTRUCT_MODE", "evict or delete"),
+            ("dry-run", "maybe", "SELFDESTRUCT_DRY_RUN", "true or false"),
+            (
+                "grace-period",
+                "soon",
+                "SELFDESTRUCT_GRACE_PERIOD",
+                "duration",
+            ),
+            (
+                "log-format",
+                "xml",
+                "SELFDESTRUCT_LOG_FORMAT",
+                "text or json",
+            ),
+            ("log-level", "loud", "SELFDESTRUCT_LOG_LEVEL", "debug"),
+            (
+                "move-to-new-nodes",
+                "sometimes",
+                "SELFDESTRUCT_MOVE_TO_NEW_NODES",
+                "true or false",
+            ),
+            (
+                "node-selector",
+                "a in x",
+                "SELFDESTRUCT_NODE_SELECTOR",
+                "label selector",
+            ),
+            (
+                "node-settle",
+                "1 fortnight",
+                "SELFDESTRUCT_NODE_SETTLE",
+                "duration",
+            ),
+            (
+                "required-images",
+                "Nginx:1",
+                "SELFDESTRUCT_REQUIRED_IMAGES",
+                "image references",
+            ),
+            ("move-jitter", "x", "SELFDESTRUCT_MOVE_JITTER", "duration"),
+            (
+                "max-moves-per-hour",
+                "-3",
+                "SELFDESTRUCT_MAX_MOVES_PER_HOUR",
+                "whole number",
+            ),
+            (
+                "max-moves-per-hour",
+                "many",
+                "SELFDESTRUCT_MAX_MOVES_PER_HOUR",
+                "whole number",
+            ),
+            ("min-age", "old", "SELFDESTRUCT_MIN_AGE", "duration"),
+            (
+                "sibling-selector",
+                "a=b,,",
+                "SELFDESTRUCT_SIBLING_SELECTOR",
+                "label selector",
+            ),
+            ("pod-uid", "a b", "POD_UID", "metadata.uid"),
+        ];
+        for (flag, value, var, form) in table {
+            let e = parse(&[(flag, value)]).expect_err(&format!("{flag}={value} must fail"));
+            assert_eq!(e.var, *var);
+            let msg = e.to_string();
+            assert!(
+                msg.contains(var) && msg.contains(form) && msg.contains(&format!("--{flag}")),
+                "{msg}"
+            );
+        }
+        let e = parse(&[("min-lifetime", "2h"), ("max-lifetime", "1h")]).expect_err("min > max");
+        assert!(
+            e.to_string().contains("SELFDESTRUCT_MIN_LIFETIME")
+                && e.to_string().contains("SELFDESTRUCT_MAX_LIFETIME")
+        );
+    }
+
+    #[test]
+    fn log_levels_from_rust_log() {
+        use tracing::level_filters::LevelFilter;
+        assert_eq!(parse_level("debug"), Some(LevelFilter::DEBUG));
+        assert_eq!(
+            parse_level("warn,selfdestruct=trace"),
+            Some(LevelFilter::TRACE)
+        );
+        assert_eq!(parse_level("kube=debug"), None);
+        assert_eq!(parse_level("verbose"), None);
+        let a = args(&[]).expect("flags");
+        assert_eq!(
+            Config::from_args(&a, Some("error"))
+                .expect("valid")
+                .log_level,
+            LevelFilter::ERROR
+        );
+        assert_eq!(
+            Config::from_args(&a, Some("garbage"))
+                .expect("valid")
+                .log_level,
+            LevelFilter::INFO
+        );
+    }
+}

@@ -1,0 +1,1059 @@
+//! The decision: a pure function from a snapshot (now, own pod, nodes, siblings,
+//! policy, memory of past attempts, one random draw) to what to do. No I/O, no
+//! clock, no randomness of its own: the agent's shell and the simulator both call
+//! [`decide`] and apply the result with [`Memory::apply`] and [`Memory::record`].
+
+use std::fmt;
+use std::time::{Duration, SystemTime};
+
+use crate::backoff::Backoff;
+use crate::duration::format as fmt_duration;
+use crate::images::ImageRef;
+use crate::model::{NodeSummary, OwnPod, Sibling};
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+/// The tunable policy (from the configuration).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Policy {
+    /// Lifetime range `[min, max]`; `None` disables the timer.
+    pub lifetime: Option<(Duration, Duration)>,
+    /// Move when a newer node is ready (needs read access to Nodes).
+    pub move_to_new_nodes: bool,
+    /// How long a node must have been Ready before it counts.
+    pub node_settle: Duration,
+    /// Images a node must report before it counts (empty = no image gate).
+    pub required_images: Vec<ImageRef>,
+    /// Random delay in `[0, move_jitter]` between a trigger and the move.
+    pub move_jitter: Duration,
+    /// Cap on the agent's own eviction attempts per hour (0 = no cap).
+    pub max_moves_per_hour: u32,
+    /// No move while the own pod is younger than this.
+    pub min_age: Duration,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            lifetime: None,
+            move_to_new_nodes: true,
+            node_settle: Duration::from_secs(30),
+            required_images: Vec::new(),
+            move_jitter: Duration::from_secs(30),
+            max_moves_per_hour: 6,
+            min_age: Duration::from_secs(120),
+        }
+    }
+}
+
+impl Policy {
+    /// Draws a lifetime uniformly from the range with `draw` in [0, 1).
+    pub fn draw_lifetime(&self, draw: f64) -> Option<Duration> {
+        self.lifetime
+            .map(|(min, max)| min + (max.saturating_sub(min)).mul_f64(draw.clamp(0.0, 1.0)))
+    }
+}
+
+/// A move that was decided on and waits for its jitter delay to pass.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Armed {
+    /// When to re-check and move.
+    pub at: SystemTime,
+    /// Why.
+    pub trigger: Trigger,
+}
+
+/// What the agent remembers between decisions.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Memory {
+    /// The lifetime drawn at start-up (`None`: timer off).
+    pub lifetime: Option<Duration>,
+    /// A pending, jittered move.
+    pub armed: Option<Armed>,
+    /// Times of the agent's own eviction/delete attempts.
+    pub attempts: Vec<SystemTime>,
+    /// No attempt before this time (backoff after a failure).
+    pub retry_at: Option<SystemTime>,
+    /// Consecutive failed attempts (drives the backoff).
+    pub failures: u32,
+    /// The own pod is gone or going: nothing more to do.
+    pub finished: bool,
+}
+
+/// The outcome of an eviction or delete request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Accepted: the pod is being deleted.
+    Done,
+    /// 404 or 409: the pod is already gone or the name belongs to a successor.
+    Gone,
+    /// 429: a PodDisruptionBudget (or the server) says not now.
+    Busy {
+        /// From a `Retry-After` header or `details.retryAfterSeconds`.
+        retry_after: Option<Duration>,
+    },
+    /// 401/403 or an admission denial (422): a permission problem.
+    Denied,
+    /// Anything else: 5xx, network, malformed answers.
+    Failed,
+}
+
+impl Memory {
+    /// A fresh memory with a lifetime drawn from the policy.
+    pub fn new(policy: &Policy, draw: f64) -> Self {
+        Memory {
+            lifetime: policy.draw_lifetime(draw),
+            ..Memory::default()
+        }
+    }
+
+    /// Applies a decision: arms, disarms, or records an attempt.
+    pub fn apply(&mut self, now: SystemTime, decision: &Decision) {
+        match decision {
+            Decision::Arm { at, trigger } => {
+                self.armed = Some(Armed {
+                    at: *at,
+                    trigger: trigger.clone(),
+                })
+            }
+            Decision::Move { .. } => {
+                self.armed = None;
+                self.attempts
+                    .retain(|t| now.duration_since(*t).is_ok_and(|d| d < HOUR));
+                self.attempts.push(now);
+            }
+            Decision::Wait { .. } => self.armed = None,
+        }
+    }
+
+    /// Records the outcome of an attempt; `draw` in [0, 1) jitters the backoff.
+    pub fn record(&mut self, now: SystemTime, outcome: &Outcome, draw: f64) {
+        let backoff = match outcome {
+            Outcome::Done | Outcome::Gone => {
+                self.finished = true;
+                self.failures = 0;
+                self.retry_at = None;
+                return;
+            }
+            Outcome::Busy {
+                retry_after: Some(after),
+            } => {
+                self.failures = self.failures.saturating_add(1);
+                self.retry_at = Some(now + (*after).min(Backoff::BUSY.cap));
+                return;
+            }
+            Outcome::Busy { retry_after: None } => Backoff::BUSY,
+            Outcome::Denied => Backoff::DENIED,
+            Outcome::Failed => Backoff::TRANSIENT,
+        };
+        self.retry_at = Some(now + backoff.delay(self.failures, draw));
+        self.failures = self.failures.saturating_add(1);
+    }
+}
+
+/// Why the agent moves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Trigger {
+    /// The drawn lifetime has passed.
+    Lifetime {
+        /// The drawn lifetime.
+        lifetime: Duration,
+    },
+    /// A newer node is ready for this pod.
+    NewNode {
+        /// Node name.
+        node: String,
+        /// How long it has been Ready.
+        ready_for: Duration,
+        /// The node reports every required image.
+        images_pulled: bool,
+    },
+}
+
+impl fmt::Display for Trigger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Trigger::Lifetime { lifetime } => {
+                write!(f, "lifetime {} reached", fmt_duration(*lifetime))
+            }
+            Trigger::NewNode {
+                node,
+                ready_for,
+                images_pulled,
+            } => {
+                let ago = Duration::from_secs(ready_for.as_secs());
+                write!(f, "node {node} Ready {} ago", fmt_duration(ago))?;
+                if *images_pulled {
+                    f.write_str(" with images pulled")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Why a due move is held back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Hold {
+    /// The own pod is gone, going, or already replaced.
+    Finished,
+    /// Backing off after a failed attempt.
+    Backoff,
+    /// The own pod is younger than `min_age`.
+    TooYoung,
+    /// The per-hour attempt cap is used up.
+    MoveCap,
+    /// A sibling placeholder is Pending or terminating: one move at a time.
+    SiblingBusy(String),
+}
+
+/// What to do now.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Decision {
+    /// Nothing now; decide again at `until` or on the next event (`None`: events only).
+    Wait {
+        /// Next time-based wake-up.
+        until: Option<SystemTime>,
+        /// Set when a trigger is due but held back.
+        hold: Option<Hold>,
+    },
+    /// A trigger fired: re-check and move at `at` (the jitter delay).
+    Arm {
+        /// When.
+        at: SystemTime,
+        /// Why.
+        trigger: Trigger,
+    },
+    /// Evict (or delete) the own pod now.
+    Move {
+        /// Why.
+        trigger: Trigger,
+    },
+}
+
+/// Why a node is not a reason to move.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reject {
+    /// It is the node the own pod runs on.
+    OwnNode,
+    /// When the own pod was scheduled is not known.
+    OwnScheduleUnknown,
+    /// Not Ready (or no Ready condition, or no transition time).
+    NotReady,
+    /// Became Ready before the own pod was scheduled: nothing new.
+    NotNewer,
+    /// Ready, but for less than `node_settle`.
+    Settling {
+        /// When it will have settled.
+        until: SystemTime,
+    },
+    /// `spec.unschedulable` (cordoned).
+    Cordoned,
+    /// A NoSchedule/NoExecute taint the own pod does not tolerate.
+    Taint(String),
+    /// The own pod's nodeSelector or required node affinity excludes it.
+    Placement,
+    /// Required images not reported by the node.
+    ImagesMissing(Vec<String>),
+    /// Required images not listed, but the list is truncated: can't confirm.
+    ImagesUnconfirmed(Vec<String>),
+    /// A sibling created after the node became Ready was scheduled onto an older node:
+    /// the scheduler found this node full.
+    Full {
+        /// The sibling that showed it.
+        sibling: String,
+    },
+}
+
+/// Everything the decision reads.
+#[derive(Clone, Copy, Debug)]
+pub struct Snapshot<'a> {
+    /// The current time.
+    pub now: SystemTime,
+    /// The own pod.
+    pub own: &'a OwnPod,
+    /// The nodes watched, or `None` without node access.
+    pub nodes: Option<&'a [NodeSummary]>,
+    /// Sibling placeholders, or `None` without that view.
+    pub siblings: Option<&'a [Sibling]>,
+    /// The policy.
+    pub policy: &'a Policy,
+    /// What the agent remembers.
+    pub memory: &'a Memory,
+    /// A uniform random number in [0, 1) for the jitter delay.
+    pub draw: f64,
+}
+
+impl Snapshot<'_> {
+    fn is_self(&self, name: &str, uid: &str) -> bool {
+        name == self.own.name || (!uid.is_empty() && uid == self.own.uid)
+    }
+
+    /// Whether `node` is a reason to move now; on success, how long it has been Ready.
+    pub fn node_verdict(&self, node: &NodeSummary) -> Result<Duration, Reject> {
+        let own = self.own;
+        if own.node_name.as_deref() == Some(node.name.as_str()) {
+            return Err(Reject::OwnNode);
+        }
+        let scheduled = own.scheduled_at.ok_or(Reject::OwnScheduleUnknown)?;
+        let since = match (node.ready.ready, node.ready.since) {
+            (true, Some(since)) => since,
+            _ => return Err(Reject::NotReady),
+        };
+        if since <= scheduled {
+            return Err(Reject::NotNewer);
+        }
+        let settled = since + self.policy.node_settle;
+        if self.now < settled {
+            return Err(Reject::Settling { until: settled });
+        }
+        if node.unschedulable {
+            return Err(Reject::Cordoned);
+        }
+        if let Some(t) = own.untolerated_taint(node) {
+            return Err(Reject::Taint(t.key.clone()));
+        }
+        if !own.accepts_node(node) {
+            return Err(Reject::Placement);
+        }
+        let missing: Vec<String> = self
+            .policy
+            .required_images
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !node.images_present.contains(i))
+            .map(|(_, r)| r.to_string())
+            .collect();
+        if !missing.is_empty() {
+            return Err(if node.images_truncated {
+                Reject::ImagesUnconfirmed(missing)
+            } else {
+                Reject::ImagesMissing(missing)
+            });
+        }
+        if let (Some(siblings), Some(nodes)) = (self.siblings, self.nodes) {
+            let placed_on_older = siblings.iter().find(|s| {
+                !self.is_self(&s.name, &s.uid)
+                    && s.created.is_some_and(|c| c > since)
+                    && s.node_name.as_deref().is_some_and(|n| {
+                        n != node.name
+                            && !nodes
+                                .iter()
+                                .any(|o| o.name == n && o.ready.since.is_some_and(|t| t >= since))
+                    })
+            });
+            if let Some(s) = placed_on_older {
+                return Err(Reject::Full {
+                    sibling: s.name.clone(),
+                });
+            }
+        }
+        Ok(self.now.duration_since(since).unwrap_or_default())
+    }
+
+    /// The best node to move towards (Ready longest, then by name), and the
+    /// earliest time a settling node will count.
+    fn node_trigger(&self) -> (Option<Trigger>, Option<SystemTime>) {
+        if !self.policy.move_to_new_nodes {
+            return (None, None);
+        }
+        let Some(nodes) = self.nodes else {
+            return (None, None);
+        };
+        let (mut best, mut next): (Option<(Duration, &NodeSummary)>, Option<SystemTime>) =
+            (None, None);
+        for node in nodes {
+            match self.node_verdict(node) {
+                Ok(ready_for) => {
+                    let better = best.is_none_or(|(d, b)| {
+                        ready_for > d || (ready_for == d && node.name < b.name)
+                    });
+                    if better {
+                        best = Some((ready_for, node));
+                    }
+                }
+                Err(Reject::Settling { until }) => {
+                    next = Some(next.map_or(until, |n| n.min(until)))
+                }
+                Err(_) => {}
+            }
+        }
+        let trigger = best.map(|(ready_for, node)| Trigger::NewNode {
+            node: node.name.clone(),
+            ready_for,
+            images_pulled: !self.policy.required_images.is_empty(),
+        });
+        (trigger, next)
+    }
+
+    fn hold(&self) -> Option<(Hold, Option<SystemTime>)> {
+        let (now, memory, policy) = (self.now, self.memory, self.policy);
+        if let Some(at) = memory.retry_at.filter(|at| *at > now) {
+            return Some((Hold::Backoff, Some(at)));
+        }
+        if let Some(start) = self.own.started_at {
+            let old_enough = start + policy.min_age;
+            if now < old_enough {
+                return Some((Hold::TooYoung, Some(old_enough)));
+            }
+        }
+        if policy.max_moves_per_hour > 0 {
+            let recent: Vec<SystemTime> = memory
+                .attempts
+                .iter()
+                .copied()
+                .filter(|t| now.duration_since(*t).is_ok_and(|d| d < HOUR) || *t > now)
+                .collect();
+            if recent.len() >= policy.max_moves_per_hour as usize {
+                let until = recent.iter().min().map(|t| *t + HOUR);
+                return Some((Hold::MoveCap, until));
+            }
+        }
+        if let Some(busy) = self
+            .siblings
+            .into_iter()
+            .flatten()
+            .find(|s| !self.is_self(&s.name, &s.uid) && (s.pending || s.terminating))
+        {
+            return Some((Hold::SiblingBusy(busy.name.clone()), None));
+        }
+        None
+    }
+}
+
+/// Decides what to do now. Pure: same snapshot, same answer.
+pub fn decide(s: &Snapshot) -> Decision {
+    if s.memory.finished || s.own.terminating {
+        return Decision::Wait {
+            until: None,
+            hold: Some(Hold::Finished),
+        };
+    }
+    let deadline = match (s.memory.lifetime, s.own.started_at) {
+        (Some(l), Some(start)) if !l.is_zero() => Some((start + l, l)),
+        _ => None,
+    };
+    let (node_trigger, next_settled) = s.node_trigger();
+    let trigger = node_trigger.or_else(|| {
+        deadline
+            .filter(|(at, _)| *at <= s.now)
+            .map(|(_, lifetime)| Trigger::Lifetime { lifetime })
+    });
+    let Some(trigger) = trigger else {
+        let until = [deadline.map(|(at, _)| at), next_settled]
+            .into_iter()
+            .flatten()
+            .min();
+        return Decision::Wait { until, hold: None };
+    };
+    if let Some((hold, until)) = s.hold() {
+        return Decision::Wait {
+            until,
+            hold: Some(hold),
+        };
+    }
+    match &s.memory.armed {
+        Some(armed) if armed.at <= s.now => Decision::Move { trigger },
+        Some(armed) => Decision::Arm {
+            at: armed.at,
+            trigger,
+        },
+        None if s.policy.move_jitter.is_zero() => Decision::Move { trigger },
+        None => Decision::Arm {
+            at: s.now + s.policy.move_jitter.mul_f64(s.draw.clamp(0.0, 1.0)),
+            trigger,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Readiness, Taint, Toleration};
+    use crate::selector::Requirement;
+
+    const T0: u64 = 1_800_000_000;
+
+    fn at(secs: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(T0 + secs)
+    }
+
+    fn own() -> OwnPod {
+        OwnPod {
+            name: "placeholder-0".into(),
+            namespace: "placeholders".into(),
+            uid: "uid-0".into(),
+            node_name: Some("old".into()),
+            started_at: Some(at(0)),
+            scheduled_at: Some(at(0)),
+            ..OwnPod::default()
+        }
+    }
+
+    fn node(name: &str, ready_at: u64) -> NodeSummary {
+        NodeSummary {
+            name: name.into(),
+            ready: Readiness {
+                ready: true,
+                since: Some(at(ready_at)),
+            },
+            ..NodeSummary::default()
+        }
+    }
+
+    fn policy() -> Policy {
+        Policy {
+            lifetime: None,
+            move_to_new_nodes: true,
+            node_settle: Duration::from_secs(30),
+            required_images: vec![],
+            move_jitter: Duration::ZERO,
+            max_moves_per_hour: 0,
+            min_age: Duration::ZERO,
+        }
+    }
+
+    struct Case {
+        own: OwnPod,
+        nodes: Option<Vec<NodeSummary>>,
+        siblings: Option<Vec<Sibling>>,
+        policy: Policy,
+        memory: Memory,
+        now: SystemTime,
+        draw: f64,
+    }
+
+    impl Case {
+        fn new() -> Self {
+            Case {
+                own: own(),
+                nodes: Some(vec![node("old", 0)]),
+                siblings: None,
+                policy: policy(),
+                memory: Memory::default(),
+                now: at(1000),
+                draw: 0.5,
+            }
+        }
+        fn snapshot(&self) -> Snapshot<'_> {
+            Snapshot {
+                now: self.now,
+                own: &self.own,
+                nodes: self.nodes.as_deref(),
+                siblings: self.siblings.as_deref(),
+                policy: &self.policy,
+                memory: &self.memory,
+                draw: self.draw,
+            }
+        }
+        fn decide(&self) -> Decision {
+            decide(&self.snapshot())
+        }
+        fn verdict(&self, n: &NodeSummary) -> Result<Duration, Reject> {
+            self.snapshot().node_verdict(n)
+        }
+    }
+
+    fn moves_to(d: &Decision) -> Option<&str> {
+        match d {
+            Decision::Move {
+                trigger: Trigger::NewNode { node, .. },
+            } => Some(node),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn each_candidate_rule_alone() {
+        let c = Case::new();
+        let fresh = node("new", 500);
+        assert_eq!(c.verdict(&fresh), Ok(Duration::from_secs(500)));
+        let taint = |key: &str, effect: &str| Taint {
+            key: key.into(),
+            value: None,
+            effect: effect.into(),
+        };
+        let table: Vec<(&str, NodeSummary, Reject)> = vec![
+            ("own node", node("old", 500), Reject::OwnNode),
+            (
+                "not ready",
+                NodeSummary {
+                    ready: Readiness {
+                        ready: false,
+                        since: Some(at(500)),
+                    },
+                    ..fresh.clone()
+                },
+                Reject::NotReady,
+            ),
+            (
+                "ready without time",
+                NodeSummary {
+                    ready: Readiness {
+                        ready: true,
+                        since: None,
+                    },
+                    ..fresh.clone()
+                },
+                Reject::NotReady,
+            ),
+            (
+                "ready before own scheduling",
+                node("new", 0),
+                Reject::NotNewer,
+            ),
+            (
+                "settling",
+                node("new", 990),
+                Reject::Settling { until: at(1020) },
+            ),
+            (
+                "cordoned",
+                NodeSummary {
+                    unschedulable: true,
+                    ..fresh.clone()
+                },
+                Reject::Cordoned,
+            ),
+            (
+                "autoscaler deleting",
+                NodeSummary {
+                    taints: vec![taint("ToBeDeletedByClusterAutoscaler", "NoSchedule")],
+                    ..fresh.clone()
+                },
+                Reject::Taint("ToBeDeletedByClusterAutoscaler".into()),
+            ),
+            (
+                "unreachable",
+                NodeSummary {
+                    taints: vec![taint("node.kubernetes.io/unreachable", "NoExecute")],
+                    ..fresh.clone()
+                },
+                Reject::Taint("node.kubernetes.io/unreachable".into()),
+            ),
+            (
+                "uninitialized",
+                NodeSummary {
+                    taints: vec![taint(
+                        "node.cloudprovider.kubernetes.io/uninitialized",
+                        "NoSchedule",
+                    )],
+                    ..fresh.clone()
+                },
+                Reject::Taint("node.cloudprovider.kubernetes.io/uninitialized".into()),
+            ),
+        ];
+        for (name, n, want) in table {
+            assert_eq!(c.verdict(&n), Err(want), "{name}");
+        }
+        // PreferNoSchedule taints never block (the summary drops them anyway).
+        let soft = NodeSummary {
+            taints: vec![taint("x", "PreferNoSchedule")],
+            ..fresh.clone()
+        };
+        assert!(c.verdict(&soft).is_ok());
+        // Exactly at the settle boundary it counts.
+        assert!(c.verdict(&node("new", 970)).is_ok());
+        // Unknown own scheduling time: no node is a reason.
+        let mut unknown = Case::new();
+        unknown.own.scheduled_at = None;
+        assert_eq!(unknown.verdict(&fresh), Err(Reject::OwnScheduleUnknown));
+    }
+
+    #[test]
+    fn tolerated_taints_and_placement_rules() {
+        let mut c = Case::new();
+        let mut n = node("new", 500);
+        n.taints = vec![Taint {
+            key: "hub.jupyter.org/dedicated".into(),
+            value: Some("user".into()),
+            effect: "NoSchedule".into(),
+        }];
+        n.labels = [("pool".to_string(), "user".to_string())].into();
+        assert!(matches!(c.verdict(&n), Err(Reject::Taint(_))));
+        c.own.tolerations = vec![Toleration {
+            key: Some("hub.jupyter.org/dedicated".into()),
+            operator: Some("Equal".into()),
+            value: Some("user".into()),
+            effect: Some("NoSchedule".into()),
+        }];
+        assert!(c.verdict(&n).is_ok());
+        c.own.node_selector = [("pool".to_string(), "other".to_string())].into();
+        assert_eq!(c.verdict(&n), Err(Reject::Placement));
+        c.own.node_selector = [("pool".to_string(), "user".to_string())].into();
+        assert!(c.verdict(&n).is_ok());
+        c.own.affinity = vec![crate::model::NodeTerm {
+            labels: vec![Requirement::In("zone".into(), vec!["a".into()])],
+            fields: vec![],
+        }];
+        assert_eq!(c.verdict(&n), Err(Reject::Placement));
+        n.labels.insert("zone".into(), "a".into());
+        assert!(c.verdict(&n).is_ok());
+        c.own.affinity.push(crate::model::NodeTerm {
+            labels: vec![],
+            fields: vec![Requirement::In("metadata.name".into(), vec!["new".into()])],
+        });
+        n.labels.remove("zone");
+        assert!(
+            c.verdict(&n).is_ok(),
+            "terms are ORed: the name term matches"
+        );
+    }
+
+    #[test]
+    fn image_gate_present_missing_truncated() {
+        let mut c = Case::new();
+        c.policy.required_images =
+            crate::images::parse_list("jupyter/scipy:1,quay.io/x/y:2").expect("valid");
+        let mut n = node("new", 500);
+        assert!(matches!(c.verdict(&n), Err(Reject::ImagesMissing(m)) if m.len() == 2));
+        n.images_present = vec![0];
+        assert_eq!(
+            c.verdict(&n),
+            Err(Reject::ImagesMissing(vec!["quay.io/x/y:2".into()]))
+        );
+        n.images_truncated = true;
+        assert!(matches!(c.verdict(&n), Err(Reject::ImagesUnconfirmed(_))));
+        n.images_present = vec![0, 1];
+        assert!(
+            c.verdict(&n).is_ok(),
+            "all present even in a truncated list"
+        );
+        c.nodes = Some(vec![node("old", 0), n]);
+        let d = c.decide();
+        assert_eq!(moves_to(&d), Some("new"));
+        let Decision::Move { trigger } = d else {
+            unreachable!()
+        };
+        assert_eq!(
+            trigger.to_string(),
+            "node new Ready 8m20s ago with images pulled"
+        );
+    }
+
+    #[test]
+    fn combined_rules_pick_the_longest_ready_valid_node() {
+        let mut c = Case::new();
+        c.nodes = Some(vec![
+            node("old", 0),
+            NodeSummary {
+                unschedulable: true,
+                ..node("cordoned", 100)
+            },
+            node("b-new", 600),
+            node("a-new", 600),
+            node("settling", 995),
+        ]);
+        assert_eq!(moves_to(&c.decide()), Some("a-new"));
+        c.nodes = Some(vec![node("old", 0), node("settling", 995)]);
+        assert_eq!(
+            c.decide(),
+            Decision::Wait {
+                until: Some(at(1025)),
+                hold: None
+            },
+            "wakes when the node has settled"
+        );
+    }
+
+    #[test]
+    fn no_node_view_or_trigger_off_means_timer_only() {
+        let mut c = Case::new();
+        c.nodes = None;
+        assert_eq!(
+            c.decide(),
+            Decision::Wait {
+                until: None,
+                hold: None
+            }
+        );
+        c.nodes = Some(vec![node("new", 500)]);
+        c.policy.move_to_new_nodes = false;
+        assert_eq!(
+            c.decide(),
+            Decision::Wait {
+                until: None,
+                hold: None
+            }
+        );
+    }
+
+    #[test]
+    fn lifetime_timer_counts_from_pod_start_and_jitters() {
+        let mut c = Case::new();
+        c.nodes = None;
+        c.memory.lifetime = Some(Duration::from_secs(2000));
+        assert_eq!(
+            c.decide(),
+            Decision::Wait {
+                until: Some(at(2000)),
+                hold: None
+            }
+        );
+        c.now = at(2000);
+        c.policy.move_jitter = Duration::from_secs(60);
+        c.draw = 0.25;
+        let d = c.decide();
+        let want = Trigger::Lifetime {
+            lifetime: Duration::from_secs(2000),
+        };
+        assert_eq!(
+            d,
+            Decision::Arm {
+                at: at(2015),
+                trigger: want.clone()
+            }
+        );
+        c.memory.apply(c.now, &d);
+        c.now = at(2010);
+        assert!(
+            matches!(c.decide(), Decision::Arm { at: a, .. } if a == at(2015)),
+            "keeps its time"
+        );
+        c.now = at(2015);
+        assert_eq!(
+            c.decide(),
+            Decision::Move {
+                trigger: want.clone()
+            }
+        );
+        assert_eq!(want.to_string(), "lifetime 33m20s reached");
+        // A restart long after expiry arms with a delay instead of moving at once.
+        let mut late = Case::new();
+        late.nodes = None;
+        late.memory.lifetime = Some(Duration::from_secs(10));
+        late.policy.move_jitter = Duration::from_secs(60);
+        late.draw = 0.9;
+        assert!(matches!(late.decide(), Decision::Arm { at: a, .. } if a == at(1054)));
+        // Zero lifetime is off.
+        late.memory.lifetime = Some(Duration::ZERO);
+        assert_eq!(
+            late.decide(),
+            Decision::Wait {
+                until: None,
+                hold: None
+            }
+        );
+    }
+
+    #[test]
+    fn draw_lifetime_is_uniform_in_range() {
+        let mut p = policy();
+        assert_eq!(p.draw_lifetime(0.3), None);
+        p.lifetime = Some((Duration::from_secs(100), Duration::from_secs(200)));
+        assert_eq!(p.draw_lifetime(0.0), Some(Duration::from_secs(100)));
+        assert_eq!(p.draw_lifetime(0.5), Some(Duration::from_secs(150)));
+        assert_eq!(
+            Memory::new(&p, 1.0).lifetime,
+            Some(Duration::from_secs(200))
+        );
+    }
+
+    #[test]
+    fn armed_move_is_rechecked_and_dropped_when_the_node_goes() {
+        let mut c = Case::new();
+        c.policy.move_jitter = Duration::from_secs(100);
+        c.nodes = Some(vec![node("old", 0), node("new", 500)]);
+        let d = c.decide();
+        assert!(matches!(d, Decision::Arm { .. }));
+        c.memory.apply(c.now, &d);
+        c.now = at(1100);
+        c.nodes = Some(vec![node("old", 0)]);
+        let d = c.decide();
+        assert_eq!(
+            d,
+            Decision::Wait {
+                until: None,
+                hold: None
+            }
+        );
+        c.memory.apply(c.now, &d);
+        assert_eq!(c.memory.armed, None);
+    }
+
+    #[test]
+    fn churn_controls_hold_moves() {
+        let mut c = Case::new();
+        c.nodes = Some(vec![node("old", 0), node("new", 500)]);
+        // min age
+        c.policy.min_age = Duration::from_secs(1200);
+        assert_eq!(
+            c.decide(),
+            Decision::Wait {
+                until: Some(at(1200)),
+                hold: Some(Hold::TooYoung)
+            }
+        );
+        c.policy.min_age = Duration::ZERO;
+        // per-hour cap
+        c.policy.max_moves_per_hour = 2;
+        c.memory.attempts = vec![at(100), at(900)];
+        assert_eq!(
+            c.decide(),
+            Decision::Wait {
+                until: Some(at(3700)),
+                hold: Some(Hold::MoveCap)
+            }
+        );
+        c.now = at(3700);
+        assert!(moves_to(&c.decide()).is_some(), "the old attempt aged out");
+        c.now = at(1000);
+        c.memory.attempts.clear();
+        // backoff
+        c.memory.retry_at = Some(at(1500));
+        assert_eq!(
+            c.decide(),
+            Decision::Wait {
+                until: Some(at(1500)),
+                hold: Some(Hold::Backoff)
+            }
+        );
+        c.memory.retry_at = None;
+        // finished
+        c.memory.finished = true;
+        assert_eq!(
+            c.decide(),
+            Decision::Wait {
+                until: None,
+                hold: Some(Hold::Finished)
+            }
+        );
+        c.memory.finished = false;
+        c.own.terminating = true;
+        assert!(matches!(
+            c.decide(),
+            Decision::Wait {
+                hold: Some(Hold::Finished),
+                ..
+            }
+        ));
+    }
+
+    fn sibling(name: &str, created: u64, node: Option<&str>, pending: bool) -> Sibling {
+        Sibling {
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            created: Some(at(created)),
+            node_name: node.map(Into::into),
+            pending,
+            terminating: false,
+        }
+    }
+
+    #[test]
+    fn sibling_awareness() {
+        let mut c = Case::new();
+        c.nodes = Some(vec![node("old", 0), node("new", 500)]);
+        c.siblings = Some(vec![
+            sibling("placeholder-0", 0, Some("old"), false),
+            sibling("placeholder-1", 0, Some("old"), false),
+        ]);
+        assert_eq!(moves_to(&c.decide()), Some("new"));
+        // a sibling Pending holds every move (also the timer)
+        c.siblings = Some(vec![sibling("placeholder-1", 900, None, true)]);
+        assert_eq!(
+            c.decide(),
+            Decision::Wait {
+                until: None,
+                hold: Some(Hold::SiblingBusy("placeholder-1".into()))
+            }
+        );
+        // a terminating sibling too
+        let mut going = sibling("placeholder-1", 0, Some("old"), false);
+        going.terminating = true;
+        c.siblings = Some(vec![going]);
+        assert!(matches!(
+            c.decide(),
+            Decision::Wait {
+                hold: Some(Hold::SiblingBusy(_)),
+                ..
+            }
+        ));
+        // the own pod never holds itself, even while it looks Pending
+        c.siblings = Some(vec![sibling("placeholder-0", 0, None, true)]);
+        assert_eq!(moves_to(&c.decide()), Some("new"));
+        // a sibling created after the node was Ready landed on an older node: full
+        c.siblings = Some(vec![sibling("placeholder-1", 700, Some("old"), false)]);
+        assert_eq!(
+            c.verdict(&node("new", 500)),
+            Err(Reject::Full {
+                sibling: "placeholder-1".into()
+            })
+        );
+        assert_eq!(
+            c.decide(),
+            Decision::Wait {
+                until: None,
+                hold: None
+            }
+        );
+        // ... but landing on the new node, or on another newer node, is no evidence
+        c.siblings = Some(vec![sibling("placeholder-1", 700, Some("new"), false)]);
+        assert!(c.verdict(&node("new", 500)).is_ok());
+        c.nodes = Some(vec![node("old", 0), node("new", 500), node("newer", 600)]);
+        c.siblings = Some(vec![sibling("placeholder-1", 700, Some("newer"), false)]);
+        assert!(c.verdict(&node("new", 500)).is_ok());
+        // a sibling created before the node was Ready says nothing about it
+        c.siblings = Some(vec![sibling("placeholder-1", 400, Some("old"), false)]);
+        assert!(c.verdict(&node("new", 500)).is_ok());
+    }
+
+    #[test]
+    fn a_replacement_never_chases_a_node_that_was_already_there() {
+        let mut c = Case::new();
+        c.nodes = Some(vec![node("old", 0), node("new", 500)]);
+        // the moved pod's successor was scheduled after "new" became Ready
+        c.own.node_name = Some("old".into());
+        c.own.scheduled_at = Some(at(800));
+        c.own.started_at = Some(at(800));
+        assert_eq!(c.verdict(&node("new", 500)), Err(Reject::NotNewer));
+        assert_eq!(
+            c.decide(),
+            Decision::Wait {
+                until: None,
+                hold: None
+            }
+        );
+    }
+
+    #[test]
+    fn outcomes_update_memory() {
+        let now = at(0);
+        let mut m = Memory::default();
+        m.record(now, &Outcome::Busy { retry_after: None }, 0.0);
+        assert_eq!(m.retry_at, Some(at(5)));
+        m.record(now, &Outcome::Busy { retry_after: None }, 1.0);
+        assert_eq!(m.retry_at, Some(at(20)));
+        m.record(
+            now,
+            &Outcome::Busy {
+                retry_after: Some(Duration::from_secs(7)),
+            },
+            0.0,
+        );
+        assert_eq!(m.retry_at, Some(at(7)));
+        let mut denied = Memory::default();
+        denied.record(now, &Outcome::Denied, 0.0);
+        assert!(denied.retry_at >= Some(at(300)), "403 retries rarely");
+        let mut failed = Memory::default();
+        failed.record(now, &Outcome::Failed, 0.0);
+        assert_eq!(failed.retry_at, Some(now + Duration::from_millis(500)));
+        m.record(now, &Outcome::Gone, 0.0);
+        assert!(m.finished && m.retry_at.is_none());
+        let mut done = Memory::default();
+        done.record(now, &Outcome::Done, 0.0);
+        assert!(done.finished);
+        // attempts are recorded by apply(Move) and old ones pruned
+        let mut m = Memory {
+            attempts: vec![at(0)],
+            ..Memory::default()
+        };
+        let mv = Decision::Move {
+            trigger: Trigger::Lifetime {
+                lifetime: Duration::from_secs(1),
+            },
+        };
+        m.apply(at(4000), &mv);
+        assert_eq!(m.attempts, vec![at(4000)]);
+    }
+}

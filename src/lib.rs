@@ -1,0 +1,21 @@
+//! `selfdestruct`: a pause-style container for Kubernetes placeholder pods that
+//! evicts its own pod when moving it helps: on a jittered lifetime, or when a
+//! newer node is ready for it.
+//!
+//! The decision ([`decision::decide`]) is a pure function over a snapshot; the
+//! agent ([`agent`]) is a thin I/O shell around it.
+#![warn(missing_docs)]
+
+pub mod agent;
+pub mod api;
+pub mod backoff;
+pub mod config;
+pub mod decision;
+pub mod duration;
+pub mod identity;
+pub mod images;
+pub mod logging;
+pub mod model;
+pub mod selector;
+pub mod signals;
+pub mod watch;

@@ -1,0 +1,42 @@
+//! `selfdestruct`: see the README. Parses the configuration (exit 2 if invalid),
+//! installs signal handlers, and runs the agent on a current-thread runtime.
+
+use clap::Parser;
+use selfdestruct::agent;
+use selfdestruct::config::{Args, Config};
+use selfdestruct::signals::{Signals, reap_zombies};
+
+fn main() {
+    let args = Args::parse();
+    let cfg = match Config::from_args(&args, std::env::var("RUST_LOG").ok().as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("selfdestruct: {e}");
+            std::process::exit(agent::EXIT_CONFIG);
+        }
+    };
+    selfdestruct::logging::init(cfg.log_format, cfg.log_level);
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("selfdestruct: cannot start the runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    let code = runtime.block_on(async {
+        let signals = match Signals::install() {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("selfdestruct: cannot install signal handlers: {e}");
+                return 1;
+            }
+        };
+        reap_zombies();
+        agent::run(cfg, signals).await
+    });
+    // Exit at once: nothing is left to flush, and the runtime's shutdown would wait for tasks.
+    std::process::exit(code);
+}

@@ -1,0 +1,251 @@
+//! List-then-watch of Nodes and of sibling pods, each in its own task that sends
+//! small summaries to the agent loop. A broken watch resumes from the last
+//! resourceVersion; a 410 Gone re-lists; 403 is reported once and retried rarely.
+
+use std::fmt::Debug;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use kube::Client;
+use kube::core::params::{ListParams, WatchParams};
+use kube::core::{Request, WatchEvent};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use tokio::sync::mpsc;
+
+use crate::backoff::{Backoff, draw};
+use crate::model::{MetaLite, NodeLite, PodLite};
+
+/// How long a watch request may stay open (the server closes it then).
+pub const WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
+/// A watch with no event (bookmarks included) for this long is considered stalled.
+pub const STALL_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// What a watcher tells the agent.
+#[derive(Debug)]
+pub enum Update<T> {
+    /// The full current set (after a list).
+    Reset(Vec<T>),
+    /// An object was added or changed.
+    Upsert(T),
+    /// An object was deleted.
+    Remove(String),
+    /// The service account may not read these objects (the message says what is missing).
+    Forbidden(String),
+}
+
+/// Objects the watcher can track.
+pub trait Watched: Clone + DeserializeOwned + Debug + Send + 'static {
+    /// Their metadata.
+    fn meta(&self) -> &MetaLite;
+}
+
+impl Watched for NodeLite {
+    fn meta(&self) -> &MetaLite {
+        &self.metadata
+    }
+}
+
+impl Watched for PodLite {
+    fn meta(&self) -> &MetaLite {
+        &self.metadata
+    }
+}
+
+#[derive(Deserialize)]
+struct ListMetaLite {
+    #[serde(default, rename = "resourceVersion")]
+    resource_version: Option<String>,
+    #[serde(default, rename = "continue")]
+    continue_token: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(bound = "T: DeserializeOwned")]
+struct ListLite<T> {
+    metadata: ListMetaLite,
+    #[serde(default)]
+    items: Vec<T>,
+}
+
+/// What to watch: a collection path (`/api/v1/nodes`) and a label selector.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// Collection URL path.
+    pub path: String,
+    /// Label selector (empty: all).
+    pub selector: String,
+    /// Human name for logs ("nodes", "sibling pods").
+    pub what: &'static str,
+}
+
+enum Stop {
+    Relist,
+    Resume,
+    Denied(String),
+    Failed(String),
+}
+
+async fn list<T: Watched>(client: &Client, t: &Target) -> Result<(Vec<T>, String), kube::Error> {
+    let (mut items, mut token) = (Vec::new(), None::<String>);
+    loop {
+        let mut lp = ListParams::default().limit(500);
+        if !t.selector.is_empty() {
+            lp = lp.labels(&t.selector);
+        }
+        if let Some(c) = &token {
+            lp = lp.continue_token(c);
+        }
+        let req = Request::new(&t.path)
+            .list(&lp)
+            .map_err(kube::Error::BuildRequest)?;
+        let page: ListLite<T> =
+            tokio::time::timeout(crate::api::REQUEST_TIMEOUT, client.request(req))
+                .await
+                .map_err(|_| kube::Error::Service("list timed out".into()))??;
+        items.extend(page.items);
+        match page.metadata.continue_token.filter(|c| !c.is_empty()) {
+            Some(c) => token = Some(c),
+            None => return Ok((items, page.metadata.resource_version.unwrap_or_default())),
+        }
+    }
+}
+
+fn denied(e: &kube::Error) -> Option<String> {
+    match e {
+        kube::Error::Api(s) if s.code == 403 || s.code == 401 => Some(s.message.clone()),
+        _ => None,
+    }
+}
+
+async fn watch_from<T: Watched>(
+    client: &Client,
+    t: &Target,
+    rv: &mut String,
+    tx: &mpsc::Sender<Update<T>>,
+) -> Stop {
+    let jitter = draw() * 0.5;
+    let timeout = WATCH_TIMEOUT.mul_f64(1.0 - jitter);
+    let mut wp = WatchParams::default().timeout(u32::try_from(timeout.as_secs()).unwrap_or(1800));
+    if !t.selector.is_empty() {
+        wp = wp.labels(&t.selector);
+    }
+    let req = match Request::new(&t.path).watch(&wp, rv) {
+        Ok(r) => r,
+        Err(e) => return Stop::Failed(e.to_string()),
+    };
+    let stream = match client.request_events::<T>(req).await {
+        Ok(s) => s,
+        Err(e) => {
+            return match denied(&e) {
+                Some(m) => Stop::Denied(m),
+                None => Stop::Failed(e.to_string()),
+            };
+        }
+    };
+    let mut stream = std::pin::pin!(stream);
+    loop {
+        let next = match tokio::time::timeout(STALL_TIMEOUT, stream.next()).await {
+            Err(_) => {
+                tracing::debug!(what = t.what, "watch stalled, reconnecting");
+                return Stop::Resume;
+            }
+            Ok(None) => return Stop::Resume,
+            Ok(Some(Err(e))) => return Stop::Failed(e.to_string()),
+            Ok(Some(Ok(ev))) => ev,
+        };
+        let update = match next {
+            WatchEvent::Added(o) | WatchEvent::Modified(o) => {
+                if let Some(v) = &o.meta().resource_version {
+                    rv.clone_from(v);
+                }
+                Update::Upsert(o)
+            }
+            WatchEvent::Deleted(o) => {
+                if let Some(v) = &o.meta().resource_version {
+                    rv.clone_from(v);
+                }
+                Update::Remove(o.meta().name.clone())
+            }
+            WatchEvent::Bookmark(b) => {
+                rv.clone_from(&b.metadata.resource_version);
+                continue;
+            }
+            WatchEvent::Error(s) if s.code == 410 => return Stop::Relist,
+            WatchEvent::Error(s) if s.code == 403 || s.code == 401 => {
+                return Stop::Denied(s.message);
+            }
+            WatchEvent::Error(s) => {
+                return Stop::Failed(format!("watch error {}: {}", s.code, s.message));
+            }
+        };
+        if tx.send(update).await.is_err() {
+            return Stop::Failed("agent gone".into());
+        }
+    }
+}
+
+/// Runs list+watch forever, sending updates to `tx`. Ends only when `tx` closes.
+pub async fn run<T: Watched>(client: Client, target: Target, tx: mpsc::Sender<Update<T>>) {
+    let mut failures = 0u32;
+    let mut told_denied = false;
+    loop {
+        let (items, mut rv) = match list::<T>(&client, &target).await {
+            Ok(x) => x,
+            Err(e) => {
+                let wait = if let Some(msg) = denied(&e) {
+                    if !told_denied {
+                        told_denied = true;
+                        if tx.send(Update::Forbidden(msg)).await.is_err() {
+                            return;
+                        }
+                    }
+                    Backoff::DENIED.delay(failures, draw())
+                } else {
+                    tracing::warn!(what = target.what, error = %e, "list failed, retrying");
+                    Backoff::TRANSIENT.delay(failures, draw())
+                };
+                failures = failures.saturating_add(1);
+                tokio::time::sleep(wait).await;
+                continue;
+            }
+        };
+        failures = 0;
+        told_denied = false;
+        if tx.send(Update::Reset(items)).await.is_err() {
+            return;
+        }
+        loop {
+            match watch_from(&client, &target, &mut rv, &tx).await {
+                Stop::Resume => {
+                    failures = 0;
+                    continue;
+                }
+                Stop::Relist => {
+                    tracing::info!(
+                        what = target.what,
+                        "watch expired (410 Gone), listing again"
+                    );
+                }
+                Stop::Denied(msg) => {
+                    let _ = tx.send(Update::Forbidden(msg)).await;
+                    told_denied = true;
+                    tokio::time::sleep(Backoff::DENIED.delay(failures, draw())).await;
+                }
+                Stop::Failed(msg) => {
+                    if tx.is_closed() {
+                        return;
+                    }
+                    tracing::warn!(what = target.what, error = %msg, "watch failed, retrying");
+                    tokio::time::sleep(Backoff::TRANSIENT.delay(failures, draw())).await;
+                    failures = failures.saturating_add(1);
+                    // Resume from the last resourceVersion; a 410 on that sends us to list.
+                    continue;
+                }
+            }
+            break;
+        }
+        failures = failures.saturating_add(1);
+        tokio::time::sleep(Backoff::TRANSIENT.delay(failures.min(3), draw())).await;
+    }
+}
