@@ -64,6 +64,25 @@ pub async fn run(cfg: Config, mut signals: Signals) -> i32 {
     agent.run(own, &mut signals).await
 }
 
+/// Runs `node-gate` mode: without API access, a plain pause.
+pub async fn run_gate(
+    gate: crate::node_gate::GateConfig,
+    cfg: Config,
+    mut signals: Signals,
+) -> i32 {
+    let client = match kube_config(&cfg)
+        .await
+        .and_then(|c| kube::Client::try_from(c).map_err(|e| e.to_string()))
+    {
+        Ok(c) => c,
+        Err(why) => {
+            info!(reason = %why, "no API access: the node gate cannot remove its taint; running as a plain pause container");
+            return stop(signals.terminated().await);
+        }
+    };
+    crate::node_gate::run(gate, client, signals).await
+}
+
 fn stop(signal: &str) -> i32 {
     info!(signal, "received {signal}, exiting");
     0

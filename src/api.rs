@@ -124,43 +124,8 @@ impl PodApi {
         path: String,
         body: Option<serde_json::Value>,
     ) -> Result<Vec<u8>, ApiError> {
-        let bytes = body.map(|b| b.to_string().into_bytes()).unwrap_or_default();
-        let mut builder = Request::builder().method(method).uri(path);
-        if !bytes.is_empty() {
-            builder = builder.header(http::header::CONTENT_TYPE, "application/json");
-        }
-        let req = builder
-            .header(http::header::ACCEPT, "application/json")
-            .body(kube::client::Body::from(bytes))
-            .map_err(|e| ApiError::Transport(e.to_string()))?;
-        let call = async {
-            let res = self
-                .client
-                .send(req)
-                .await
-                .map_err(|e| ApiError::Transport(e.to_string()))?;
-            let status = res.status();
-            let retry_after = res
-                .headers()
-                .get(http::header::RETRY_AFTER)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .map(Duration::from_secs);
-            let body = res
-                .into_body()
-                .collect()
-                .await
-                .map_err(|e| ApiError::Transport(e.to_string()))?
-                .to_bytes()
-                .to_vec();
-            if status.is_success() {
-                return Ok(body);
-            }
-            Err(status_error(status, &body, retry_after))
-        };
-        tokio::time::timeout(REQUEST_TIMEOUT, call)
-            .await
-            .map_err(|_| ApiError::Timeout(REQUEST_TIMEOUT))?
+        let body = body.map(|b| ("application/json", b.to_string().into_bytes()));
+        request(&self.client, method, &path, body).await
     }
 
     /// Reads the own pod.
@@ -254,6 +219,55 @@ impl PodApi {
         .await?;
         Ok(())
     }
+}
+
+/// Sends one request (with a `(content type, bytes)` body) and returns the body of
+/// a 2xx answer, or the error with the server's `Status` and `Retry-After`.
+pub async fn request(
+    client: &Client,
+    method: Method,
+    path: &str,
+    body: Option<(&'static str, Vec<u8>)>,
+) -> Result<Vec<u8>, ApiError> {
+    let mut builder = Request::builder().method(method).uri(path);
+    let bytes = match body {
+        Some((content_type, bytes)) => {
+            builder = builder.header(http::header::CONTENT_TYPE, content_type);
+            bytes
+        }
+        None => Vec::new(),
+    };
+    let req = builder
+        .header(http::header::ACCEPT, "application/json")
+        .body(kube::client::Body::from(bytes))
+        .map_err(|e| ApiError::Transport(e.to_string()))?;
+    let call = async {
+        let res = client
+            .send(req)
+            .await
+            .map_err(|e| ApiError::Transport(e.to_string()))?;
+        let status = res.status();
+        let retry_after = res
+            .headers()
+            .get(http::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let body = res
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| ApiError::Transport(e.to_string()))?
+            .to_bytes()
+            .to_vec();
+        if status.is_success() {
+            return Ok(body);
+        }
+        Err(status_error(status, &body, retry_after))
+    };
+    tokio::time::timeout(REQUEST_TIMEOUT, call)
+        .await
+        .map_err(|_| ApiError::Timeout(REQUEST_TIMEOUT))?
 }
 
 fn status_error(status: StatusCode, body: &[u8], retry_after: Option<Duration>) -> ApiError {

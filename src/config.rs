@@ -6,15 +6,15 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::Parser;
+use clap::{Parser, Subcommand};
 
 use crate::decision::Policy;
 use crate::duration;
 use crate::images;
 use crate::selector::Selector;
 
-/// Command-line flags, each backed by an environment variable.
-#[derive(Parser, Debug, Clone, Default)]
+/// The command line: the agent's flags, or a subcommand.
+#[derive(Parser, Debug, Clone)]
 #[command(
     name = "selfdestruct",
     version,
@@ -24,6 +24,104 @@ use crate::selector::Selector;
     after_help = "Durations: 90s, 15m, 1h30m, 0 (off). Without API access it behaves like the \
                   pause container. Exit codes: 0 on SIGTERM/SIGINT, 2 on invalid configuration."
 )]
+pub struct Cli {
+    /// Another mode of the same binary.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// The agent's settings.
+    #[command(flatten)]
+    pub agent: Args,
+}
+
+/// Subcommands.
+#[derive(Subcommand, Debug, Clone)]
+pub enum Command {
+    /// Image-puller mode: remove a startup taint from the own node once its images are pulled
+    NodeGate(GateArgs),
+}
+
+/// Settings of `selfdestruct node-gate`.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct GateArgs {
+    /// Own node (Downward API spec.nodeName)
+    #[arg(long, env = "NODE_NAME", value_name = "NODE")]
+    pub node_name: Option<String>,
+    /// Taint to remove from the own node
+    #[arg(long, env = "SELFDESTRUCT_GATE_TAINT", value_name = "KEY",
+          default_value = crate::node_gate::DEFAULT_TAINT)]
+    pub gate_taint: String,
+    /// Open the gate anyway after this long (fail-open)
+    #[arg(
+        long,
+        env = "SELFDESTRUCT_GATE_TIMEOUT",
+        value_name = "DURATION",
+        default_value = "15m"
+    )]
+    pub gate_timeout: String,
+    /// How often to re-read the node while waiting for images
+    #[arg(
+        long,
+        env = "SELFDESTRUCT_GATE_POLL",
+        value_name = "DURATION",
+        default_value = "10s"
+    )]
+    pub gate_poll: String,
+    /// Comma-separated images the node must report before the gate opens [default: none]
+    #[arg(long, env = "SELFDESTRUCT_REQUIRED_IMAGES", value_name = "IMAGES")]
+    pub required_images: Option<String>,
+}
+
+impl GateArgs {
+    /// Validates the gate's settings.
+    pub fn to_config(&self) -> Result<crate::node_gate::GateConfig, ConfigError> {
+        let node_name = non_empty(&self.node_name)
+            .ok_or_else(|| {
+                err(
+                    "NODE_NAME",
+                    "--node-name",
+                    "",
+                    "the own node's name from the Downward API (valueFrom: fieldRef: fieldPath: spec.nodeName)",
+                )
+            })?
+            .to_string();
+        let taint_key = self.gate_taint.trim().to_string();
+        Selector::parse(&taint_key)
+            .ok()
+            .filter(|s| matches!(s.0.as_slice(), [crate::selector::Requirement::Exists(_)]))
+            .ok_or_else(|| {
+                err(
+                    "SELFDESTRUCT_GATE_TAINT",
+                    "--gate-taint",
+                    &self.gate_taint,
+                    "a taint key such as startup-taint.cluster-autoscaler.kubernetes.io/images-pending",
+                )
+            })?;
+        let required_images = images::parse_list(non_empty(&self.required_images).unwrap_or(""))
+            .map_err(|e| {
+                err(
+                    "SELFDESTRUCT_REQUIRED_IMAGES",
+                    "--required-images",
+                    self.required_images.as_deref().unwrap_or_default(),
+                    format!("comma-separated image references ({e})"),
+                )
+            })?;
+        Ok(crate::node_gate::GateConfig {
+            node_name,
+            taint_key,
+            required_images,
+            timeout: parse_duration(
+                "SELFDESTRUCT_GATE_TIMEOUT",
+                "--gate-timeout",
+                &self.gate_timeout,
+            )?,
+            poll: parse_duration("SELFDESTRUCT_GATE_POLL", "--gate-poll", &self.gate_poll)?
+                .max(Duration::from_secs(1)),
+        })
+    }
+}
+
+/// The agent's flags, each backed by an environment variable.
+#[derive(clap::Args, Debug, Clone, Default)]
 pub struct Args {
     /// Shortest lifetime, counted from the pod's start [0 or unset: no timer]
     #[arg(long, env = "SELFDESTRUCT_MIN_LIFETIME", value_name = "DURATION")]
@@ -455,7 +553,7 @@ mod tests {
         for (flag, value) in pairs {
             argv.push(format!("--{flag}={value}"));
         }
-        Args::try_parse_from(argv)
+        Cli::try_parse_from(argv).map(|c| c.agent)
     }
 
     fn parse(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
@@ -532,8 +630,8 @@ mod tests {
             None
         );
         // a bare --dry-run flag means true
-        let bare = Args::try_parse_from(["selfdestruct", "--dry-run"]).expect("flag");
-        assert!(Config::from_args(&bare, None).expect("valid").dry_run);
+        let bare = Cli::try_parse_from(["selfdestruct", "--dry-run"]).expect("flag");
+        assert!(Config::from_args(&bare.agent, None).expect("valid").dry_run);
     }
 
     #[test]
@@ -632,6 +730,51 @@ mod tests {
             e.to_string().contains("SELFDESTRUCT_MIN_LIFETIME")
                 && e.to_string().contains("SELFDESTRUCT_MAX_LIFETIME")
         );
+    }
+
+    #[test]
+    fn gate_settings() {
+        let cli =
+            Cli::try_parse_from(["selfdestruct", "node-gate", "--node-name=n1"]).expect("flags");
+        let Some(Command::NodeGate(g)) = cli.command else {
+            panic!("node-gate subcommand")
+        };
+        let c = g.to_config().expect("valid");
+        assert_eq!(c.taint_key, crate::node_gate::DEFAULT_TAINT);
+        assert_eq!(c.timeout, Duration::from_secs(900));
+        let bad: &[(&[&str], &str)] = &[
+            (&["--node-name="], "NODE_NAME"),
+            (
+                &["--node-name=n", "--gate-taint=a b"],
+                "SELFDESTRUCT_GATE_TAINT",
+            ),
+            (
+                &["--node-name=n", "--gate-taint=k=v"],
+                "SELFDESTRUCT_GATE_TAINT",
+            ),
+            (
+                &["--node-name=n", "--gate-timeout=x"],
+                "SELFDESTRUCT_GATE_TIMEOUT",
+            ),
+            (
+                &["--node-name=n", "--gate-poll=1"],
+                "SELFDESTRUCT_GATE_POLL",
+            ),
+            (
+                &["--node-name=n", "--required-images=A"],
+                "SELFDESTRUCT_REQUIRED_IMAGES",
+            ),
+        ];
+        for (flags, var) in bad {
+            let mut argv = vec!["selfdestruct", "node-gate"];
+            argv.extend_from_slice(flags);
+            let Some(Command::NodeGate(g)) = Cli::try_parse_from(argv).expect("flags").command
+            else {
+                panic!("node-gate subcommand")
+            };
+            let e = g.to_config().expect_err("invalid");
+            assert_eq!(e.var, *var, "{flags:?}");
+        }
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub mod identity;
 pub mod images;
 pub mod logging;
 pub mod model;
+pub mod node_gate;
 pub mod selector;
 pub mod signals;
 pub mod watch;

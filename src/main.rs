@@ -3,17 +3,20 @@
 
 use clap::Parser;
 use selfdestruct::agent;
-use selfdestruct::config::{Args, Config};
+use selfdestruct::config::{Cli, Command, Config};
 use selfdestruct::signals::{Signals, reap_zombies};
 
 fn main() {
-    let args = Args::parse();
-    let cfg = match Config::from_args(&args, std::env::var("RUST_LOG").ok().as_deref()) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("selfdestruct: {e}");
-            std::process::exit(agent::EXIT_CONFIG);
-        }
+    let cli = Cli::parse();
+    let fail = |e: &dyn std::fmt::Display| -> ! {
+        eprintln!("selfdestruct: {e}");
+        std::process::exit(agent::EXIT_CONFIG)
+    };
+    let cfg = Config::from_args(&cli.agent, std::env::var("RUST_LOG").ok().as_deref())
+        .unwrap_or_else(|e| fail(&e));
+    let gate = match &cli.command {
+        Some(Command::NodeGate(g)) => Some(g.to_config().unwrap_or_else(|e| fail(&e))),
+        None => None,
     };
     selfdestruct::logging::init(cfg.log_format, cfg.log_level);
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -35,7 +38,10 @@ fn main() {
             }
         };
         reap_zombies();
-        agent::run(cfg, signals).await
+        match gate {
+            Some(g) => agent::run_gate(g, cfg, signals).await,
+            None => agent::run(cfg, signals).await,
+        }
     });
     // Exit at once: nothing is left to flush, and the runtime's shutdown would wait for tasks.
     std::process::exit(code);

@@ -1,0 +1,203 @@
+//! Pause semantics of the real binary, without any API server: it blocks, exits 0
+//! at once on SIGTERM/SIGINT, reaps zombies as PID 1, and refuses bad settings
+//! with exit code 2 before doing anything else.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+fn pause_mode() -> (Proc, std::path::PathBuf) {
+    let home = tempdir("pause");
+    let p = Proc::spawn(command(bin(), &[], &[], &home));
+    assert!(
+        p.wait_for_log("plain pause container", Duration::from_secs(10)),
+        "no pause-mode line:\n{}",
+        p.log()
+    );
+    (p, home)
+}
+
+#[test]
+fn without_api_access_it_pauses_and_says_why() {
+    let (mut p, _home) = pause_mode();
+    assert!(
+        p.log()
+            .contains("no kubeconfig and no in-cluster service account"),
+        "{}",
+        p.log()
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(p.is_running(), "pause mode must keep running");
+}
+
+#[test]
+fn sigterm_and_sigint_exit_zero_at_once() {
+    for sig in [libc::SIGTERM, libc::SIGINT] {
+        let (mut p, _home) = pause_mode();
+        let t = std::time::Instant::now();
+        p.signal(sig);
+        let status = p
+            .wait_exit(Duration::from_secs(5))
+            .expect("exits after the signal");
+        eprintln!("signal {sig} -> exit in {:?}", t.elapsed());
+        assert_eq!(status.code(), Some(0), "signal {sig}: {}", p.log());
+        assert!(p.log().contains("exiting"), "{}", p.log());
+    }
+}
+
+#[test]
+fn idle_pause_does_not_busy_loop() {
+    let (p, _home) = pause_mode();
+    let ticks = |pid: u32| -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("proc stat");
+        let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+        let f: Vec<&str> = after.split_whitespace().collect();
+        f[11].parse::<u64>().unwrap_or(0) + f[12].parse::<u64>().unwrap_or(0)
+    };
+    let before = ticks(p.pid());
+    std::thread::sleep(Duration::from_secs(2));
+    let used = ticks(p.pid()) - before;
+    eprintln!("CPU ticks used in 2 s idle: {used}");
+    // A busy loop would use ~200 ticks (100 Hz) in 2 s; an idle pause uses none.
+    assert!(used < 20, "idle pause used {used} ticks in 2 s");
+}
+
+#[test]
+fn version_and_help() {
+    let (code, out) = run_to_exit(&["--version"], &[]);
+    assert_eq!(code, Some(0));
+    assert!(out.starts_with("selfdestruct "), "{out}");
+    let (code, out) = run_to_exit(&["--help"], &[]);
+    assert_eq!(code, Some(0));
+    for var in [
+        "SELFDESTRUCT_MIN_LIFETIME",
+        "SELFDESTRUCT_MODE",
+        "POD_NAME",
+        "SELFDESTRUCT_NODE_SETTLE",
+    ] {
+        assert!(out.contains(var), "--help lacks {var}");
+    }
+}
+
+#[test]
+fn every_invalid_setting_exits_2_naming_the_variable() {
+    let table: &[(&str, &str)] = &[
+        ("SELFDESTRUCT_MIN_LIFETIME", "forever"),
+        ("SELFDESTRUCT_MAX_LIFETIME", "30"),
+        ("SELFDESTRUCT_MODE", "explode"),
+        ("SELFDESTRUCT_DRY_RUN", "perhaps"),
+        ("SELFDESTRUCT_GRACE_PERIOD", "-1s"),
+        ("SELFDESTRUCT_LOG_FORMAT", "yaml"),
+        ("SELFDESTRUCT_LOG_LEVEL", "chatty"),
+        ("SELFDESTRUCT_MOVE_TO_NEW_NODES", "2"),
+        ("SELFDESTRUCT_NODE_SELECTOR", "a in (b"),
+        ("SELFDESTRUCT_NODE_SETTLE", "soon"),
+        ("SELFDESTRUCT_REQUIRED_IMAGES", "UPPER/case:1"),
+        ("SELFDESTRUCT_MOVE_JITTER", "1 parsec"),
+        ("SELFDESTRUCT_MAX_MOVES_PER_HOUR", "1.5"),
+        ("SELFDESTRUCT_MIN_AGE", "young"),
+        ("SELFDESTRUCT_SIBLING_SELECTOR", ",,"),
+        ("POD_UID", "has space"),
+    ];
+    for (var, value) in table {
+        let (code, out) = run_to_exit(&[], &[(var, value)]);
+        assert_eq!(code, Some(2), "{var}={value}: {out}");
+        assert!(
+            out.contains(var),
+            "{var}={value}: message must name the variable: {out}"
+        );
+        assert!(
+            out.contains("expected"),
+            "{var}={value}: message must give the accepted form: {out}"
+        );
+    }
+    let (code, out) = run_to_exit(
+        &[],
+        &[
+            ("SELFDESTRUCT_MIN_LIFETIME", "2h"),
+            ("SELFDESTRUCT_MAX_LIFETIME", "1h"),
+        ],
+    );
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("SELFDESTRUCT_MAX_LIFETIME"), "{out}");
+    // the same through flags
+    let (code, out) = run_to_exit(&["--mode=nuke"], &[]);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("--mode"), "{out}");
+}
+
+fn children_of(pid: u32) -> Vec<(u32, char)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else {
+            continue;
+        };
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        if f.len() > 2 && f[1].parse::<u32>().ok() == Some(pid) {
+            out.push((child, f[0].chars().next().unwrap_or('?')));
+        }
+    }
+    out
+}
+
+/// Starts `init` as PID 1 of a new PID namespace after orphaning five `sleep 1`
+/// processes into it, and returns how many zombies are left after they exit.
+fn zombies_left_under(init: &str) -> Option<usize> {
+    let home = tempdir("pid1");
+    let script = format!("for i in 1 2 3 4 5; do sh -c 'sleep 1 &'; done; exec {init}");
+    let mut cmd = command(
+        "unshare",
+        &["--pid", "--fork", "--mount-proc", "sh", "-c", &script],
+        &[],
+        &home,
+    );
+    cmd.stdout(std::process::Stdio::null());
+    let p = Proc::spawn(cmd);
+    let found = wait_until(Duration::from_secs(5), || {
+        children_of(p.pid()).iter().any(|(pid, _)| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| {
+                let c = c.trim();
+                init.contains(c) && !c.is_empty()
+            })
+        })
+    });
+    if !found {
+        eprintln!("could not start {init} in a PID namespace: {}", p.log());
+        return None;
+    }
+    let init_pid = children_of(p.pid())[0].0;
+    std::thread::sleep(Duration::from_millis(2500));
+    let zombies = children_of(init_pid)
+        .iter()
+        .filter(|(_, s)| *s == 'Z')
+        .count();
+    Some(zombies)
+}
+
+#[test]
+fn reaps_zombies_as_pid_1() {
+    let probe = std::process::Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "true"])
+        .status();
+    if !probe.is_ok_and(|s| s.success()) {
+        eprintln!("SKIPPED: this machine does not allow PID namespaces (unshare --pid)");
+        return;
+    }
+    // Control: a PID 1 that never reaps leaves the orphans as zombies, so the check can fail.
+    let control = zombies_left_under("sleep 30");
+    assert_eq!(control, Some(5), "control init should leave 5 zombies");
+    let left = zombies_left_under(bin());
+    assert_eq!(
+        left,
+        Some(0),
+        "selfdestruct as PID 1 must reap every orphan"
+    );
+}
