@@ -14,10 +14,10 @@ fn main() {
     };
     let cfg = Config::from_args(&cli.agent, std::env::var("RUST_LOG").ok().as_deref())
         .unwrap_or_else(|e| fail(&e));
-    let gate = match &cli.command {
-        Some(Command::NodeGate(g)) => Some(g.to_config().unwrap_or_else(|e| fail(&e))),
-        None => None,
-    };
+    let gate = cli
+        .command
+        .as_ref()
+        .map(|Command::NodeGate(g)| g.to_config().unwrap_or_else(|e| fail(&e)));
     selfdestruct::logging::init(cfg.log_format, cfg.log_level);
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
