@@ -1,0 +1,64 @@
+# syntax=docker/dockerfile:1
+#
+# selfdestruct: a static musl binary on an empty (scratch) base.
+#
+#   docker buildx build --platform linux/amd64,linux/arm64 -t IMAGE .
+#
+# The build stage runs on the *target* platform (buildx emulates the foreign
+# one with QEMU) rather than cross-compiling from $BUILDPLATFORM: ring, which
+# rustls uses, compiles C and assembly, and a native build needs no cross C
+# toolchain. It is slower for the emulated arch, and simple.
+
+ARG RUST_VERSION=1
+
+FROM rust:${RUST_VERSION}-alpine AS build
+# Set by buildx/BuildKit for the platform being built.
+ARG TARGETARCH
+# ring's build script needs a C compiler and the musl headers (the image has
+# gcc but not musl-dev). Unpinned: the versions follow the floating base tag.
+# hadolint ignore=DL3018
+RUN apk add --no-cache gcc musl-dev
+WORKDIR /src
+# The whole workspace, less what .dockerignore drops (target/, .git, the
+# deployment files): cargo needs every member's manifest and sources
+# (., tests/fake-apiserver, sim, ...) to load the workspace, and copying the
+# lot keeps this correct as members come and go. Dependencies are cached in
+# BuildKit cache mounts instead of a layer: the registry, and the target
+# directory, so a source change rebuilds only this crate.
+COPY . .
+RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
+    --mount=type=cache,target=/usr/local/cargo/git,sharing=locked \
+    --mount=type=cache,target=/src/target,id=selfdestruct-target-${TARGETARCH},sharing=locked \
+    set -eu; \
+    case "${TARGETARCH}" in \
+      amd64) triple=x86_64-unknown-linux-musl ;; \
+      arm64) triple=aarch64-unknown-linux-musl ;; \
+      *) echo "unsupported TARGETARCH: ${TARGETARCH}" >&2; exit 1 ;; \
+    esac; \
+    rustup target add "${triple}"; \
+    cargo build --release --locked --target "${triple}" \
+      -p selfdestruct --bin selfdestruct; \
+    mkdir -p /out; \
+    cp "target/${triple}/release/selfdestruct" /out/selfdestruct
+
+# Runs the binary on an empty filesystem: it fails here, not in a cluster, if
+# the binary is not static or not for this architecture.
+FROM scratch AS check
+COPY --from=build /out/selfdestruct /selfdestruct
+RUN ["/selfdestruct", "--version"]
+
+# scratch rather than distroless/static: the agent needs no CA bundle (it
+# trusts the cluster CA from its service-account mount), no tzdata, no
+# passwd entry (it runs as a bare uid) and no shell, so the image is just
+# the binary.
+FROM scratch
+ARG VERSION=0.1.0
+LABEL org.opencontainers.image.title="selfdestruct" \
+      org.opencontainers.image.description="A pause container for Kubernetes placeholder pods that moves its own pod to fresh nodes" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.licenses="Apache-2.0"
+COPY --from=check /selfdestruct /selfdestruct
+# nobody:nogroup; the pod spec sets the same, and PSA "restricted" requires
+# a non-root user.
+USER 65534:65534
+ENTRYPOINT ["/selfdestruct"]
