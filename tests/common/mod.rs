@@ -2,6 +2,8 @@
 //! a subprocess with a clean environment, collect its log lines, signal it.
 #![allow(dead_code)]
 
+pub mod cluster;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};

@@ -1,0 +1,256 @@
+//! A fake cluster with a placeholder StatefulSet, and a "kubelet" that runs one
+//! real `selfdestruct` process per running placeholder pod, as a node would.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use fake_apiserver::{FakeCluster, NodeBuilder, PodTemplate, RecordedRequest, Subject};
+
+use super::{Proc, bin, command, tempdir, wait_until};
+
+pub const NS: &str = "placeholders";
+
+/// A fake cluster holding `replicas` placeholders of the StatefulSet `placeholder`.
+pub struct Scene {
+    pub fake: FakeCluster,
+    pub home: PathBuf,
+}
+
+impl Scene {
+    /// A cluster without nodes (the fake binds pods to `node-0`), a PDB
+    /// (maxUnavailable 1) and `replicas` Ready placeholders.
+    pub fn placeholders(replicas: i32) -> Scene {
+        Self::with_nodes(
+            replicas,
+            &[],
+            PodTemplate::placeholder("placeholder", "1", "4Gi"),
+        )
+    }
+
+    /// The same on the given nodes.
+    pub fn with_nodes(replicas: i32, nodes: &[NodeBuilder], template: PodTemplate) -> Scene {
+        let fake = FakeCluster::start();
+        for n in nodes {
+            fake.add_node(n.clone());
+        }
+        fake.add_statefulset(NS, "placeholder", replicas, template);
+        fake.add_pdb(
+            NS,
+            "placeholder",
+            "app.kubernetes.io/instance=placeholder",
+            1,
+        );
+        assert!(
+            fake.wait_pods_ready(NS, replicas as usize, Duration::from_secs(10)),
+            "placeholders did not become Ready"
+        );
+        Scene {
+            fake,
+            home: tempdir("scene"),
+        }
+    }
+
+    /// A kubeconfig whose token is bound to `pod` with the given permissions.
+    pub fn kubeconfig_for(&self, pod: &str, subject: Subject) -> PathBuf {
+        let token = format!("token-{pod}-{}", self.fake.resource_version());
+        self.fake.add_token(&token, subject.bound_to(pod));
+        let dir = self.home.join(&token);
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        self.fake.write_kubeconfig(&dir, &token, NS)
+    }
+
+    pub fn uid(&self, pod: &str) -> String {
+        self.fake
+            .get_pod(NS, pod)
+            .and_then(|p| p.metadata.uid)
+            .expect("pod exists with a uid")
+    }
+
+    /// Starts the agent of `pod` with the project's RBAC, Downward API env, fast
+    /// test settings and `env` on top.
+    pub fn agent(&self, pod: &str, env: &[(&str, &str)]) -> Proc {
+        self.agent_as(pod, Subject::placeholder_agent(NS, "placeholder"), env)
+    }
+
+    pub fn agent_as(&self, pod: &str, subject: Subject, env: &[(&str, &str)]) -> Proc {
+        let kubeconfig = self.kubeconfig_for(pod, subject);
+        let p = self.fake.get_pod(NS, pod).expect("pod exists");
+        let uid = p.metadata.uid.clone().unwrap_or_default();
+        let node = p
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .unwrap_or_default();
+        let kc = kubeconfig.to_string_lossy().to_string();
+        let mut all: Vec<(&str, &str)> = vec![
+            ("KUBECONFIG", &kc),
+            ("POD_NAME", pod),
+            ("POD_NAMESPACE", NS),
+            ("POD_UID", &uid),
+            ("NODE_NAME", &node),
+            ("SELFDESTRUCT_MIN_AGE", "0"),
+            ("SELFDESTRUCT_MOVE_JITTER", "0"),
+            ("SELFDESTRUCT_LOG_LEVEL", "debug"),
+        ];
+        all.extend_from_slice(env);
+        Proc::spawn(command(bin(), &[], &all, &self.home))
+    }
+
+    /// Every request that changed something.
+    pub fn mutations(&self) -> Vec<RecordedRequest> {
+        self.fake
+            .requests()
+            .into_iter()
+            .filter(|r| r.method != "GET")
+            .collect()
+    }
+
+    pub fn evictions(&self) -> Vec<RecordedRequest> {
+        self.fake
+            .requests()
+            .into_iter()
+            .filter(|r| r.is_eviction())
+            .collect()
+    }
+
+    /// Asserts that every mutating request targets one of `pods` (by path) or
+    /// creates an Event about it, and carries that pod's uid as precondition.
+    pub fn assert_only_own_mutations(&self, allowed: &[(&str, &str)]) {
+        for r in self.mutations() {
+            let ok = match r.method.as_str() {
+                "POST" if r.path == format!("/api/v1/namespaces/{NS}/events") => {
+                    let name = r
+                        .body
+                        .as_ref()
+                        .and_then(|b| b["involvedObject"]["name"].as_str().map(String::from));
+                    allowed.iter().any(|(p, _)| Some(p.to_string()) == name)
+                }
+                "POST" | "DELETE" => allowed.iter().any(|(pod, uid)| {
+                    let own = format!("/api/v1/namespaces/{NS}/pods/{pod}");
+                    let body = r.body.clone().unwrap_or_default();
+                    let pre = if r.method == "POST" {
+                        body["deleteOptions"]["preconditions"]["uid"].clone()
+                    } else {
+                        body["preconditions"]["uid"].clone()
+                    };
+                    (r.path == own || r.path == format!("{own}/eviction")) && pre == *uid
+                }),
+                _ => false,
+            };
+            assert!(
+                ok,
+                "unexpected mutation {} {} {:?}",
+                r.method, r.path, r.body
+            );
+        }
+    }
+}
+
+/// Runs one agent per Running placeholder pod, like a kubelet would: starts one
+/// for each new pod (uid), stops it (SIGTERM) when its pod goes away.
+pub struct Kubelet<'a> {
+    pub scene: &'a Scene,
+    pub env: Vec<(String, String)>,
+    pub subject: Subject,
+    pub agents: HashMap<String, (String, Proc)>,
+    pub started: Vec<(String, String, String)>,
+    pub logs: Vec<String>,
+}
+
+impl<'a> Kubelet<'a> {
+    pub fn new(scene: &'a Scene, env: &[(&str, &str)], subject: Subject) -> Self {
+        Kubelet {
+            scene,
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            subject,
+            agents: HashMap::new(),
+            started: Vec::new(),
+            logs: Vec::new(),
+        }
+    }
+
+    pub fn sync(&mut self) {
+        let pods = self.scene.fake.pods(NS);
+        let live: Vec<(String, String, String)> = pods
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+            .map(|p| {
+                (
+                    p.metadata.name.clone().unwrap_or_default(),
+                    p.metadata.uid.clone().unwrap_or_default(),
+                    p.spec
+                        .as_ref()
+                        .and_then(|s| s.node_name.clone())
+                        .unwrap_or_default(),
+                )
+            })
+            .collect();
+        let gone: Vec<String> = self
+            .agents
+            .iter()
+            .filter(|(uid, _)| !live.iter().any(|(_, u, _)| u == *uid))
+            .map(|(uid, _)| uid.clone())
+            .collect();
+        for uid in gone {
+            if let Some((_, mut p)) = self.agents.remove(&uid) {
+                let _ = p.terminate();
+                self.logs.push(p.log());
+            }
+        }
+        for (name, uid, node) in live {
+            if self.agents.contains_key(&uid) {
+                continue;
+            }
+            let env: Vec<(&str, &str)> = self
+                .env
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            let p = self.scene.agent_as(&name, self.subject.clone(), &env);
+            self.started.push((name.clone(), uid.clone(), node));
+            self.agents.insert(uid, (name, p));
+        }
+    }
+
+    /// Keeps syncing for `d`, or until `done` holds.
+    pub fn run_until(&mut self, d: Duration, mut done: impl FnMut(&Scene) -> bool) -> bool {
+        let scene = self.scene;
+        let deadline = std::time::Instant::now() + d;
+        while std::time::Instant::now() < deadline {
+            self.sync();
+            if done(scene) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+
+    pub fn all_logs(&self) -> String {
+        let mut out = self.logs.join("\n");
+        for (_, p) in self.agents.values() {
+            out.push('\n');
+            out.push_str(&p.log());
+        }
+        out
+    }
+}
+
+impl Drop for Kubelet<'_> {
+    fn drop(&mut self) {
+        for (_, (_, mut p)) in self.agents.drain() {
+            let _ = p.terminate();
+        }
+    }
+}
+
+/// Waits until `f` holds for the scene.
+pub fn eventually(scene: &Scene, d: Duration, mut f: impl FnMut(&Scene) -> bool) -> bool {
+    wait_until(d, || f(scene))
+}

@@ -1,0 +1,107 @@
+//! Bearer tokens, subjects and RBAC-style rules.
+
+/// One RBAC rule: verbs on resources, in one namespace or cluster-wide.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rule {
+    /// `get`, `list`, `watch`, `delete`, `create`, `patch`, `update` or `*`.
+    pub verbs: Vec<String>,
+    /// `pods`, `pods/eviction`, `events`, `nodes`, `poddisruptionbudgets` or `*`.
+    pub resources: Vec<String>,
+    /// `Some(ns)`: a Role in that namespace; `None`: a ClusterRole (also grants
+    /// access to cluster-scoped resources such as nodes).
+    pub namespace: Option<String>,
+}
+
+impl Rule {
+    /// A rule from string slices.
+    pub fn new(verbs: &[&str], resources: &[&str], namespace: Option<&str>) -> Self {
+        Self {
+            verbs: verbs.iter().map(|s| s.to_string()).collect(),
+            resources: resources.iter().map(|s| s.to_string()).collect(),
+            namespace: namespace.map(str::to_string),
+        }
+    }
+
+    fn allows(&self, verb: &str, resource: &str, namespace: &str) -> bool {
+        let verb_ok = self.verbs.iter().any(|v| v == "*" || v == verb);
+        let resource_ok = self.resources.iter().any(|r| r == "*" || r == resource);
+        let ns_ok = match &self.namespace {
+            None => true,
+            Some(ns) => !namespace.is_empty() && ns == namespace,
+        };
+        verb_ok && resource_ok && ns_ok
+    }
+}
+
+/// Who a token authenticates as and what it may do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Subject {
+    /// User name, e.g. `system:serviceaccount:placeholders:placeholder`.
+    pub user: String,
+    /// What the subject may do.
+    pub rules: Vec<Rule>,
+    /// The pod a service-account token is bound to (`kubectl create token
+    /// --bound-object-kind Pod`), surfaced to admission as the
+    /// `authentication.kubernetes.io/pod-name` extra.
+    pub bound_pod: Option<String>,
+}
+
+impl Subject {
+    /// A subject with no rules.
+    pub fn new(user: &str) -> Self {
+        Self {
+            user: user.to_string(),
+            rules: Vec::new(),
+            bound_pod: None,
+        }
+    }
+
+    /// Everything, cluster-wide (`kubernetes-admin`).
+    pub fn admin() -> Self {
+        Self::new("kubernetes-admin").rule(Rule::new(&["*"], &["*"], None))
+    }
+
+    /// The placeholder agent's permissions as in the project's RBAC manifests:
+    /// pods get/list/watch/delete, pods/eviction create and events create in
+    /// `namespace`; nodes get/list/watch cluster-wide. User
+    /// `system:serviceaccount:{namespace}:{service_account}`.
+    pub fn placeholder_agent(namespace: &str, service_account: &str) -> Self {
+        Self::new(&format!(
+            "system:serviceaccount:{namespace}:{service_account}"
+        ))
+        .rule(Rule::new(
+            &["get", "list", "watch", "delete"],
+            &["pods"],
+            Some(namespace),
+        ))
+        .rule(Rule::new(&["create"], &["pods/eviction"], Some(namespace)))
+        .rule(Rule::new(&["create"], &["events"], Some(namespace)))
+        .rule(Rule::new(&["get", "list", "watch"], &["nodes"], None))
+    }
+
+    /// Adds a rule.
+    pub fn rule(mut self, rule: Rule) -> Self {
+        self.rules.push(rule);
+        self
+    }
+
+    /// Binds the token to a pod.
+    pub fn bound_to(mut self, pod: &str) -> Self {
+        self.bound_pod = Some(pod.to_string());
+        self
+    }
+
+    /// Whether the subject is a service account (the own-pod-only admission
+    /// policy only matches service accounts).
+    pub fn is_service_account(&self) -> bool {
+        self.user.starts_with("system:serviceaccount:")
+    }
+
+    /// RBAC check. `resource` may carry a subresource (`pods/eviction`);
+    /// `namespace` is empty for cluster-scoped requests.
+    pub fn allows(&self, verb: &str, resource: &str, namespace: &str) -> bool {
+        self.rules
+            .iter()
+            .any(|r| r.allows(verb, resource, namespace))
+    }
+}

@@ -1,0 +1,496 @@
+//! Objects, the global resourceVersion, per-kind watch history, timers and the
+//! request log: everything behind the cluster's mutex.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use k8s_openapi::Metadata;
+use k8s_openapi::api::core::v1::{Event, Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::faults::FaultRule;
+use crate::objects::{NodeBuilder, PodTemplate, Rng};
+use crate::rbac::Subject;
+use crate::selector::Selector;
+
+/// Tunables of a fake cluster.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Period of BOOKMARK events on watches with `allowWatchBookmarks=true`.
+    pub bookmark_interval: Duration,
+    /// Delay before the StatefulSet controller re-creates a deleted pod.
+    pub recreate_delay: Duration,
+    /// Delay between binding a pod and the kubelet reporting it Running and Ready.
+    pub start_delay: Duration,
+    /// Upper bound on how long a terminating pod lingers (the kubelet confirms
+    /// deletion after `min(gracePeriodSeconds, termination_delay)`).
+    pub termination_delay: Duration,
+    /// How long an eviction keeps a pod in a PDB's `disruptedPods` (real: ~2 min).
+    pub pdb_disruption_expiry: Duration,
+    /// Seed for uids and names (`None`: from the clock).
+    pub seed: Option<u64>,
+    /// Log `METHOD path?query status` per request to stderr.
+    pub log_requests: bool,
+    /// Watch timeout when the client sends no `timeoutSeconds`.
+    pub default_watch_timeout: Duration,
+    /// Watch history entries kept per kind before the oldest are compacted.
+    pub history_limit: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            bookmark_interval: Duration::from_secs(1),
+            recreate_delay: Duration::from_millis(200),
+            start_delay: Duration::from_millis(100),
+            termination_delay: Duration::from_millis(100),
+            pdb_disruption_expiry: Duration::from_secs(2),
+            seed: None,
+            log_requests: false,
+            default_watch_timeout: Duration::from_secs(1800),
+            history_limit: 100_000,
+        }
+    }
+}
+
+/// One request as the fake saw and answered it.
+#[derive(Clone, Debug)]
+pub struct RecordedRequest {
+    /// HTTP method.
+    pub method: String,
+    /// Path without query.
+    pub path: String,
+    /// Raw query string ("" when none).
+    pub query: String,
+    /// Body parsed as JSON, if it was JSON.
+    pub body: Option<Value>,
+    /// `Content-Type` header.
+    pub content_type: Option<String>,
+    /// Bearer token.
+    pub token: Option<String>,
+    /// Authenticated user, if the token was known.
+    pub user: Option<String>,
+    /// Status code answered (0: connection closed by a fault).
+    pub status: u16,
+    /// Whether this was a watch.
+    pub watch: bool,
+    /// When the request arrived.
+    pub at: Instant,
+    /// When the request arrived (wall clock).
+    pub time: SystemTime,
+}
+
+impl RecordedRequest {
+    /// A decoded query parameter.
+    pub fn query_param(&self, key: &str) -> Option<String> {
+        crate::server::query_pairs(&self.query)
+            .into_iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v)
+    }
+
+    /// `true` for `POST .../pods/{name}/eviction`.
+    pub fn is_eviction(&self) -> bool {
+        self.method == "POST" && self.path.ends_with("/eviction")
+    }
+
+    /// `true` for `DELETE .../pods/{name}`.
+    pub fn is_pod_delete(&self) -> bool {
+        self.method == "DELETE" && self.path.contains("/pods/")
+    }
+}
+
+/// Counters since start (or the last [`crate::FakeCluster::clear_requests`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Requests answered (including faults).
+    pub requests: u64,
+    /// Watches started.
+    pub watches_started: u64,
+    /// Evictions that succeeded (201).
+    pub evictions_allowed: u64,
+    /// Evictions refused by a PDB (429).
+    pub evictions_refused: u64,
+    /// Pod deletions started (DELETE or eviction, not dry-run).
+    pub pod_deletions: u64,
+    /// Pods created (StatefulSet, add_pod, POST).
+    pub pods_created: u64,
+    /// Pods removed from the store.
+    pub pods_removed: u64,
+    /// Pods bound to nodes by the scheduler.
+    pub bindings: u64,
+    /// Events created.
+    pub events_created: u64,
+    /// Requests answered by an injected fault.
+    pub faults_injected: u64,
+}
+
+/// A watchable resource type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// core/v1 Pod.
+    Pod,
+    /// core/v1 Node.
+    Node,
+}
+
+impl Kind {
+    /// `Pod` / `Node`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Pod => "Pod",
+            Self::Node => "Node",
+        }
+    }
+}
+
+/// Namespace and name (namespace empty for cluster-scoped objects).
+pub(crate) type Key = (String, String);
+
+/// One change in the history.
+#[derive(Clone, Debug)]
+pub(crate) struct HistEntry {
+    pub rv: u64,
+    pub ty: &'static str,
+    pub obj: Arc<Value>,
+    /// The object before this change (for selector transitions).
+    pub prev: Option<Arc<Value>>,
+    /// `obj` serialized.
+    pub json: Arc<str>,
+}
+
+/// The history of one kind.
+#[derive(Debug, Default)]
+pub(crate) struct History {
+    pub entries: VecDeque<HistEntry>,
+    /// Changes with rv <= compacted are gone.
+    pub compacted: u64,
+    /// Latest JSON of each live object.
+    pub current: HashMap<Key, Arc<Value>>,
+}
+
+impl History {
+    /// Entries with rv > since, or `Err(oldest)` when some were compacted.
+    pub fn since(&self, since: u64) -> Result<Vec<HistEntry>, u64> {
+        if since < self.compacted {
+            return Err(self.compacted);
+        }
+        let start = self.entries.partition_point(|e| e.rv <= since);
+        Ok(self.entries.range(start..).cloned().collect())
+    }
+}
+
+/// A StatefulSet.
+#[derive(Clone, Debug)]
+pub(crate) struct StatefulSetState {
+    pub uid: String,
+    pub replicas: i32,
+    pub template: PodTemplate,
+    pub revision: String,
+}
+
+/// A PodDisruptionBudget and the evictions it remembers.
+#[derive(Clone, Debug)]
+pub(crate) struct PdbState {
+    pub pdb: PodDisruptionBudget,
+    pub selector: Selector,
+    /// Pod name → when it was evicted.
+    pub disrupted: BTreeMap<String, (Instant, SystemTime)>,
+}
+
+/// Something a controller does later.
+#[derive(Clone, Debug)]
+pub(crate) enum Action {
+    /// The kubelet reports the pod Running and Ready.
+    StartPod { key: Key, uid: String },
+    /// The kubelet confirms a graceful deletion.
+    RemovePod { key: Key, uid: String },
+    /// The StatefulSet controller re-creates an ordinal.
+    Recreate {
+        namespace: String,
+        sts: String,
+        ordinal: i32,
+    },
+    /// A node's Ready condition changes.
+    SetNodeReady { name: String, ready: bool },
+    /// A node joins.
+    AddNode(Box<NodeBuilder>),
+}
+
+/// Everything behind the mutex.
+pub(crate) struct State {
+    pub cfg: Config,
+    pub rv: u64,
+    pub pods: BTreeMap<Key, Pod>,
+    pub nodes: BTreeMap<String, Node>,
+    pub events: BTreeMap<Key, Event>,
+    pub pdbs: BTreeMap<Key, PdbState>,
+    pub statefulsets: BTreeMap<Key, StatefulSetState>,
+    pub pod_history: History,
+    pub node_history: History,
+    pub timers: BTreeMap<(Instant, u64), Action>,
+    pub timer_seq: u64,
+    pub rng: Rng,
+    pub tokens: HashMap<String, Subject>,
+    pub own_pod_only: bool,
+    pub requests: Vec<RecordedRequest>,
+    pub counters: Counters,
+    pub faults: Vec<FaultRule>,
+    pub latency: Duration,
+    pub next_pod_ip: u32,
+}
+
+impl State {
+    pub fn new(cfg: Config) -> Self {
+        let rng = cfg.seed.map(Rng::new).unwrap_or_else(Rng::from_time);
+        Self {
+            cfg,
+            // A fresh cluster is not at resourceVersion 0: leave room for the
+            // objects a real cluster has before anything is added.
+            rv: 100,
+            pods: BTreeMap::new(),
+            nodes: BTreeMap::new(),
+            events: BTreeMap::new(),
+            pdbs: BTreeMap::new(),
+            statefulsets: BTreeMap::new(),
+            pod_history: History::default(),
+            node_history: History::default(),
+            timers: BTreeMap::new(),
+            timer_seq: 0,
+            rng,
+            tokens: HashMap::new(),
+            own_pod_only: false,
+            requests: Vec::new(),
+            counters: Counters::default(),
+            faults: Vec::new(),
+            latency: Duration::ZERO,
+            next_pod_ip: 1,
+        }
+    }
+
+    pub fn next_rv(&mut self) -> u64 {
+        self.rv += 1;
+        self.rv
+    }
+
+    pub fn history(&self, kind: Kind) -> &History {
+        match kind {
+            Kind::Pod => &self.pod_history,
+            Kind::Node => &self.node_history,
+        }
+    }
+
+    fn history_mut(&mut self, kind: Kind) -> &mut History {
+        match kind {
+            Kind::Pod => &mut self.pod_history,
+            Kind::Node => &mut self.node_history,
+        }
+    }
+
+    /// Stamps a new resourceVersion on `obj` and appends the change to the history.
+    fn record<T: Serialize + Metadata<Ty = ObjectMeta>>(
+        &mut self,
+        kind: Kind,
+        key: &Key,
+        obj: &mut T,
+        ty: &'static str,
+    ) {
+        let rv = self.next_rv();
+        obj.metadata_mut().resource_version = Some(rv.to_string());
+        let value = Arc::new(serde_json::to_value(&*obj).unwrap_or(Value::Null));
+        let json: Arc<str> = Arc::from(value.to_string());
+        let limit = self.cfg.history_limit.max(1);
+        let hist = self.history_mut(kind);
+        let prev = if ty == "DELETED" {
+            hist.current.remove(key)
+        } else {
+            hist.current.insert(key.clone(), value.clone())
+        };
+        hist.entries.push_back(HistEntry {
+            rv,
+            ty,
+            obj: value,
+            prev,
+            json,
+        });
+        while hist.entries.len() > limit {
+            if let Some(old) = hist.entries.pop_front() {
+                hist.compacted = old.rv;
+            }
+        }
+    }
+
+    /// Drops all history: watches from an older resourceVersion get 410.
+    pub fn compact(&mut self) {
+        let rv = self.rv;
+        for kind in [Kind::Pod, Kind::Node] {
+            let h = self.history_mut(kind);
+            h.entries.clear();
+            h.compacted = rv;
+        }
+    }
+
+    pub fn new_meta(&mut self, meta: &mut ObjectMeta) {
+        if meta.uid.is_none() {
+            meta.uid = Some(self.rng.uuid());
+        }
+        if meta.creation_timestamp.is_none() {
+            meta.creation_timestamp = Some(crate::objects::now_time());
+        }
+    }
+
+    // ---- pods ----
+
+    pub fn insert_pod(&mut self, mut pod: Pod) -> Pod {
+        let key = pod_key(&pod);
+        self.new_meta(&mut pod.metadata);
+        self.record(Kind::Pod, &key, &mut pod, "ADDED");
+        self.counters.pods_created += 1;
+        self.pods.insert(key, pod.clone());
+        pod
+    }
+
+    /// Applies `f` to a pod and emits MODIFIED (only when something changed).
+    pub fn modify_pod(&mut self, key: &Key, f: impl FnOnce(&mut Pod)) -> Option<Pod> {
+        let mut pod = self.pods.get(key)?.clone();
+        let before = pod.clone();
+        f(&mut pod);
+        if pod == before {
+            return Some(pod);
+        }
+        self.record(Kind::Pod, key, &mut pod, "MODIFIED");
+        self.pods.insert(key.clone(), pod.clone());
+        Some(pod)
+    }
+
+    /// Replaces a pod wholesale (PUT/PATCH) and emits MODIFIED.
+    pub fn replace_pod(&mut self, key: &Key, mut pod: Pod) -> Pod {
+        self.record(Kind::Pod, key, &mut pod, "MODIFIED");
+        self.pods.insert(key.clone(), pod.clone());
+        pod
+    }
+
+    /// Removes a pod (DELETED), lets the StatefulSet controller know and clears
+    /// it from PDBs' disruptedPods.
+    pub fn remove_pod(&mut self, key: &Key, now: Instant) -> Option<Pod> {
+        let mut pod = self.pods.remove(key)?;
+        self.record(Kind::Pod, key, &mut pod, "DELETED");
+        self.counters.pods_removed += 1;
+        for ((ns, _), pdb) in self.pdbs.iter_mut() {
+            if *ns == key.0 {
+                pdb.disrupted.remove(&key.1);
+            }
+        }
+        if let Some((sts, ordinal)) = statefulset_owner(&pod) {
+            let delay = self.cfg.recreate_delay;
+            self.add_timer(
+                now + delay,
+                Action::Recreate {
+                    namespace: key.0.clone(),
+                    sts,
+                    ordinal,
+                },
+            );
+        }
+        Some(pod)
+    }
+
+    // ---- nodes ----
+
+    pub fn insert_node(&mut self, mut node: Node) -> Node {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let key = (String::new(), name.clone());
+        self.new_meta(&mut node.metadata);
+        self.record(Kind::Node, &key, &mut node, "ADDED");
+        self.nodes.insert(name, node.clone());
+        node
+    }
+
+    pub fn modify_node(&mut self, name: &str, f: impl FnOnce(&mut Node)) -> Option<Node> {
+        let mut node = self.nodes.get(name)?.clone();
+        let before = node.clone();
+        f(&mut node);
+        if node == before {
+            return Some(node);
+        }
+        let key = (String::new(), name.to_string());
+        self.record(Kind::Node, &key, &mut node, "MODIFIED");
+        self.nodes.insert(name.to_string(), node.clone());
+        Some(node)
+    }
+
+    pub fn replace_node(&mut self, name: &str, mut node: Node) -> Node {
+        let key = (String::new(), name.to_string());
+        self.record(Kind::Node, &key, &mut node, "MODIFIED");
+        self.nodes.insert(name.to_string(), node.clone());
+        node
+    }
+
+    /// Removes a node; pods bound to it are removed too (pod GC).
+    pub fn remove_node(&mut self, name: &str, now: Instant) -> Option<Node> {
+        let mut node = self.nodes.remove(name)?;
+        let key = (String::new(), name.to_string());
+        self.record(Kind::Node, &key, &mut node, "DELETED");
+        let orphans: Vec<Key> = self
+            .pods
+            .iter()
+            .filter(|(_, p)| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(name))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in orphans {
+            self.remove_pod(&k, now);
+        }
+        Some(node)
+    }
+
+    // ---- timers ----
+
+    pub fn add_timer(&mut self, when: Instant, action: Action) {
+        self.timer_seq += 1;
+        self.timers.insert((when, self.timer_seq), action);
+    }
+
+    pub fn pop_due(&mut self, now: Instant) -> Option<Action> {
+        let first = *self.timers.keys().next()?;
+        if first.0 <= now {
+            self.timers.remove(&first)
+        } else {
+            None
+        }
+    }
+
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.timers.keys().next().map(|k| k.0)
+    }
+}
+
+/// `(namespace, name)` of a pod.
+pub(crate) fn pod_key(pod: &Pod) -> Key {
+    (
+        pod.metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into()),
+        pod.metadata.name.clone().unwrap_or_default(),
+    )
+}
+
+/// The owning StatefulSet's name and the pod's ordinal.
+pub(crate) fn statefulset_owner(pod: &Pod) -> Option<(String, i32)> {
+    let owner = pod
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.kind == "StatefulSet" && o.controller == Some(true))?;
+    let name = pod.metadata.name.as_deref()?;
+    let ordinal = name
+        .strip_prefix(&format!("{}-", owner.name))?
+        .parse()
+        .ok()?;
+    Some((owner.name.clone(), ordinal))
+}

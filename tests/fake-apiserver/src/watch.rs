@@ -1,0 +1,287 @@
+//! Watches: replay from the history, live events as newline-delimited JSON,
+//! bookmarks, timeouts, 410 after compaction, and the stall/drop faults.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use hyper::body::{Body, Bytes, Frame, SizeHint};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::Shared;
+use crate::selector::{FieldSelector, Selector};
+use crate::status::Status;
+use crate::store::{HistEntry, Kind};
+
+/// A piece of a streamed body.
+pub(crate) enum Chunk {
+    Data(Bytes),
+    /// Abort the connection (no terminating chunk).
+    Abort,
+}
+
+/// Response body: a complete buffer or a stream of chunks.
+pub(crate) enum ResBody {
+    /// The whole body (taken once).
+    Full(Option<Bytes>),
+    /// A stream (watch).
+    Stream(mpsc::Receiver<Chunk>),
+}
+
+impl ResBody {
+    pub(crate) fn full(bytes: impl Into<Bytes>) -> Self {
+        Self::Full(Some(bytes.into()))
+    }
+}
+
+impl Body for ResBody {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        match &mut *self {
+            Self::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
+            Self::Stream(rx) => match rx.poll_recv(cx) {
+                Poll::Ready(Some(Chunk::Data(b))) => Poll::Ready(Some(Ok(Frame::data(b)))),
+                Poll::Ready(Some(Chunk::Abort)) => Poll::Ready(Some(Err(std::io::Error::other(
+                    "watch stream dropped by fault injection",
+                )))),
+                Poll::Ready(None) => Poll::Ready(None),
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(self, Self::Full(None))
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            Self::Full(Some(b)) => SizeHint::with_exact(b.len() as u64),
+            Self::Full(None) => SizeHint::with_exact(0),
+            Self::Stream(_) => SizeHint::default(),
+        }
+    }
+}
+
+/// Which objects a list or watch sees.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Filter {
+    pub namespace: Option<String>,
+    pub labels: Selector,
+    pub fields: FieldSelector,
+}
+
+impl Filter {
+    pub fn matches(&self, obj: &Value) -> bool {
+        if let Some(ns) = &self.namespace
+            && obj.pointer("/metadata/namespace").and_then(Value::as_str) != Some(ns.as_str())
+        {
+            return false;
+        }
+        self.labels.matches_json(obj) && self.fields.matches_json(obj)
+    }
+}
+
+/// Watch query parameters.
+#[derive(Clone, Debug)]
+pub(crate) struct WatchParams {
+    /// `None` for "" / "0" (start with synthetic ADDED events).
+    pub resource_version: Option<u64>,
+    pub bookmarks: bool,
+    pub timeout: Duration,
+    pub send_initial_events: bool,
+}
+
+fn line(ty: &str, object_json: &str) -> Bytes {
+    Bytes::from(format!("{{\"type\":\"{ty}\",\"object\":{object_json}}}\n"))
+}
+
+fn bookmark(kind: Kind, rv: u64, initial_end: bool) -> Bytes {
+    let mut metadata = json!({"resourceVersion": rv.to_string()});
+    if initial_end {
+        metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+    }
+    let obj = json!({"kind": kind.name(), "apiVersion": "v1", "metadata": metadata});
+    line("BOOKMARK", &obj.to_string())
+}
+
+/// What a watcher with `filter` sees of a history entry.
+fn transform(filter: &Filter, e: &HistEntry) -> Option<Bytes> {
+    let now = filter.matches(&e.obj);
+    let ty = match e.ty {
+        "MODIFIED" => {
+            let before = e.prev.as_ref().is_some_and(|p| filter.matches(p));
+            match (before, now) {
+                (true, true) => "MODIFIED",
+                (false, true) => "ADDED",
+                (true, false) => "DELETED",
+                (false, false) => return None,
+            }
+        }
+        other => {
+            if !now {
+                return None;
+            }
+            other
+        }
+    };
+    Some(line(ty, &e.json))
+}
+
+/// Starts a watch; the returned body streams events until the timeout, a
+/// fault, or the client going away.
+pub(crate) fn start(
+    shared: &Arc<Shared>,
+    kind: Kind,
+    filter: Filter,
+    params: WatchParams,
+) -> ResBody {
+    let (tx, rx) = mpsc::channel(256);
+    let mut initial = Vec::new();
+    let (cursor, expired) = {
+        let st = shared.lock();
+        let hist = st.history(kind);
+        match params.resource_version {
+            None => {
+                let mut objs: Vec<_> = hist.current.iter().collect();
+                objs.sort_by(|a, b| a.0.cmp(b.0));
+                for (_, obj) in objs {
+                    if filter.matches(obj) {
+                        initial.push(line("ADDED", &obj.to_string()));
+                    }
+                }
+                (st.rv, None)
+            }
+            Some(rv) if rv < hist.compacted => (rv, Some(hist.compacted)),
+            Some(rv) => (rv, None),
+        }
+    };
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        shared.open_watches.fetch_add(1, Ordering::SeqCst);
+        run(&shared, kind, filter, params, cursor, initial, expired, tx).await;
+        shared.open_watches.fetch_sub(1, Ordering::SeqCst);
+    });
+    ResBody::Stream(rx)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn run(
+    shared: &Arc<Shared>,
+    kind: Kind,
+    filter: Filter,
+    params: WatchParams,
+    mut cursor: u64,
+    initial: Vec<Bytes>,
+    expired: Option<u64>,
+    tx: mpsc::Sender<Chunk>,
+) {
+    let mut rv_rx = shared.rv_tx.subscribe();
+    let mut stall_rx = shared.stall_tx.subscribe();
+    let mut drop_rx = shared.drop_tx.subscribe();
+    let send = |b: Bytes| {
+        let tx = tx.clone();
+        async move { tx.send(Chunk::Data(b)).await.is_ok() }
+    };
+    if let Some(oldest) = expired {
+        let status = Status::expired(cursor, oldest);
+        let _ = send(line("ERROR", &status.to_value().to_string())).await;
+        return;
+    }
+    for l in initial {
+        if !send(l).await {
+            return;
+        }
+    }
+    let mut synced = cursor;
+    if params.send_initial_events && !send(bookmark(kind, cursor, true)).await {
+        return;
+    }
+    let interval = shared
+        .lock()
+        .cfg
+        .bookmark_interval
+        .max(Duration::from_millis(10));
+    let deadline = Instant::now() + params.timeout;
+    let mut next_bookmark = Instant::now() + interval;
+    loop {
+        if *stall_rx.borrow_and_update() {
+            tokio::select! {
+                r = stall_rx.changed() => if r.is_err() { return },
+                r = drop_rx.changed() => {
+                    let mid_line = r.is_ok() && drop_rx.borrow().1;
+                    abort(&tx, kind, mid_line).await;
+                    return;
+                }
+                _ = tx.closed() => return,
+            }
+            continue;
+        }
+        let pending = {
+            let st = shared.lock();
+            let r = st.history(kind).since(cursor);
+            (r, st.rv)
+        };
+        match pending {
+            (Err(oldest), _) => {
+                let status = Status::expired(cursor, oldest);
+                let _ = send(line("ERROR", &status.to_value().to_string())).await;
+                return;
+            }
+            (Ok(entries), rv) => {
+                for e in entries {
+                    cursor = e.rv;
+                    if let Some(l) = transform(&filter, &e)
+                        && !send(l).await
+                    {
+                        return;
+                    }
+                }
+                synced = synced.max(rv).max(cursor);
+            }
+        }
+        tokio::select! {
+            biased;
+            r = drop_rx.changed() => {
+                let mid_line = r.is_ok() && drop_rx.borrow().1;
+                abort(&tx, kind, mid_line).await;
+                return;
+            }
+            _ = tx.closed() => return,
+            r = stall_rx.changed() => if r.is_err() { return },
+            r = rv_rx.changed() => if r.is_err() { return },
+            _ = tokio::time::sleep_until(next_bookmark), if params.bookmarks => {
+                next_bookmark = Instant::now() + interval;
+                if !send(bookmark(kind, synced, false)).await {
+                    return;
+                }
+            }
+            _ = tokio::time::sleep_until(deadline) => {
+                if params.bookmarks {
+                    let _ = send(bookmark(kind, synced, false)).await;
+                }
+                return;
+            }
+        }
+    }
+}
+
+async fn abort(tx: &mpsc::Sender<Chunk>, kind: Kind, mid_line: bool) {
+    if mid_line {
+        let partial = format!(
+            "{{\"type\":\"MODIFIED\",\"object\":{{\"kind\":\"{}\",\"apiVers",
+            kind.name()
+        );
+        let _ = tx.send(Chunk::Data(Bytes::from(partial))).await;
+    }
+    let _ = tx.send(Chunk::Abort).await;
+}
