@@ -200,7 +200,7 @@ pub struct Args {
         long,
         env = "SELFDESTRUCT_NODE_SETTLE",
         value_name = "DURATION",
-        default_value = "30s"
+        default_value = "10s"
     )]
     pub node_settle: String,
     /// Comma-separated images a new node must hold before it counts [default: none]
@@ -211,7 +211,7 @@ pub struct Args {
         long,
         env = "SELFDESTRUCT_MOVE_JITTER",
         value_name = "DURATION",
-        default_value = "30s"
+        default_value = "10s"
     )]
     pub move_jitter: String,
     /// Cap on own eviction attempts per hour [0: no cap]
@@ -567,8 +567,8 @@ mod tests {
         assert_eq!(c.mode, Mode::Evict);
         assert!(!c.dry_run);
         assert!(c.policy.move_to_new_nodes);
-        assert_eq!(c.policy.node_settle, Duration::from_secs(30));
-        assert_eq!(c.policy.move_jitter, Duration::from_secs(30));
+        assert_eq!(c.policy.node_settle, Duration::from_secs(10));
+        assert_eq!(c.policy.move_jitter, Duration::from_secs(10));
         assert_eq!(c.policy.max_moves_per_hour, 12);
         assert_eq!(c.policy.min_age, Duration::from_secs(120));
         assert!(c.policy.required_images.is_empty());

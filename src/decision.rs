@@ -32,20 +32,6 @@ pub struct Policy {
     pub min_age: Duration,
 }
 
-impl Default for Policy {
-    fn default() -> Self {
-        Policy {
-            lifetime: None,
-            move_to_new_nodes: true,
-            node_settle: Duration::from_secs(30),
-            required_images: Vec::new(),
-            move_jitter: Duration::from_secs(30),
-            max_moves_per_hour: 6,
-            min_age: Duration::from_secs(120),
-        }
-    }
-}
-
 impl Policy {
     /// Draws a lifetime uniformly from the range with `draw` in [0, 1).
     pub fn draw_lifetime(&self, draw: f64) -> Option<Duration> {

@@ -426,7 +426,9 @@ fn finds_its_uid_with_one_get_and_its_identity_from_podinfo_files() {
 fn a_hostname_that_names_no_pod_is_a_configuration_error() {
     let s = Scene::placeholders(1);
     let mut agent = s.agent("placeholder-0", &[("POD_NAME", "")]);
-    let status = agent.wait_exit(Duration::from_secs(10)).expect("exits");
+    let status = agent
+        .wait_exit(Duration::from_secs(20))
+        .unwrap_or_else(|| panic!("did not exit:\n{}", agent.log()));
     assert_eq!(status.code(), Some(2), "{}", agent.log());
     assert!(agent.log().contains("POD_NAME"), "{}", agent.log());
     assert!(s.mutations().is_empty());

@@ -156,6 +156,7 @@ pub struct Kubelet<'a> {
     pub subject: Subject,
     pub agents: HashMap<String, (String, Proc)>,
     pub started: Vec<(String, String, String)>,
+    pub started_at: Vec<std::time::Instant>,
     pub logs: Vec<String>,
 }
 
@@ -170,6 +171,7 @@ impl<'a> Kubelet<'a> {
             subject,
             agents: HashMap::new(),
             started: Vec::new(),
+            started_at: Vec::new(),
             logs: Vec::new(),
         }
     }
@@ -214,6 +216,7 @@ impl<'a> Kubelet<'a> {
                 .collect();
             let p = self.scene.agent_as(&name, self.subject.clone(), &env);
             self.started.push((name.clone(), uid.clone(), node));
+            self.started_at.push(std::time::Instant::now());
             self.agents.insert(uid, (name, p));
         }
     }

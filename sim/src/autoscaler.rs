@@ -1,0 +1,217 @@
+//! The cluster autoscaler: scale-up for Pending pods at or above the priority
+//! cutoff (users and placeholders), scale-down of nodes without user pods.
+//!
+//! Scale-up adds, in one go, enough nodes for every Pending pod that fits on no
+//! existing or upcoming node. Upcoming capacity counts nodes being provisioned
+//! and nodes held back by a startup taint (the readiness gate): pods that will
+//! fit there once the taint goes trigger nothing.
+//!
+//! Scale-down: a node is unneeded when it holds no user pod (bare pods block
+//! scale-down), its requests are below the utilisation threshold, and its
+//! placeholders fit on the other nodes. After `unneeded_time` it is drained:
+//! empty nodes all at once, at most one node with placeholders per scan. Nothing
+//! is removed within `delay_after_add` of a scale-up, while any pod is Pending,
+//! or below the minimum node count.
+
+use crate::cluster::{Node, Phase};
+use crate::scenario::{AutoscalerConfig, Ms, Resources};
+
+/// How many nodes to add for `pending` Pending pods of size `pod`.
+pub fn nodes_to_add(
+    nodes: &[Node],
+    pending: u64,
+    pod: &Resources,
+    node: &Resources,
+    cfg: &AutoscalerConfig,
+) -> u32 {
+    if pending == 0 {
+        return 0;
+    }
+    let upcoming: u64 = nodes
+        .iter()
+        .filter(|n| matches!(n.phase, Phase::Provisioning | Phase::Ready))
+        .map(|n| n.free().fits_times(pod))
+        .sum();
+    let unplaced = pending.saturating_sub(upcoming);
+    if unplaced == 0 {
+        return 0;
+    }
+    let per_node = node.fits_times(pod).max(1);
+    let want = unplaced.div_ceil(per_node);
+    let existing = nodes.iter().filter(|n| n.exists()).count() as u64;
+    let room = u64::from(cfg.max_nodes).saturating_sub(existing);
+    u32::try_from(want.min(room)).unwrap_or(u32::MAX)
+}
+
+/// Updates every node's `unneeded_since` and returns the nodes to drain now.
+pub fn scale_down(
+    nodes: &mut [Node],
+    pod: &Resources,
+    cfg: &AutoscalerConfig,
+    now: Ms,
+    last_scale_up: Option<Ms>,
+    any_pending: bool,
+) -> Vec<usize> {
+    let mut slots: Vec<u64> = nodes
+        .iter()
+        .map(|n| {
+            if n.takes_placeholders() {
+                n.free().fits_times(pod)
+            } else {
+                0
+            }
+        })
+        .collect();
+    let mut candidates: Vec<usize> = (0..nodes.len())
+        .filter(|&i| {
+            let n = &nodes[i];
+            n.phase == Phase::Ready
+                && !n.gated
+                && n.users == 0
+                && n.allocated_with(&Resources::default()) < cfg.utilisation
+        })
+        .collect();
+    candidates.sort_by_key(|&i| (nodes[i].placeholders, i));
+    let mut unneeded = vec![false; nodes.len()];
+    for &c in &candidates {
+        let mut need = u64::from(nodes[c].placeholders);
+        let available: u64 = (0..nodes.len())
+            .filter(|&j| j != c && !unneeded[j])
+            .map(|j| slots[j])
+            .sum();
+        if need > available {
+            continue;
+        }
+        unneeded[c] = true;
+        slots[c] = 0;
+        for (j, s) in slots.iter_mut().enumerate() {
+            if need == 0 {
+                break;
+            }
+            if j != c && !unneeded[j] {
+                let take = need.min(*s);
+                *s -= take;
+                need -= take;
+            }
+        }
+    }
+    for (i, n) in nodes.iter_mut().enumerate() {
+        if unneeded[i] {
+            n.unneeded_since.get_or_insert(now);
+        } else {
+            n.unneeded_since = None;
+        }
+    }
+    let cooling = last_scale_up.is_some_and(|t| now < t + cfg.delay_after_add);
+    if cooling || any_pending {
+        return Vec::new();
+    }
+    let mut active = nodes
+        .iter()
+        .filter(|n| matches!(n.phase, Phase::Provisioning | Phase::Ready))
+        .count();
+    let mut ripe: Vec<usize> = (0..nodes.len())
+        .filter(|&i| {
+            nodes[i]
+                .unneeded_since
+                .is_some_and(|s| now >= s + cfg.unneeded_time)
+        })
+        .collect();
+    ripe.sort_by_key(|&i| (nodes[i].placeholders, i));
+    let mut out = Vec::new();
+    let mut non_empty_taken = false;
+    for i in ripe {
+        if active <= cfg.min_nodes as usize {
+            break;
+        }
+        if nodes[i].placeholders > 0 {
+            if non_empty_taken {
+                continue;
+            }
+            non_empty_taken = true;
+        }
+        active -= 1;
+        out.push(i);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::Scenario;
+
+    fn nodes(fill: &[(u32, u32)]) -> Vec<Node> {
+        let sc = Scenario::binder();
+        fill.iter()
+            .enumerate()
+            .map(|(i, &(users, phs))| {
+                let mut n = Node::initial(format!("node-{i:03}"), sc.node, 0);
+                for _ in 0..users + phs {
+                    n.account(&sc.user, true);
+                }
+                n.users = users;
+                n.placeholders = phs;
+                n
+            })
+            .collect()
+    }
+
+    #[test]
+    fn adds_enough_nodes_counting_upcoming_capacity() {
+        let sc = Scenario::binder();
+        let cfg = &sc.autoscaler;
+        let full = nodes(&[(100, 0), (100, 0)]);
+        assert_eq!(nodes_to_add(&full, 0, &sc.user, &sc.node, cfg), 0);
+        assert_eq!(nodes_to_add(&full, 1, &sc.user, &sc.node, cfg), 1);
+        assert_eq!(nodes_to_add(&full, 250, &sc.user, &sc.node, cfg), 3);
+        let mut with_new = full.clone();
+        with_new.push(Node::provisioning(
+            "node-002".into(),
+            sc.node,
+            0,
+            1,
+            1,
+            Some(0),
+        ));
+        assert_eq!(nodes_to_add(&with_new, 100, &sc.user, &sc.node, cfg), 0);
+        assert_eq!(nodes_to_add(&with_new, 101, &sc.user, &sc.node, cfg), 1);
+        // a gated Ready node still counts as capacity for users
+        with_new[2].phase = Phase::Ready;
+        assert_eq!(nodes_to_add(&with_new, 100, &sc.user, &sc.node, cfg), 0);
+    }
+
+    #[test]
+    fn never_scales_down_a_node_with_a_user() {
+        let sc = Scenario::binder();
+        let cfg = &sc.autoscaler;
+        let mut ns = nodes(&[(90, 0), (1, 0), (0, 5), (0, 0)]);
+        let out = scale_down(&mut ns, &sc.user, cfg, 0, None, false);
+        assert!(out.is_empty(), "not unneeded long enough");
+        assert!(ns[1].unneeded_since.is_none());
+        assert!(ns[2].unneeded_since.is_some() && ns[3].unneeded_since.is_some());
+        let out = scale_down(&mut ns, &sc.user, cfg, cfg.unneeded_time, None, false);
+        assert_eq!(out, vec![3, 2]);
+        let mut ns = nodes(&[(90, 0), (1, 0), (0, 5), (0, 0)]);
+        scale_down(&mut ns, &sc.user, cfg, 0, None, false);
+        let out = scale_down(&mut ns, &sc.user, cfg, cfg.unneeded_time, Some(1), false);
+        assert!(out.is_empty(), "just scaled up");
+        let out = scale_down(&mut ns, &sc.user, cfg, cfg.unneeded_time, None, true);
+        assert!(out.is_empty(), "pods pending");
+    }
+
+    #[test]
+    fn keeps_placeholders_that_fit_nowhere_else() {
+        let sc = Scenario::binder();
+        let cfg = AutoscalerConfig {
+            min_nodes: 1,
+            ..sc.autoscaler.clone()
+        };
+        let mut ns = nodes(&[(98, 0), (0, 25)]);
+        scale_down(&mut ns, &sc.user, &cfg, 0, None, false);
+        assert!(ns[1].unneeded_since.is_none());
+        let mut ns = nodes(&[(70, 0), (0, 25)]);
+        scale_down(&mut ns, &sc.user, &cfg, 0, None, false);
+        assert!(ns[1].unneeded_since.is_some());
+    }
+}

@@ -1,0 +1,345 @@
+//! Nodes, user pods and the two scheduler scorers: MostAllocated (JupyterHub's
+//! user-scheduler, for users) and LeastAllocated with optional default
+//! PodTopologySpread (the default-scheduler, for placeholders).
+
+use std::time::SystemTime;
+
+use selfdestruct::model::{NodeSummary, Readiness, Taint};
+
+use crate::scenario::{Ms, Resources};
+
+/// The startup taint of the node readiness gate (`selfdestruct node-gate`'s default):
+/// removed once the user image is on the node. The cluster autoscaler treats taints
+/// with this prefix as startup taints.
+pub const STARTUP_TAINT: &str = selfdestruct::node_gate::DEFAULT_TAINT;
+/// Set by the node lifecycle controller until the node is Ready.
+pub const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
+/// Set by the cluster autoscaler on a node it drains.
+pub const TO_BE_DELETED_TAINT: &str = "ToBeDeletedByClusterAutoscaler";
+
+/// Where a node is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Phase {
+    /// Requested by the autoscaler, not Ready yet.
+    Provisioning,
+    /// Ready.
+    Ready,
+    /// Tainted by the autoscaler and being drained.
+    Draining,
+    /// Gone.
+    Removed,
+}
+
+/// A node.
+#[derive(Clone, Debug)]
+pub struct Node {
+    /// `node-000` ...: names sort by creation.
+    pub name: String,
+    /// Allocatable.
+    pub alloc: Resources,
+    /// Sum of the requests of the pods bound to it.
+    pub used: Resources,
+    /// When the autoscaler asked for it.
+    pub created: Ms,
+    /// When it becomes (became) Ready.
+    pub ready_at: Ms,
+    /// When the user image is (was) on it.
+    pub image_at: Ms,
+    /// When the readiness gate removes the startup taint (with the gate).
+    pub gate_open_at: Ms,
+    /// Phase.
+    pub phase: Phase,
+    /// The user image is on the node.
+    pub image: bool,
+    /// Carries the startup taint (readiness gate).
+    pub gated: bool,
+    /// When it disappeared.
+    pub removed_at: Option<Ms>,
+    /// User pods bound to it.
+    pub users: u32,
+    /// Placeholder pods bound to it (not terminating).
+    pub placeholders: u32,
+    /// Since when the autoscaler finds it unneeded.
+    pub unneeded_since: Option<Ms>,
+}
+
+impl Node {
+    /// A node that exists from the start, Ready at `t` with the image.
+    pub fn initial(name: String, alloc: Resources, t: Ms) -> Node {
+        Node {
+            name,
+            alloc,
+            used: Resources::default(),
+            created: t,
+            ready_at: t,
+            image_at: t,
+            gate_open_at: t,
+            phase: Phase::Ready,
+            image: true,
+            gated: false,
+            removed_at: None,
+            users: 0,
+            placeholders: 0,
+            unneeded_since: None,
+        }
+    }
+
+    /// A node being provisioned: Ready after `ready`, the image `pull` later, and
+    /// (with `gate`) the startup taint gone `gate_lag` after that.
+    pub fn provisioning(
+        name: String,
+        alloc: Resources,
+        now: Ms,
+        ready: Ms,
+        pull: Ms,
+        gate: Option<Ms>,
+    ) -> Node {
+        Node {
+            created: now,
+            ready_at: now + ready,
+            image_at: now + ready + pull,
+            gate_open_at: now + ready + pull + gate.unwrap_or(0),
+            phase: Phase::Provisioning,
+            image: false,
+            gated: gate.is_some(),
+            ..Node::initial(name, alloc, now)
+        }
+    }
+
+    /// Whether the node still exists (bills, counts towards the node group size).
+    pub fn exists(&self) -> bool {
+        self.phase != Phase::Removed
+    }
+
+    /// Free allocatable resources.
+    pub fn free(&self) -> Resources {
+        Resources {
+            cpu_m: self.alloc.cpu_m.saturating_sub(self.used.cpu_m),
+            mem_mib: self.alloc.mem_mib.saturating_sub(self.used.mem_mib),
+        }
+    }
+
+    /// Whether a pod requesting `req` fits.
+    pub fn fits(&self, req: &Resources) -> bool {
+        let f = self.free();
+        req.cpu_m <= f.cpu_m && req.mem_mib <= f.mem_mib
+    }
+
+    /// Over-committed in CPU or memory.
+    pub fn overcommitted(&self) -> bool {
+        self.used.cpu_m > self.alloc.cpu_m || self.used.mem_mib > self.alloc.mem_mib
+    }
+
+    /// Users can be scheduled here (Ready, no startup taint, not draining).
+    pub fn takes_users(&self) -> bool {
+        self.phase == Phase::Ready && !self.gated
+    }
+
+    /// Placeholders can be scheduled here (they tolerate the startup taint).
+    pub fn takes_placeholders(&self) -> bool {
+        self.phase == Phase::Ready
+    }
+
+    /// Fraction allocated (mean of CPU and memory) with `extra` added.
+    pub fn allocated_with(&self, extra: &Resources) -> f64 {
+        let cpu = (self.used.cpu_m + extra.cpu_m) as f64 / self.alloc.cpu_m.max(1) as f64;
+        let mem = (self.used.mem_mib + extra.mem_mib) as f64 / self.alloc.mem_mib.max(1) as f64;
+        (cpu + mem) / 2.0
+    }
+
+    /// Adds (`sign` true) or removes a pod's requests.
+    pub fn account(&mut self, req: &Resources, add: bool) {
+        if add {
+            self.used.cpu_m += req.cpu_m;
+            self.used.mem_mib += req.mem_mib;
+        } else {
+            self.used.cpu_m = self.used.cpu_m.saturating_sub(req.cpu_m);
+            self.used.mem_mib = self.used.mem_mib.saturating_sub(req.mem_mib);
+        }
+    }
+
+    /// What the agent's node watch would hold for this node.
+    pub fn summary(&self, at: impl Fn(Ms) -> SystemTime) -> NodeSummary {
+        let taint = |key: &str| Taint {
+            key: key.into(),
+            value: None,
+            effect: "NoSchedule".into(),
+        };
+        let mut taints = Vec::new();
+        if self.phase == Phase::Provisioning {
+            taints.push(taint(NOT_READY_TAINT));
+        }
+        if self.gated {
+            taints.push(taint(STARTUP_TAINT));
+        }
+        if self.phase == Phase::Draining {
+            taints.push(taint(TO_BE_DELETED_TAINT));
+        }
+        let ready = match self.phase {
+            Phase::Provisioning => Readiness {
+                ready: false,
+                since: Some(at(self.created)),
+            },
+            _ => Readiness {
+                ready: true,
+                since: Some(at(self.ready_at)),
+            },
+        };
+        NodeSummary {
+            name: self.name.clone(),
+            taints,
+            ready,
+            images_present: if self.image { vec![0] } else { vec![] },
+            ..NodeSummary::default()
+        }
+    }
+}
+
+/// Picks the node for a user: the fullest node that fits (MostAllocated); ties go to the older node.
+pub fn most_allocated(nodes: &[Node], req: &Resources) -> Option<usize> {
+    let mut best: Option<(usize, f64)> = None;
+    for (i, n) in nodes.iter().enumerate() {
+        if n.takes_users() && n.fits(req) {
+            let score = n.allocated_with(req);
+            if best.is_none_or(|(_, b)| score > b) {
+                best = Some((i, score));
+            }
+        }
+    }
+    best.map(|(i, _)| i)
+}
+
+/// Picks the node where a user preempts one placeholder: among nodes where
+/// removing one placeholder makes room, the one that ends up most allocated.
+pub fn preemption_node(nodes: &[Node], req: &Resources, placeholder: &Resources) -> Option<usize> {
+    let mut best: Option<(usize, f64)> = None;
+    for (i, n) in nodes.iter().enumerate() {
+        if !n.takes_users() || n.placeholders == 0 {
+            continue;
+        }
+        let mut after = n.clone();
+        after.account(placeholder, false);
+        if !after.fits(req) {
+            continue;
+        }
+        let score = after.allocated_with(req);
+        if best.is_none_or(|(_, b)| score > b) {
+            best = Some((i, score));
+        }
+    }
+    best.map(|(i, _)| i)
+}
+
+/// Picks the node for a placeholder: LeastAllocated, plus (with `spreading`
+/// = Some(weight)) the default PodTopologySpread score over placeholders per node.
+pub fn least_allocated(nodes: &[Node], req: &Resources, spreading: Option<f64>) -> Option<usize> {
+    let feasible: Vec<usize> = (0..nodes.len())
+        .filter(|&i| nodes[i].takes_placeholders() && nodes[i].fits(req))
+        .collect();
+    let (max, min) = feasible.iter().fold((0u32, u32::MAX), |(hi, lo), &i| {
+        (hi.max(nodes[i].placeholders), lo.min(nodes[i].placeholders))
+    });
+    let mut best: Option<(usize, f64)> = None;
+    for &i in &feasible {
+        let n = &nodes[i];
+        let mut score = 100.0 * (1.0 - n.allocated_with(req));
+        if let Some(weight) = spreading {
+            // The scheduler's normalisation: the node with the fewest matching pods scores 100.
+            let spread = if max == 0 {
+                100.0
+            } else {
+                100.0 * f64::from(max + min - n.placeholders) / f64::from(max)
+            };
+            score += weight * spread;
+        }
+        if best.is_none_or(|(_, b)| score > b) {
+            best = Some((i, score));
+        }
+    }
+    best.map(|(i, _)| i)
+}
+
+/// A user's server.
+#[derive(Clone, Debug, Default)]
+pub struct User {
+    /// When the user asked for a server.
+    pub arrival: Ms,
+    /// How long the server runs.
+    pub session: Ms,
+    /// Node it was bound to.
+    pub node: Option<usize>,
+    /// When it was bound.
+    pub bound_at: Option<Ms>,
+    /// When the server started (after a preemption and an image pull if any).
+    pub running_at: Option<Ms>,
+    /// The session is over and the pod gone.
+    pub ended: bool,
+    /// It could neither be scheduled nor preempt a placeholder: it waited for a node.
+    pub delayed: bool,
+    /// It was bound to a node without the user image.
+    pub cold: bool,
+    /// It preempted a placeholder.
+    pub preempted: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(i: usize, users: u32, phs: u32) -> Node {
+        let req = Resources::new(0.15, 1.0);
+        let mut n = Node::initial(format!("node-{i:03}"), Resources::new(15.89, 100.0), 0);
+        for _ in 0..users + phs {
+            n.account(&req, true);
+        }
+        n.users = users;
+        n.placeholders = phs;
+        n
+    }
+
+    #[test]
+    fn users_go_to_the_fullest_node_that_fits() {
+        let req = Resources::new(0.15, 1.0);
+        let nodes = vec![node(0, 40, 0), node(1, 90, 0), node(2, 100, 0)];
+        assert_eq!(most_allocated(&nodes, &req), Some(1));
+        let mut gated = nodes.clone();
+        gated[1].gated = true;
+        assert_eq!(most_allocated(&gated, &req), Some(0));
+        let full = vec![node(0, 100, 0), node(1, 95, 5), node(2, 98, 2)];
+        assert_eq!(most_allocated(&full, &req), None);
+        assert_eq!(preemption_node(&full, &req, &req), Some(1));
+    }
+
+    #[test]
+    fn placeholders_go_to_the_emptiest_node_unless_spreading_outweighs_it() {
+        let req = Resources::new(0.15, 1.0);
+        // Two old nodes at 80 users and one placeholder each, a new node with two placeholders.
+        let nodes = vec![node(0, 80, 1), node(1, 80, 1), node(2, 0, 2)];
+        assert_eq!(least_allocated(&nodes, &req, None), Some(2));
+        // The old nodes hold fewer placeholders: spreading sends it back.
+        let nodes = vec![node(0, 80, 0), node(1, 80, 1), node(2, 0, 2)];
+        assert_eq!(least_allocated(&nodes, &req, Some(2.0)), Some(0));
+    }
+
+    #[test]
+    fn summary_shows_taints_and_images() {
+        let mut n = Node::provisioning(
+            "node-001".into(),
+            Resources::new(1.0, 1.0),
+            0,
+            10,
+            20,
+            Some(1),
+        );
+        let at = |ms: Ms| SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(ms);
+        let s = n.summary(at);
+        assert!(!s.ready.ready);
+        assert_eq!(s.taints.len(), 2);
+        n.phase = Phase::Ready;
+        n.gated = false;
+        n.image = true;
+        let s = n.summary(at);
+        assert!(s.ready.ready && s.taints.is_empty());
+        assert_eq!(s.images_present, vec![0]);
+    }
+}

@@ -1,0 +1,726 @@
+//! The discrete-event loop: users arrive and leave, nodes come and go, the
+//! schedulers bind pods, the autoscaler scans, and every running placeholder's
+//! agent decides with the real decision function whenever its timer fires or
+//! what it watches (nodes, sibling placeholders) changes.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::rc::Rc;
+
+use selfdestruct::decision::{Decision, Outcome, Trigger};
+use selfdestruct::model::{NodeSummary, Sibling};
+
+use crate::autoscaler;
+use crate::cluster::{self, Node, Phase, User};
+use crate::metrics::{Log, MoveReason, MoveRecord, Sample, Summary, summarise};
+use crate::placeholders::{Agent, Placeholder, PodState, sim_ms_ceil, system_time};
+use crate::random::{Random, Stream};
+use crate::scenario::{Arrival, HOUR, MIN, Ms, SEC, Scenario, Setup};
+
+/// A preempting user starts this long after the bind (the victim's termination).
+const PREEMPTION_DELAY: Ms = SEC;
+/// After the measured window, arrivals stop and the run continues until every
+/// user runs, but no longer than this.
+const DRAIN_LIMIT: Ms = 12 * HOUR;
+/// Full recount of the per-node counters every this often (when checking).
+const RECOUNT_EVERY: Ms = 10 * MIN;
+
+/// The result of one run.
+#[derive(Clone, Debug)]
+pub struct RunResult {
+    /// The row of the table.
+    pub summary: Summary,
+    /// Everything logged (moves, samples ...).
+    pub log: Log,
+    /// Final user states.
+    pub users: Vec<User>,
+    /// Final node states.
+    pub nodes: Vec<Node>,
+    /// Sorted times to running of the measured users.
+    pub ttr: Vec<Ms>,
+}
+
+/// Runs one row: scenario `sc` with row `setup` on the arrivals `arrivals`.
+/// With `check`, invariants are checked after every event (violations end up in
+/// the summary); the simulator's own debug builds always check.
+pub fn simulate(
+    sc: &Scenario,
+    setup: &Setup,
+    arrivals: &[Arrival],
+    seed: u64,
+    check: bool,
+) -> RunResult {
+    Engine::new(sc, setup, arrivals, seed, check).run()
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Event {
+    Arrival(usize),
+    SessionEnd(usize),
+    NodeReady(usize),
+    ImagePulled(usize),
+    GateOpen(usize),
+    NodeGone(usize),
+    Recreate(usize),
+    Wake(usize, u64),
+    Scan,
+    Sample,
+}
+
+/// What the agents watch, rebuilt after every change.
+struct View {
+    nodes: Vec<NodeSummary>,
+    siblings: Vec<Sibling>,
+}
+
+struct Engine<'a> {
+    sc: &'a Scenario,
+    setup: &'a Setup,
+    arrivals: &'a [Arrival],
+    check: bool,
+    now: Ms,
+    queue: BinaryHeap<Reverse<(Ms, u64, Event)>>,
+    seq: u64,
+    nodes: Vec<Node>,
+    users: Vec<User>,
+    pending_users: VecDeque<usize>,
+    placeholders: Vec<Placeholder>,
+    /// Per placeholder: the move record waiting for the replacement's node.
+    landing: Vec<Option<usize>>,
+    node_rng: Random,
+    agent_rng: Random,
+    sched_dirty: bool,
+    view_dirty: bool,
+    view: Option<Rc<View>>,
+    last_scale_up: Option<Ms>,
+    last_recount: Ms,
+    log: Log,
+}
+
+impl<'a> Engine<'a> {
+    fn new(
+        sc: &'a Scenario,
+        setup: &'a Setup,
+        arrivals: &'a [Arrival],
+        seed: u64,
+        check: bool,
+    ) -> Self {
+        Engine {
+            sc,
+            setup,
+            arrivals,
+            check: check || cfg!(debug_assertions),
+            now: 0,
+            queue: BinaryHeap::new(),
+            seq: 0,
+            nodes: Vec::new(),
+            users: arrivals
+                .iter()
+                .map(|a| User {
+                    arrival: a.at,
+                    session: a.session,
+                    ..User::default()
+                })
+                .collect(),
+            pending_users: VecDeque::new(),
+            placeholders: (0..setup.replicas as usize)
+                .map(|i| Placeholder::new(i, 0))
+                .collect(),
+            landing: vec![None; setup.replicas as usize],
+            node_rng: Random::new(seed, Stream::Nodes),
+            agent_rng: Random::new(seed, Stream::Agents),
+            sched_dirty: true,
+            view_dirty: true,
+            view: None,
+            last_scale_up: None,
+            last_recount: 0,
+            log: Log::default(),
+        }
+    }
+
+    fn push(&mut self, at: Ms, ev: Event) {
+        self.seq += 1;
+        self.queue.push(Reverse((at.max(self.now), self.seq, ev)));
+    }
+
+    fn violation(&mut self, what: String) {
+        if self.log.violations.len() < 20 {
+            self.log
+                .violations
+                .push(format!("t={}s: {what}", self.now / SEC));
+        }
+    }
+
+    fn run(mut self) -> RunResult {
+        let initial = self.sc.autoscaler.min_nodes.max(1) as usize;
+        for i in 0..initial {
+            self.nodes
+                .push(Node::initial(node_name(i), self.sc.node, 0));
+        }
+        if !self.arrivals.is_empty() {
+            self.push(self.arrivals[0].at, Event::Arrival(0));
+        }
+        self.push(self.sc.autoscaler.scan, Event::Scan);
+        self.push(self.sc.warmup, Event::Sample);
+        self.settle();
+        let end = self.sc.end();
+        while let Some(Reverse((t, _, ev))) = self.queue.pop() {
+            if t >= end && self.pending_users.is_empty() {
+                break;
+            }
+            if t > end + DRAIN_LIMIT {
+                let n = self.pending_users.len();
+                self.violation(format!(
+                    "{n} users still pending {}h after the end",
+                    DRAIN_LIMIT / HOUR
+                ));
+                break;
+            }
+            self.now = t;
+            self.handle(ev);
+            self.settle();
+            if self.check {
+                self.check_invariants();
+            }
+            if (self.sc.warmup..end).contains(&self.now) {
+                let existing = self.nodes.iter().filter(|n| n.exists()).count() as u32;
+                self.log.peak_nodes = self.log.peak_nodes.max(existing);
+            }
+        }
+        let unfinished = self.users.iter().filter(|u| u.running_at.is_none()).count();
+        if unfinished > 0 {
+            self.violation(format!("{unfinished} users never ran"));
+        }
+        let summary = summarise(
+            &self.setup.name,
+            self.setup.replicas,
+            &self.users,
+            &self.nodes,
+            &self.log,
+            self.sc.warmup,
+            end,
+        );
+        let ttr = crate::metrics::times_to_running(&self.users, self.sc.warmup, end);
+        RunResult {
+            summary,
+            ttr,
+            log: self.log,
+            users: self.users,
+            nodes: self.nodes,
+        }
+    }
+
+    fn handle(&mut self, ev: Event) {
+        match ev {
+            Event::Arrival(u) => {
+                self.pending_users.push_back(u);
+                self.sched_dirty = true;
+                if u + 1 < self.arrivals.len() {
+                    self.push(self.arrivals[u + 1].at, Event::Arrival(u + 1));
+                }
+            }
+            Event::SessionEnd(u) => {
+                let user = &mut self.users[u];
+                user.ended = true;
+                if let Some(n) = user.node {
+                    let node = &mut self.nodes[n];
+                    node.account(&self.sc.user, false);
+                    node.users -= 1;
+                }
+                self.sched_dirty = true;
+            }
+            Event::NodeReady(n) => {
+                let node = &mut self.nodes[n];
+                if node.phase == Phase::Provisioning {
+                    node.phase = Phase::Ready;
+                    let (image_at, gate_at, gated) = (node.image_at, node.gate_open_at, node.gated);
+                    self.push(image_at, Event::ImagePulled(n));
+                    if gated {
+                        self.push(gate_at, Event::GateOpen(n));
+                    }
+                    self.sched_dirty = true;
+                    self.view_dirty = true;
+                }
+            }
+            Event::ImagePulled(n) => {
+                self.nodes[n].image = true;
+                self.view_dirty = true;
+            }
+            Event::GateOpen(n) => {
+                self.nodes[n].gated = false;
+                self.sched_dirty = true;
+                self.view_dirty = true;
+            }
+            Event::NodeGone(n) => {
+                let node = &self.nodes[n];
+                if node.users > 0 || node.placeholders > 0 {
+                    let (u, p) = (node.users, node.placeholders);
+                    self.violation(format!(
+                        "removed {} with {u} users, {p} placeholders",
+                        node.name
+                    ));
+                }
+                let node = &mut self.nodes[n];
+                node.phase = Phase::Removed;
+                node.removed_at = Some(self.now);
+                self.view_dirty = true;
+            }
+            Event::Recreate(p) => {
+                let ph = &mut self.placeholders[p];
+                if matches!(ph.state, PodState::Terminating { .. }) {
+                    ph.incarnation += 1;
+                    ph.state = PodState::Pending { created: self.now };
+                    self.sched_dirty = true;
+                    self.view_dirty = true;
+                }
+            }
+            Event::Wake(p, generation) => {
+                let due = self.placeholders[p]
+                    .agent
+                    .as_ref()
+                    .is_some_and(|a| a.generation == generation);
+                if due {
+                    if let Some(a) = self.placeholders[p].agent.as_mut() {
+                        a.wake = None;
+                    }
+                    self.step_agent(p);
+                }
+            }
+            Event::Scan => {
+                self.autoscale();
+                self.push(self.now + self.sc.autoscaler.scan, Event::Scan);
+            }
+            Event::Sample => {
+                self.sample();
+                if self.now + MIN < self.sc.end() {
+                    self.push(self.now + MIN, Event::Sample);
+                }
+            }
+        }
+    }
+
+    /// Runs the schedulers and the agents until nothing changes.
+    fn settle(&mut self) {
+        for _ in 0..10_000 {
+            if self.sched_dirty {
+                self.sched_dirty = false;
+                self.schedule();
+            } else if self.view_dirty {
+                self.view_dirty = false;
+                self.view = None;
+                for p in 0..self.placeholders.len() {
+                    if self.placeholders[p].agent.is_some() {
+                        self.step_agent(p);
+                    }
+                }
+            } else {
+                return;
+            }
+        }
+        self.violation("the schedulers and agents never settled".into());
+    }
+
+    // ----- schedulers -----
+
+    fn schedule(&mut self) {
+        let pod = self.sc.user;
+        while let Some(&u) = self.pending_users.front() {
+            if let Some(n) = cluster::most_allocated(&self.nodes, &pod) {
+                self.pending_users.pop_front();
+                self.bind_user(u, n, false);
+            } else if let Some(n) = cluster::preemption_node(&self.nodes, &pod, &pod) {
+                let victim = self.victim_on(n);
+                if let Some(v) = victim {
+                    self.evict(v);
+                    self.log.preemptions.push(self.now);
+                }
+                self.pending_users.pop_front();
+                self.bind_user(u, n, true);
+            } else {
+                // Every user requests the same: none of the others fits either.
+                for &w in &self.pending_users {
+                    self.users[w].delayed = true;
+                }
+                break;
+            }
+        }
+        let mut pending: Vec<(Ms, usize)> = self
+            .placeholders
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| match p.state {
+                PodState::Pending { created } => Some((created, i)),
+                _ => None,
+            })
+            .collect();
+        pending.sort_unstable();
+        let spreading = self.sc.default_spreading.then_some(self.sc.spread_weight);
+        for (_, p) in pending {
+            match cluster::least_allocated(&self.nodes, &pod, spreading) {
+                Some(n) => self.bind_placeholder(p, n),
+                None => break,
+            }
+        }
+    }
+
+    /// The placeholder a preempting user evicts on node `n`: the most recently started.
+    fn victim_on(&self, n: usize) -> Option<usize> {
+        self.placeholders
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| match p.state {
+                PodState::Running { node, bound_at, .. } if node == n => Some((bound_at, i)),
+                _ => None,
+            })
+            .max()
+            .map(|(_, i)| i)
+    }
+
+    fn bind_user(&mut self, u: usize, n: usize, preempted: bool) {
+        let now = self.now;
+        let node = &mut self.nodes[n];
+        node.account(&self.sc.user, true);
+        node.users += 1;
+        let cold = !node.image;
+        let image_at = node.image_at;
+        let user = &mut self.users[u];
+        user.node = Some(n);
+        user.bound_at = Some(now);
+        user.cold = cold;
+        user.preempted = preempted;
+        let start = if preempted {
+            now + PREEMPTION_DELAY
+        } else {
+            now
+        };
+        let running = if cold { start.max(image_at) } else { start };
+        user.running_at = Some(running);
+        let end = running + user.session;
+        self.push(end, Event::SessionEnd(u));
+    }
+
+    fn bind_placeholder(&mut self, p: usize, n: usize) {
+        let now = self.now;
+        let node = &mut self.nodes[n];
+        node.account(&self.sc.user, true);
+        node.placeholders += 1;
+        let node_name = node.name.clone();
+        let warm = node.image;
+        let created = match self.placeholders[p].state {
+            PodState::Pending { created } => created,
+            _ => now,
+        };
+        let draw = self.agent_rng.uniform();
+        let ph = &mut self.placeholders[p];
+        ph.state = PodState::Running {
+            node: n,
+            created,
+            bound_at: now,
+        };
+        ph.agent = Some(Agent::start(
+            ph,
+            &node_name,
+            now,
+            self.setup.gate,
+            &self.setup.policy,
+            draw,
+        ));
+        if let Some(m) = self.landing[p].take() {
+            self.log.moves[m].landed = Some(node_name);
+            self.log.moves[m].landed_warm = Some(warm);
+        }
+        self.view_dirty = true;
+    }
+
+    /// Evicts (or preempts) a running placeholder: its node frees the requests,
+    /// the agent stops, the StatefulSet re-creates the pod after `recreate_delay`.
+    fn evict(&mut self, p: usize) {
+        let PodState::Running { node, created, .. } = self.placeholders[p].state else {
+            return;
+        };
+        let n = &mut self.nodes[node];
+        n.account(&self.sc.user, false);
+        n.placeholders -= 1;
+        let until = self.now + self.sc.recreate_delay;
+        let ph = &mut self.placeholders[p];
+        ph.state = PodState::Terminating {
+            node,
+            created,
+            until,
+        };
+        ph.agent = None;
+        self.push(until, Event::Recreate(p));
+        self.sched_dirty = true;
+        self.view_dirty = true;
+    }
+
+    // ----- agents -----
+
+    fn view(&mut self) -> Rc<View> {
+        if let Some(v) = &self.view {
+            return Rc::clone(v);
+        }
+        let nodes: Vec<NodeSummary> = self
+            .nodes
+            .iter()
+            .filter(|n| n.exists())
+            .map(|n| n.summary(system_time))
+            .collect();
+        let names: Vec<&str> = self.nodes.iter().map(|n| n.name.as_str()).collect();
+        let siblings: Vec<Sibling> = self
+            .placeholders
+            .iter()
+            .map(|p| p.sibling(|i| names[i].to_string()))
+            .collect();
+        let v = Rc::new(View { nodes, siblings });
+        self.view = Some(Rc::clone(&v));
+        v
+    }
+
+    /// The PodDisruptionBudget (maxUnavailable 1): an eviction is allowed only
+    /// while every replica is running.
+    fn pdb_allows(&self) -> bool {
+        self.placeholders
+            .iter()
+            .all(|p| matches!(p.state, PodState::Running { .. }))
+    }
+
+    /// Lets placeholder `p`'s agent decide (with the real decision function) and act.
+    fn step_agent(&mut self, p: usize) {
+        for _ in 0..8 {
+            let view = self.view();
+            let allowed = self.pdb_allows();
+            let now = self.now;
+            let draw = self.agent_rng.uniform();
+            let record_draw = self.agent_rng.uniform();
+            let setup: &Setup = self.setup;
+            let policy = &setup.policy;
+            let Some(agent) = self.placeholders[p].agent.as_mut() else {
+                return;
+            };
+            let decision = agent.decide(now, &view.nodes, &view.siblings, policy, draw);
+            self.log.decide_calls += 1;
+            match decision {
+                Decision::Move { trigger } => {
+                    let outcome = if allowed {
+                        Outcome::Done
+                    } else {
+                        Outcome::Busy { retry_after: None }
+                    };
+                    agent.record(now, &outcome, record_draw);
+                    if !allowed {
+                        self.log.refused += 1;
+                        continue;
+                    }
+                    self.log_move(p, &trigger);
+                    self.evict(p);
+                    return;
+                }
+                Decision::Arm { at, .. } => {
+                    self.set_wake(p, Some(sim_ms_ceil(at)));
+                    return;
+                }
+                Decision::Wait { until, .. } => {
+                    self.set_wake(p, until.map(sim_ms_ceil));
+                    return;
+                }
+            }
+        }
+        self.violation(format!("agent {p} kept moving without settling"));
+    }
+
+    fn set_wake(&mut self, p: usize, wake: Option<Ms>) {
+        let Some(agent) = self.placeholders[p].agent.as_mut() else {
+            return;
+        };
+        if agent.wake == wake {
+            return;
+        }
+        agent.generation += 1;
+        agent.wake = wake;
+        let generation = agent.generation;
+        if let Some(at) = wake {
+            self.push(at, Event::Wake(p, generation));
+        }
+    }
+
+    fn log_move(&mut self, p: usize, trigger: &Trigger) {
+        let PodState::Running { node, .. } = self.placeholders[p].state else {
+            return;
+        };
+        let reason = match trigger {
+            Trigger::Lifetime { .. } => MoveReason::Lifetime,
+            Trigger::NewNode { node, .. } => MoveReason::NewNode {
+                node: node.clone(),
+                image_on_node: self.nodes.iter().any(|n| &n.name == node && n.image),
+            },
+        };
+        self.landing[p] = Some(self.log.moves.len());
+        self.log.moves.push(MoveRecord {
+            at: self.now,
+            placeholder: self.placeholders[p].name.clone(),
+            from: self.nodes[node].name.clone(),
+            reason,
+            landed: None,
+            landed_warm: None,
+        });
+    }
+
+    // ----- autoscaler -----
+
+    fn autoscale(&mut self) {
+        let pending_placeholders = self
+            .placeholders
+            .iter()
+            .filter(|p| matches!(p.state, PodState::Pending { .. }))
+            .count();
+        let pending = (self.pending_users.len() + pending_placeholders) as u64;
+        let cfg = &self.sc.autoscaler;
+        let add = autoscaler::nodes_to_add(&self.nodes, pending, &self.sc.user, &self.sc.node, cfg);
+        for _ in 0..add {
+            let spread = self.sc.delay_spread;
+            let ready =
+                self.sc.node_ready as f64 * self.node_rng.between(1.0 - spread, 1.0 + spread);
+            let pull =
+                self.sc.image_pull as f64 * self.node_rng.between(1.0 - spread, 1.0 + spread);
+            let lag = self.sc.gate_lag as f64 * self.node_rng.uniform();
+            let gate = self.setup.gate.then_some(lag as Ms);
+            let i = self.nodes.len();
+            let node = Node::provisioning(
+                node_name(i),
+                self.sc.node,
+                self.now,
+                ready as Ms,
+                pull as Ms,
+                gate,
+            );
+            let ready_at = node.ready_at;
+            self.nodes.push(node);
+            self.push(ready_at, Event::NodeReady(i));
+            self.view_dirty = true;
+        }
+        if add > 0 {
+            self.last_scale_up = Some(self.now);
+            self.log.scale_ups.push((self.now, add));
+        }
+        let drain = autoscaler::scale_down(
+            &mut self.nodes,
+            &self.sc.user,
+            &self.sc.autoscaler,
+            self.now,
+            self.last_scale_up,
+            pending > 0,
+        );
+        for n in drain {
+            self.drain(n);
+        }
+        if self.check && self.now >= self.last_recount + RECOUNT_EVERY {
+            self.last_recount = self.now;
+            self.recount();
+        }
+    }
+
+    /// Taints the node, evicts its placeholders and removes it after the drain.
+    fn drain(&mut self, n: usize) {
+        if self.nodes[n].users > 0 {
+            let name = self.nodes[n].name.clone();
+            self.violation(format!("scale-down chose {name}, which holds user pods"));
+            return;
+        }
+        self.nodes[n].phase = Phase::Draining;
+        self.nodes[n].unneeded_since = None;
+        let on_node: Vec<usize> = (0..self.placeholders.len())
+            .filter(|&p| matches!(self.placeholders[p].state, PodState::Running { node, .. } if node == n))
+            .collect();
+        for p in on_node {
+            self.evict(p);
+            self.log.drain_evictions += 1;
+        }
+        self.log.scale_downs.push(self.now);
+        self.push(self.now + self.sc.autoscaler.drain, Event::NodeGone(n));
+        self.view_dirty = true;
+    }
+
+    // ----- checks and samples -----
+
+    fn check_invariants(&mut self) {
+        let pod = self.sc.user;
+        let mut bad = Vec::new();
+        for n in &self.nodes {
+            let pods = u64::from(n.users + n.placeholders);
+            if n.overcommitted() {
+                bad.push(format!(
+                    "{} over-committed: {:?} > {:?}",
+                    n.name, n.used, n.alloc
+                ));
+            }
+            if n.used.cpu_m != pods * pod.cpu_m || n.used.mem_mib != pods * pod.mem_mib {
+                bad.push(format!("{} accounts {:?} for {pods} pods", n.name, n.used));
+            }
+            if n.phase == Phase::Removed && pods > 0 {
+                bad.push(format!("{} removed with {pods} pods", n.name));
+            }
+        }
+        for p in &self.placeholders {
+            if let PodState::Running { node, .. } = p.state
+                && self.nodes[node].phase != Phase::Ready
+            {
+                bad.push(format!(
+                    "{} runs on {:?} node {}",
+                    p.name, self.nodes[node].phase, self.nodes[node].name
+                ));
+            }
+        }
+        for b in bad {
+            self.violation(b);
+        }
+    }
+
+    /// Recounts every node's pods from the pods themselves.
+    fn recount(&mut self) {
+        let mut users = vec![0u32; self.nodes.len()];
+        let mut phs = vec![0u32; self.nodes.len()];
+        for u in &self.users {
+            if let (Some(n), false) = (u.node, u.ended) {
+                users[n] += 1;
+            }
+        }
+        for p in &self.placeholders {
+            if let PodState::Running { node, .. } = p.state {
+                phs[node] += 1;
+            }
+        }
+        let mut bad = Vec::new();
+        for (i, n) in self.nodes.iter().enumerate() {
+            if n.users != users[i] || n.placeholders != phs[i] {
+                bad.push(format!(
+                    "{} counts {}/{} users/placeholders, holds {}/{}",
+                    n.name, n.users, n.placeholders, users[i], phs[i]
+                ));
+            }
+        }
+        for b in bad {
+            self.violation(b);
+        }
+    }
+
+    fn sample(&mut self) {
+        let mut s = Sample {
+            t: self.now,
+            users_pending: self.pending_users.len() as u32,
+            ..Sample::default()
+        };
+        for n in self.nodes.iter().filter(|n| n.exists()) {
+            s.nodes += 1;
+            s.warm_nodes += u32::from(n.image && n.phase != Phase::Provisioning);
+            s.users += n.users;
+            s.placeholders += n.placeholders;
+        }
+        s.placeholders_pending = self.setup.replicas - s.placeholders;
+        self.log.samples.push(s);
+    }
+}
+
+fn node_name(i: usize) -> String {
+    format!("node-{i:03}")
+}

@@ -1,0 +1,501 @@
+//! `simulate`: compares placeholder policies on a simulated cluster.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use selfdestruct::decision::Policy;
+use selfdestruct_sim::report;
+use selfdestruct_sim::scenario::{self, HOUR, Load, Scenario, Setup, ms};
+
+/// Simulates JupyterHub/Binder placeholder pods running the selfdestruct agent
+/// (its real decision function) and compares policies on the same users.
+#[derive(Parser, Debug)]
+#[command(
+    name = "simulate",
+    about = "Simulates placeholder pods running the selfdestruct agent and compares policies on the same user arrivals.",
+    after_help = "Rows: none, static, timer, new-node, new-node+images, gate, gate+new-node, configured \
+                  (the policy flags below, defaulting to the agent's own defaults). Durations: 90s, 15m, 1h30m, 0. \
+                  Same seed and flags give byte-identical output. Exit codes: 0 ok, 1 invariant violated, 2 invalid flags."
+)]
+struct Args {
+    /// Built-in scenario
+    #[arg(long, value_name = "binder|small|burst", default_value = "binder")]
+    scenario: String,
+    /// Random seed (arrivals, node delays, agent draws)
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    seed: u64,
+    /// Independent runs (seeds SEED, SEED+1, ...); counts are summed over them
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    seeds: u64,
+    /// Measured hours (after the warm-up) [scenario default]
+    #[arg(long, value_name = "H")]
+    hours: Option<f64>,
+    /// Warm-up before the measured window [scenario default]
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    warmup: Option<Duration>,
+    /// Print machine-readable results (JSON) instead of the table
+    #[arg(long)]
+    json: bool,
+    /// Write an SVG of nodes, users and placeholders over time for the configured policy
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
+    /// A row per replica count (static and configured), e.g. 0..40
+    #[arg(long, value_name = "A..B")]
+    sweep_replicas: Option<String>,
+    /// Step of --sweep-replicas
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    sweep_step: u32,
+    /// Only these rows (comma-separated names)
+    #[arg(long, value_name = "ROWS")]
+    only: Option<String>,
+    /// Apply the scheduler's default PodTopologySpread to placeholders (the shipped StatefulSet opts out)
+    #[arg(long)]
+    default_spreading: bool,
+    /// Weight of the spreading score against LeastAllocated
+    #[arg(long, value_name = "W")]
+    spread_weight: Option<f64>,
+    /// Check invariants after every event (always on in debug builds)
+    #[arg(long)]
+    check: bool,
+
+    // ----- scenario parameters -----
+    /// Placeholder replicas
+    #[arg(long, value_name = "N", help_heading = "Scenario")]
+    replicas: Option<u32>,
+    /// Node allocatable CPU (cores)
+    #[arg(long, value_name = "CPU", help_heading = "Scenario")]
+    node_cpu: Option<f64>,
+    /// Node allocatable memory (GiB)
+    #[arg(long, value_name = "GIB", help_heading = "Scenario")]
+    node_mem_gib: Option<f64>,
+    /// User pod CPU request (cores); placeholders request the same
+    #[arg(long, value_name = "CPU", help_heading = "Scenario")]
+    user_cpu: Option<f64>,
+    /// User pod memory request (GiB)
+    #[arg(long, value_name = "GIB", help_heading = "Scenario")]
+    user_mem_gib: Option<f64>,
+    /// Launches per 10 minutes at the quietest hour (burst: the background rate)
+    #[arg(long, value_name = "N", help_heading = "Scenario")]
+    rate_low: Option<f64>,
+    /// Launches per 10 minutes at the peak
+    #[arg(long, value_name = "N", help_heading = "Scenario")]
+    rate_high: Option<f64>,
+    /// Hour of the daily peak (0-24)
+    #[arg(long, value_name = "H", help_heading = "Scenario")]
+    peak_hour: Option<f64>,
+    /// Class size (burst scenario)
+    #[arg(long, value_name = "N", help_heading = "Scenario")]
+    class_size: Option<u32>,
+    /// Class start after the warm-up (burst scenario)
+    #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Scenario")]
+    class_at: Option<Duration>,
+    /// Mean session length
+    #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Scenario")]
+    session_mean: Option<Duration>,
+    /// Lognormal shape of session lengths
+    #[arg(long, value_name = "SIGMA", help_heading = "Scenario")]
+    session_sigma: Option<f64>,
+    /// Longest session
+    #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Scenario")]
+    session_cap: Option<Duration>,
+    /// From the autoscaler's request to node Ready
+    #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Scenario")]
+    node_ready: Option<Duration>,
+    /// From node Ready to the user image on the node
+    #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Scenario")]
+    image_pull: Option<Duration>,
+    /// Relative +- spread of the node delays (0-0.9)
+    #[arg(long, value_name = "F", help_heading = "Scenario")]
+    delay_spread: Option<f64>,
+    /// Smallest node count
+    #[arg(long, value_name = "N", help_heading = "Scenario")]
+    min_nodes: Option<u32>,
+    /// Largest node count
+    #[arg(long, value_name = "N", help_heading = "Scenario")]
+    max_nodes: Option<u32>,
+    /// From eviction to the StatefulSet's replacement pod
+    #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Scenario")]
+    recreate_delay: Option<Duration>,
+    /// Autoscaler --scale-down-unneeded-time
+    #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Scenario")]
+    unneeded_time: Option<Duration>,
+
+    // ----- the configured policy (the agent's settings) -----
+    /// SELFDESTRUCT_MIN_LIFETIME [unset: no timer]
+    #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Configured policy")]
+    min_lifetime: Option<Duration>,
+    /// SELFDESTRUCT_MAX_LIFETIME
+    #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Configured policy")]
+    max_lifetime: Option<Duration>,
+    /// SELFDESTRUCT_MOVE_TO_NEW_NODES
+    #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set, value_parser = on_off, default_value = "true", help_heading = "Configured policy")]
+    move_to_new_nodes: bool,
+    /// SELFDESTRUCT_NODE_SETTLE
+    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "10s", help_heading = "Configured policy")]
+    node_settle: Duration,
+    /// SELFDESTRUCT_MOVE_JITTER
+    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "10s", help_heading = "Configured policy")]
+    move_jitter: Duration,
+    /// SELFDESTRUCT_MAX_MOVES_PER_HOUR (0: no cap)
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 12,
+        help_heading = "Configured policy"
+    )]
+    max_moves_per_hour: u32,
+    /// SELFDESTRUCT_MIN_AGE
+    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "2m", help_heading = "Configured policy")]
+    min_age: Duration,
+    /// SELFDESTRUCT_REQUIRED_IMAGES = the user image (on) or none (off)
+    #[arg(long, value_name = "on|off", action = clap::ArgAction::Set, value_parser = on_off, default_value = "off", help_heading = "Configured policy")]
+    required_images: bool,
+    /// Node readiness gate (startup taint until the image is pulled)
+    #[arg(long, value_name = "on|off", action = clap::ArgAction::Set, value_parser = on_off, default_value = "off", help_heading = "Configured policy")]
+    gate: bool,
+}
+
+fn duration(s: &str) -> Result<Duration, String> {
+    selfdestruct::duration::parse(s)
+        .map_err(|e| format!("expected a duration such as 90s, 15m or 1h30m ({e})"))
+}
+
+fn on_off(s: &str) -> Result<bool, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "on" | "true" | "yes" | "1" => Ok(true),
+        "off" | "false" | "no" | "0" => Ok(false),
+        _ => Err("expected on or off".into()),
+    }
+}
+
+fn fail(msg: &str) -> ExitCode {
+    eprintln!("simulate: {msg}");
+    ExitCode::from(2)
+}
+
+fn positive(name: &str, v: Option<f64>) -> Result<Option<f64>, String> {
+    match v {
+        Some(x) if !(x.is_finite() && x > 0.0) => {
+            Err(format!("--{name} must be a positive number, got {x}"))
+        }
+        _ => Ok(v),
+    }
+}
+
+/// The scenario with the flags applied.
+fn scenario(a: &Args) -> Result<Scenario, String> {
+    let mut sc = Scenario::by_name(&a.scenario).ok_or_else(|| {
+        format!(
+            "unknown --scenario {:?}: expected one of {}",
+            a.scenario,
+            Scenario::NAMES.join(", ")
+        )
+    })?;
+    if let Some(h) = a.hours {
+        if !(h.is_finite() && h > 0.0 && h <= 24.0 * 30.0) {
+            return Err(format!("--hours must be in (0, 720], got {h}"));
+        }
+        sc.measured = (h * HOUR as f64) as u64;
+    }
+    if let Some(w) = a.warmup {
+        sc.warmup = ms(w);
+    }
+    if let Some(r) = a.replicas {
+        sc.replicas = r;
+    }
+    if let Some(c) = positive("node-cpu", a.node_cpu)? {
+        sc.node.cpu_m = (c * 1000.0).round() as u64;
+    }
+    if let Some(m) = positive("node-mem-gib", a.node_mem_gib)? {
+        sc.node.mem_mib = (m * 1024.0).round() as u64;
+    }
+    if let Some(c) = positive("user-cpu", a.user_cpu)? {
+        sc.user.cpu_m = ((c * 1000.0).round() as u64).max(1);
+    }
+    if let Some(m) = positive("user-mem-gib", a.user_mem_gib)? {
+        sc.user.mem_mib = ((m * 1024.0).round() as u64).max(1);
+    }
+    if sc.pods_per_node() == 0 {
+        return Err("a user pod does not fit on an empty node".into());
+    }
+    for (name, v) in [("rate-low", a.rate_low), ("rate-high", a.rate_high)] {
+        if let Some(x) = v
+            && !(x.is_finite() && x >= 0.0)
+        {
+            return Err(format!("--{name} must be a number >= 0, got {x}"));
+        }
+    }
+    match &mut sc.load {
+        Load::Daily {
+            low_per_10min,
+            high_per_10min,
+            peak_hour,
+        } => {
+            if let Some(x) = a.rate_low {
+                *low_per_10min = x;
+            }
+            if let Some(x) = a.rate_high {
+                *high_per_10min = x;
+            }
+            if let Some(h) = a.peak_hour {
+                if !(0.0..=24.0).contains(&h) {
+                    return Err(format!("--peak-hour must be in [0, 24], got {h}"));
+                }
+                *peak_hour = h;
+            }
+            if *low_per_10min > *high_per_10min {
+                return Err(format!(
+                    "--rate-low ({low_per_10min}) must not exceed --rate-high ({high_per_10min})"
+                ));
+            }
+            if a.class_size.is_some() || a.class_at.is_some() {
+                return Err("--class-size and --class-at apply to --scenario burst".into());
+            }
+        }
+        Load::Class {
+            background_per_10min,
+            size,
+            at,
+            ..
+        } => {
+            if let Some(x) = a.rate_low {
+                *background_per_10min = x;
+            }
+            if let Some(n) = a.class_size {
+                *size = n;
+            }
+            if let Some(t) = a.class_at {
+                *at = ms(t);
+            }
+            if a.rate_high.is_some() || a.peak_hour.is_some() {
+                return Err(
+                    "--rate-high and --peak-hour apply to daily scenarios (binder, small)".into(),
+                );
+            }
+        }
+    }
+    if let Some(d) = a.session_mean {
+        if d.is_zero() {
+            return Err("--session-mean must be positive".into());
+        }
+        sc.session_mean = ms(d);
+    }
+    if let Some(s) = a.session_sigma {
+        if !(s.is_finite() && (0.0..=3.0).contains(&s)) {
+            return Err(format!("--session-sigma must be in [0, 3], got {s}"));
+        }
+        sc.session_sigma = s;
+    }
+    if let Some(d) = a.session_cap {
+        sc.session_cap = ms(d).max(scenario::MIN);
+    }
+    if let Some(d) = a.node_ready {
+        sc.node_ready = ms(d);
+    }
+    if let Some(d) = a.image_pull {
+        sc.image_pull = ms(d);
+    }
+    if let Some(f) = a.delay_spread {
+        if !(f.is_finite() && (0.0..=0.9).contains(&f)) {
+            return Err(format!("--delay-spread must be in [0, 0.9], got {f}"));
+        }
+        sc.delay_spread = f;
+    }
+    if let Some(n) = a.min_nodes {
+        sc.autoscaler.min_nodes = n;
+    }
+    if let Some(n) = a.max_nodes {
+        sc.autoscaler.max_nodes = n;
+    }
+    if sc.autoscaler.min_nodes == 0 || sc.autoscaler.min_nodes > sc.autoscaler.max_nodes {
+        return Err(format!(
+            "need 1 <= --min-nodes ({}) <= --max-nodes ({})",
+            sc.autoscaler.min_nodes, sc.autoscaler.max_nodes
+        ));
+    }
+    if let Some(d) = a.recreate_delay {
+        sc.recreate_delay = ms(d).max(1);
+    }
+    if let Some(d) = a.unneeded_time {
+        sc.autoscaler.unneeded_time = ms(d);
+    }
+    sc.default_spreading = a.default_spreading;
+    if let Some(w) = a.spread_weight {
+        if !(w.is_finite() && w >= 0.0) {
+            return Err(format!("--spread-weight must be >= 0, got {w}"));
+        }
+        sc.spread_weight = w;
+    }
+    Ok(sc)
+}
+
+/// The configured row.
+fn configured(a: &Args, sc: &Scenario, replicas: u32, name: &str) -> Result<Setup, String> {
+    let lifetime = match (a.min_lifetime, a.max_lifetime) {
+        (None, None) => None,
+        (Some(m), None) | (None, Some(m)) => Some((m, m)),
+        (Some(lo), Some(hi)) if lo > hi => {
+            return Err("--min-lifetime must not exceed --max-lifetime".into());
+        }
+        (Some(lo), Some(hi)) => Some((lo, hi)),
+    }
+    .filter(|(_, hi)| !hi.is_zero());
+    Ok(Setup {
+        name: name.into(),
+        replicas,
+        policy: Policy {
+            lifetime,
+            move_to_new_nodes: a.move_to_new_nodes,
+            node_settle: a.node_settle,
+            required_images: if a.required_images {
+                scenario::user_image(sc)
+            } else {
+                Vec::new()
+            },
+            move_jitter: a.move_jitter,
+            max_moves_per_hour: a.max_moves_per_hour,
+            min_age: a.min_age,
+        },
+        gate: a.gate,
+    })
+}
+
+fn parse_range(s: &str) -> Result<(u32, u32), String> {
+    let bad = || format!("--sweep-replicas {s:?}: expected A..B, e.g. 0..40");
+    let (a, b) = s.split_once("..").ok_or_else(bad)?;
+    let b = b.strip_prefix('=').unwrap_or(b);
+    let a: u32 = a.trim().parse().map_err(|_| bad())?;
+    let b: u32 = b.trim().parse().map_err(|_| bad())?;
+    if a > b || b > 10_000 {
+        return Err(bad());
+    }
+    Ok((a, b))
+}
+
+fn main() -> ExitCode {
+    let args = match Args::try_parse() {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    let sc = match scenario(&args) {
+        Ok(sc) => sc,
+        Err(e) => return fail(&e),
+    };
+    let config = match configured(&args, &sc, sc.replicas, "configured") {
+        Ok(c) => c,
+        Err(e) => return fail(&e),
+    };
+    if args.sweep_step == 0 {
+        return fail("--sweep-step must be at least 1");
+    }
+    let mut rows = match &args.sweep_replicas {
+        Some(range) => {
+            let (lo, hi) = match parse_range(range) {
+                Ok(r) => r,
+                Err(e) => return fail(&e),
+            };
+            let mut rows = Vec::new();
+            let mut r = lo;
+            while r <= hi {
+                rows.push(Setup {
+                    name: format!("{r} static"),
+                    replicas: r,
+                    policy: scenario::static_policy(),
+                    gate: false,
+                });
+                match configured(&args, &sc, r, &format!("{r} configured")) {
+                    Ok(c) => rows.push(c),
+                    Err(e) => return fail(&e),
+                }
+                r += args.sweep_step;
+            }
+            rows
+        }
+        None => scenario::standard_rows(&sc, config.clone()),
+    };
+    if let Some(only) = &args.only {
+        let wanted: Vec<&str> = only
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect();
+        if let Some(unknown) = wanted.iter().find(|w| !rows.iter().any(|r| r.name == **w)) {
+            let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
+            return fail(&format!(
+                "--only: no row {unknown:?} (rows: {})",
+                names.join(", ")
+            ));
+        }
+        rows.retain(|r| wanted.contains(&r.name.as_str()));
+    }
+    if args.seeds == 0 || args.seeds > 1000 {
+        return fail("--seeds must be in 1..=1000");
+    }
+    let seeds: Vec<u64> = (0..args.seeds).map(|i| args.seed.wrapping_add(i)).collect();
+    let results = selfdestruct_sim::run_rows(&sc, &rows, &seeds, args.check);
+    let summaries: Vec<_> = results.iter().map(|r| r.summary.clone()).collect();
+    if args.json {
+        println!("{}", report::json(&sc, &seeds, &rows, &results));
+    } else {
+        print!("{}", report::header(&sc, &seeds));
+        println!("  configured:   {}", report::describe(&config));
+        println!();
+        if args.sweep_replicas.is_some() {
+            print!("{}", report::sweep_header(&sc));
+            print!("{}", report::table(&summaries, "replicas policy"));
+        } else {
+            print!("{}", report::table(&summaries, "policy"));
+            println!();
+            print!("{}", report::what_this_says(&summaries));
+        }
+    }
+    if let Some(path) = &args.plot {
+        let samples = match results
+            .iter()
+            .position(|r| r.summary.policy == "configured")
+        {
+            Some(i) => results[i].samples.clone(),
+            None => {
+                let one = selfdestruct_sim::run_rows(
+                    &sc,
+                    std::slice::from_ref(&config),
+                    &seeds[..1],
+                    args.check,
+                );
+                one.into_iter()
+                    .next()
+                    .map(|r| r.samples)
+                    .unwrap_or_default()
+            }
+        };
+        let title = format!(
+            "{} scenario, seed {}, configured policy{}",
+            sc.name,
+            args.seed,
+            if sc.default_spreading {
+                " (default spreading on)"
+            } else {
+                ""
+            }
+        );
+        let svg =
+            selfdestruct_sim::plot::svg(&samples, sc.warmup, &title, &report::describe(&config));
+        if let Err(e) = std::fs::write(path, svg) {
+            eprintln!("simulate: cannot write {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+    }
+    if summaries
+        .iter()
+        .any(|s| !s.violations.is_empty() || s.unfinished_users > 0)
+    {
+        eprintln!("simulate: invariant violated (see the rows' violations)");
+        return ExitCode::from(1);
+    }
+    ExitCode::SUCCESS
+}

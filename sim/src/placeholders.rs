@@ -1,0 +1,214 @@
+//! Placeholder pods and the agent glue: each running placeholder keeps the real
+//! agent's [`Memory`] and decides with the real [`decide`], given the same
+//! summaries (own pod, nodes, siblings) the agent builds from its watches.
+
+use std::time::{Duration, SystemTime};
+
+use selfdestruct::decision::{Decision, Memory, Outcome, Policy, Snapshot, decide};
+use selfdestruct::model::{NodeSummary, OwnPod, Sibling, Toleration};
+
+use crate::cluster::STARTUP_TAINT;
+use crate::scenario::Ms;
+
+/// Simulated time 0 as wall-clock time (any fixed instant works).
+pub const EPOCH_OFFSET_SECS: u64 = 1_800_000_000;
+
+/// Simulated milliseconds to the `SystemTime` the decision reads.
+pub fn system_time(t: Ms) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(EPOCH_OFFSET_SECS) + Duration::from_millis(t)
+}
+
+/// A `SystemTime` from the decision back to simulated milliseconds, rounded up
+/// so that waking at the result never comes before the requested instant.
+pub fn sim_ms_ceil(t: SystemTime) -> Ms {
+    let d = t.duration_since(system_time(0)).unwrap_or_default();
+    let whole = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    if d.as_nanos().is_multiple_of(1_000_000) {
+        whole
+    } else {
+        whole.saturating_add(1)
+    }
+}
+
+/// The life of one incarnation of a placeholder pod.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PodState {
+    /// Created, not bound (or not started) yet.
+    Pending {
+        /// Creation time.
+        created: Ms,
+    },
+    /// Bound and running its agent.
+    Running {
+        /// Node index.
+        node: usize,
+        /// Creation time.
+        created: Ms,
+        /// Bind time (= start time).
+        bound_at: Ms,
+    },
+    /// Evicted or preempted; the StatefulSet re-creates it at `until`.
+    Terminating {
+        /// Node index it was on.
+        node: usize,
+        /// Creation time.
+        created: Ms,
+        /// When the replacement pod appears.
+        until: Ms,
+    },
+}
+
+/// One StatefulSet replica.
+#[derive(Clone, Debug)]
+pub struct Placeholder {
+    /// `placeholder-N`: stays across re-creations.
+    pub name: String,
+    /// Counts re-creations: the uid is derived from it.
+    pub incarnation: u32,
+    /// Current pod.
+    pub state: PodState,
+    /// The agent of the running pod.
+    pub agent: Option<Agent>,
+}
+
+impl Placeholder {
+    /// Replica `i`, Pending since `now`.
+    pub fn new(i: usize, now: Ms) -> Placeholder {
+        Placeholder {
+            name: format!("placeholder-{i}"),
+            incarnation: 0,
+            state: PodState::Pending { created: now },
+            agent: None,
+        }
+    }
+
+    /// The current pod's uid.
+    pub fn uid(&self) -> String {
+        format!("{}-uid-{}", self.name, self.incarnation)
+    }
+
+    /// What a sibling's pod watch shows of this pod.
+    pub fn sibling(&self, node_name: impl Fn(usize) -> String) -> Sibling {
+        let (created, node, pending, terminating) = match self.state {
+            PodState::Pending { created } => (created, None, true, false),
+            PodState::Running { node, created, .. } => (created, Some(node), false, false),
+            PodState::Terminating { node, created, .. } => (created, Some(node), false, true),
+        };
+        Sibling {
+            name: self.name.clone(),
+            uid: self.uid(),
+            created: Some(system_time(created)),
+            node_name: node.map(node_name),
+            pending,
+            terminating,
+        }
+    }
+}
+
+/// The in-container agent of one running placeholder pod.
+#[derive(Clone, Debug)]
+pub struct Agent {
+    /// Its own pod, as the agent sees it.
+    pub own: OwnPod,
+    /// The real agent's memory.
+    pub memory: Memory,
+    /// Next time-based wake-up.
+    pub wake: Option<Ms>,
+    /// Invalidates older wake-up events.
+    pub generation: u64,
+}
+
+impl Agent {
+    /// Starts the agent of a pod bound to `node_name` at `now`; `gate` adds the
+    /// toleration of the readiness gate's startup taint to the pod.
+    pub fn start(
+        p: &Placeholder,
+        node_name: &str,
+        now: Ms,
+        gate: bool,
+        policy: &Policy,
+        draw: f64,
+    ) -> Agent {
+        let tolerations = if gate {
+            vec![Toleration {
+                key: Some(STARTUP_TAINT.into()),
+                operator: Some("Exists".into()),
+                value: None,
+                effect: Some("NoSchedule".into()),
+            }]
+        } else {
+            Vec::new()
+        };
+        Agent {
+            own: OwnPod {
+                name: p.name.clone(),
+                namespace: "placeholders".into(),
+                uid: p.uid(),
+                node_name: Some(node_name.into()),
+                started_at: Some(system_time(now)),
+                scheduled_at: Some(system_time(now)),
+                tolerations,
+                ..OwnPod::default()
+            },
+            memory: Memory::new(policy, draw),
+            wake: None,
+            generation: 0,
+        }
+    }
+
+    /// One decision with the real [`decide`], applied to the memory as the agent does.
+    pub fn decide(
+        &mut self,
+        now: Ms,
+        nodes: &[NodeSummary],
+        siblings: &[Sibling],
+        policy: &Policy,
+        draw: f64,
+    ) -> Decision {
+        let now = system_time(now);
+        let decision = decide(&Snapshot {
+            now,
+            own: &self.own,
+            nodes: Some(nodes),
+            siblings: Some(siblings),
+            policy,
+            memory: &self.memory,
+            draw,
+        });
+        self.memory.apply(now, &decision);
+        decision
+    }
+
+    /// Records the eviction's outcome as the agent does.
+    pub fn record(&mut self, now: Ms, outcome: &Outcome, draw: f64) {
+        self.memory.record(system_time(now), outcome, draw);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_round_trips_and_rounds_up() {
+        assert_eq!(sim_ms_ceil(system_time(12_345)), 12_345);
+        assert_eq!(sim_ms_ceil(system_time(10) + Duration::from_micros(1)), 11);
+        assert_eq!(sim_ms_ceil(SystemTime::UNIX_EPOCH), 0);
+    }
+
+    #[test]
+    fn siblings_show_pending_and_terminating() {
+        let mut p = Placeholder::new(3, 5);
+        let name = |i: usize| format!("node-{i:03}");
+        let s = p.sibling(name);
+        assert!(s.pending && s.node_name.is_none());
+        p.state = PodState::Terminating {
+            node: 1,
+            created: 5,
+            until: 9,
+        };
+        let s = p.sibling(name);
+        assert!(s.terminating && s.node_name.as_deref() == Some("node-001"));
+        assert_eq!(s.uid, "placeholder-3-uid-0");
+    }
+}

@@ -1,0 +1,495 @@
+//! Scenarios (cluster shape, user load, delays) and the policy rows compared.
+//!
+//! Simulated time is integer milliseconds from the start of the warm-up; the
+//! measured window starts after the warm-up, at midnight of the simulated day.
+
+use std::time::Duration;
+
+use selfdestruct::decision::Policy;
+use selfdestruct::images::ImageRef;
+
+use crate::random::{Random, Stream};
+
+/// Simulated milliseconds since the start of the run (the start of the warm-up).
+pub type Ms = u64;
+/// One second.
+pub const SEC: Ms = 1_000;
+/// One minute.
+pub const MIN: Ms = 60 * SEC;
+/// One hour.
+pub const HOUR: Ms = 60 * MIN;
+
+/// Converts a duration to simulated milliseconds.
+pub fn ms(d: Duration) -> Ms {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// CPU (millicores) and memory (MiB).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Resources {
+    /// Millicores.
+    pub cpu_m: u64,
+    /// MiB.
+    pub mem_mib: u64,
+}
+
+impl Resources {
+    /// From CPU cores and GiB.
+    pub fn new(cpu: f64, mem_gib: f64) -> Self {
+        Resources {
+            cpu_m: (cpu * 1000.0).round() as u64,
+            mem_mib: (mem_gib * 1024.0).round() as u64,
+        }
+    }
+
+    /// How many pods of size `pod` fit into `self`.
+    pub fn fits_times(&self, pod: &Resources) -> u64 {
+        let c = self.cpu_m.checked_div(pod.cpu_m).unwrap_or(u64::MAX);
+        let m = self.mem_mib.checked_div(pod.mem_mib).unwrap_or(u64::MAX);
+        c.min(m)
+    }
+}
+
+/// How users arrive.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Load {
+    /// Poisson arrivals whose rate follows a daily cosine between `low` and `high`
+    /// launches per 10 minutes, highest at `peak_hour`.
+    Daily {
+        /// Launches per 10 minutes at the quietest hour.
+        low_per_10min: f64,
+        /// Launches per 10 minutes at the peak.
+        high_per_10min: f64,
+        /// Hour of the day (0-24) of the peak.
+        peak_hour: f64,
+    },
+    /// A steady trickle plus a class: `size` users starting within `window` after `at`.
+    Class {
+        /// Background launches per 10 minutes.
+        background_per_10min: f64,
+        /// Users in the class.
+        size: u32,
+        /// When the class starts, counted from the start of the measured window.
+        at: Ms,
+        /// The class's users all arrive within this window.
+        window: Ms,
+        /// Mean session length of the class.
+        session_mean: Ms,
+    },
+}
+
+/// The cluster autoscaler's settings.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct AutoscalerConfig {
+    /// `--scan-interval`.
+    pub scan: Ms,
+    /// `--scale-down-unneeded-time`.
+    pub unneeded_time: Ms,
+    /// `--scale-down-delay-after-add`.
+    pub delay_after_add: Ms,
+    /// `--scale-down-utilization-threshold`.
+    pub utilisation: f64,
+    /// From the drain (taint, evictions) to the node's disappearance.
+    pub drain: Ms,
+    /// Node group bounds.
+    pub min_nodes: u32,
+    /// Node group bounds.
+    pub max_nodes: u32,
+}
+
+/// A simulated cluster and its users.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Scenario {
+    /// binder, small, burst.
+    pub name: String,
+    /// Allocatable resources of a node.
+    pub node: Resources,
+    /// Requests of a user pod (and of a placeholder).
+    pub user: Resources,
+    /// Arrivals.
+    pub load: Load,
+    /// Mean session length (lognormal).
+    pub session_mean: Ms,
+    /// Lognormal shape of session lengths.
+    pub session_sigma: f64,
+    /// Longest session.
+    pub session_cap: Ms,
+    /// From the autoscaler's request to node Ready.
+    pub node_ready: Ms,
+    /// From Ready to the user image on the node (the pre-puller starts at Ready).
+    pub image_pull: Ms,
+    /// Relative spread (uniform +-) of both node delays.
+    pub delay_spread: f64,
+    /// With the readiness gate: the taint goes up to this long after the pull
+    /// (the node's image list is refreshed with the kubelet's status updates).
+    pub gate_lag: Ms,
+    /// Placeholder replicas.
+    pub replicas: u32,
+    /// From eviction or preemption to the StatefulSet's replacement pod.
+    pub recreate_delay: Ms,
+    /// Before the measured window (not counted).
+    pub warmup: Ms,
+    /// Length of the measured window.
+    pub measured: Ms,
+    /// The default scheduler's PodTopologySpread defaults apply to placeholders
+    /// (the shipped StatefulSet opts out).
+    pub default_spreading: bool,
+    /// Weight of the spreading score against LeastAllocated (the scheduler's is 2).
+    pub spread_weight: f64,
+    /// The user image (the only image the gate and required images talk about).
+    pub user_image: String,
+    /// Cluster autoscaler.
+    pub autoscaler: AutoscalerConfig,
+}
+
+impl Scenario {
+    /// The names accepted by [`Scenario::by_name`].
+    pub const NAMES: [&'static str; 3] = ["binder", "small", "burst"];
+
+    /// A built-in scenario.
+    pub fn by_name(name: &str) -> Option<Scenario> {
+        match name {
+            "binder" => Some(Scenario::binder()),
+            "small" => Some(Scenario::small()),
+            "burst" => Some(Scenario::burst()),
+            _ => None,
+        }
+    }
+
+    /// A Binder-like day: 75-150 launches per 10 minutes, 200-400 concurrent users,
+    /// about 100 users per n1-highmem-16 node, an 8 GB image.
+    pub fn binder() -> Scenario {
+        Scenario {
+            name: "binder".into(),
+            node: Resources::new(15.89, 100.0),
+            user: Resources::new(0.15, 1.0),
+            load: Load::Daily {
+                low_per_10min: 75.0,
+                high_per_10min: 150.0,
+                peak_hour: 16.0,
+            },
+            session_mean: 27 * MIN,
+            session_sigma: 0.9,
+            session_cap: 6 * HOUR,
+            node_ready: 2 * MIN,
+            image_pull: 6 * MIN,
+            delay_spread: 0.15,
+            gate_lag: 10 * SEC,
+            replicas: 25,
+            recreate_delay: 2 * SEC,
+            warmup: 2 * HOUR,
+            measured: 24 * HOUR,
+            default_spreading: false,
+            spread_weight: 2.0,
+            user_image: "quay.io/jupyter/scipy-notebook:2024-05-01".into(),
+            autoscaler: AutoscalerConfig {
+                scan: 10 * SEC,
+                unneeded_time: 10 * MIN,
+                delay_after_add: 10 * MIN,
+                utilisation: 0.5,
+                drain: 30 * SEC,
+                min_nodes: 2,
+                max_nodes: 50,
+            },
+        }
+    }
+
+    /// A small hub: 20-50 users, about 15 users per node, 3 nodes at the peak, 4 placeholders.
+    pub fn small() -> Scenario {
+        Scenario {
+            node: Resources::new(7.91, 26.0),
+            user: Resources::new(0.5, 1.5),
+            load: Load::Daily {
+                low_per_10min: 5.0,
+                high_per_10min: 12.5,
+                peak_hour: 14.0,
+            },
+            session_mean: 40 * MIN,
+            session_sigma: 0.8,
+            replicas: 4,
+            autoscaler: AutoscalerConfig {
+                min_nodes: 1,
+                max_nodes: 10,
+                ..Scenario::binder().autoscaler
+            },
+            ..Scenario::binder()
+        }
+        .named("small")
+    }
+
+    /// A class: 100 users start within 2 minutes on a quiet hub (29 users per node,
+    /// 30 placeholders: about one node of headroom).
+    pub fn burst() -> Scenario {
+        Scenario {
+            node: Resources::new(15.89, 58.0),
+            user: Resources::new(0.5, 2.0),
+            load: Load::Class {
+                background_per_10min: 2.0,
+                size: 100,
+                at: HOUR,
+                window: 2 * MIN,
+                session_mean: 75 * MIN,
+            },
+            session_mean: 30 * MIN,
+            session_sigma: 0.8,
+            session_cap: 3 * HOUR,
+            replicas: 30,
+            warmup: 30 * MIN,
+            measured: 4 * HOUR,
+            autoscaler: AutoscalerConfig {
+                min_nodes: 1,
+                max_nodes: 20,
+                ..Scenario::binder().autoscaler
+            },
+            ..Scenario::binder()
+        }
+        .named("burst")
+    }
+
+    fn named(mut self, name: &str) -> Scenario {
+        self.name = name.into();
+        self
+    }
+
+    /// End of the measured window.
+    pub fn end(&self) -> Ms {
+        self.warmup + self.measured
+    }
+
+    /// Users (or placeholders) per empty node.
+    pub fn pods_per_node(&self) -> u64 {
+        self.node.fits_times(&self.user)
+    }
+
+    /// Launches per minute at time `t`.
+    pub fn rate_per_min(&self, t: Ms) -> f64 {
+        match &self.load {
+            Load::Daily {
+                low_per_10min,
+                high_per_10min,
+                peak_hour,
+            } => {
+                let hour = (t as f64 - self.warmup as f64) / HOUR as f64;
+                let phase = std::f64::consts::TAU * (hour - peak_hour + 12.0) / 24.0;
+                let per10 =
+                    low_per_10min + (high_per_10min - low_per_10min) * (1.0 - phase.cos()) / 2.0;
+                per10 / 10.0
+            }
+            Load::Class {
+                background_per_10min,
+                ..
+            } => background_per_10min / 10.0,
+        }
+    }
+
+    /// Mean and peak launch rate (per minute) over the measured window.
+    pub fn rates(&self) -> (f64, f64) {
+        let (mut sum, mut peak, mut n) = (0.0, 0.0f64, 0u32);
+        let mut t = self.warmup;
+        while t < self.end() {
+            let r = self.rate_per_min(t);
+            sum += r;
+            peak = peak.max(r);
+            n += 1;
+            t += MIN;
+        }
+        let mean = if n == 0 { 0.0 } else { sum / f64::from(n) };
+        if let Load::Class {
+            size, window, at, ..
+        } = &self.load
+        {
+            let class_rate = f64::from(*size) / (*window).max(MIN) as f64 * MIN as f64;
+            let class_mean = if self.measured > *at {
+                f64::from(*size) / (self.measured as f64 / MIN as f64)
+            } else {
+                0.0
+            };
+            return (mean + class_mean, peak + class_rate);
+        }
+        (mean, peak)
+    }
+
+    /// The rule of thumb for the placeholder count: launches arriving while a node
+    /// is being added (peak launch rate x node-ready time).
+    pub fn rule_of_thumb(&self) -> f64 {
+        self.rates().1 * self.node_ready as f64 / MIN as f64
+    }
+
+    fn session(&self, rng: &mut Random, mean: Ms) -> Ms {
+        let s = rng.lognormal(mean as f64, self.session_sigma);
+        (s as Ms).clamp(MIN, self.session_cap)
+    }
+
+    /// Every user arrival of the run (warm-up included), sorted by time.
+    pub fn arrivals(&self, seed: u64) -> Vec<Arrival> {
+        let mut rng = Random::new(seed, Stream::Arrivals);
+        let end = self.end() as f64;
+        let peak = (0..=(self.end() / MIN))
+            .map(|m| self.rate_per_min(m * MIN))
+            .fold(0.0f64, f64::max);
+        let mut out = Vec::new();
+        if peak > 0.0 {
+            let mean_gap = MIN as f64 / peak;
+            let mut t = 0.0;
+            loop {
+                t += rng.exponential(mean_gap);
+                if t >= end {
+                    break;
+                }
+                if rng.uniform() * peak < self.rate_per_min(t as Ms) {
+                    let session = self.session(&mut rng, self.session_mean);
+                    out.push(Arrival {
+                        at: t as Ms,
+                        session,
+                    });
+                }
+            }
+        }
+        if let Load::Class {
+            size,
+            at,
+            window,
+            session_mean,
+            ..
+        } = &self.load
+        {
+            let start = self.warmup + at;
+            for _ in 0..*size {
+                let t = start + (rng.uniform() * *window as f64) as Ms;
+                if t < self.end() {
+                    let session = self.session(&mut rng, *session_mean);
+                    out.push(Arrival { at: t, session });
+                }
+            }
+        }
+        out.sort_by_key(|a| a.at);
+        out
+    }
+}
+
+/// One user launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Arrival {
+    /// When the user asks for a server.
+    pub at: Ms,
+    /// How long the server runs once started.
+    pub session: Ms,
+}
+
+/// What differs between the rows of the comparison.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Setup {
+    /// Row name.
+    pub name: String,
+    /// Placeholder replicas (0: no placeholders).
+    pub replicas: u32,
+    /// The agent's policy in every placeholder.
+    pub policy: Policy,
+    /// New nodes carry a startup taint until the user image is pulled.
+    pub gate: bool,
+}
+
+/// The agent's own defaults (`selfdestruct --help`): node trigger on, 10s settle,
+/// 10s jitter, 12 moves per hour, 2m minimum age, no lifetime, no required images.
+pub fn agent_defaults() -> Policy {
+    Policy {
+        lifetime: None,
+        move_to_new_nodes: true,
+        node_settle: Duration::from_secs(10),
+        required_images: Vec::new(),
+        move_jitter: Duration::from_secs(10),
+        max_moves_per_hour: 12,
+        min_age: Duration::from_secs(120),
+    }
+}
+
+/// The policy of the stock pause container: never moves.
+pub fn static_policy() -> Policy {
+    Policy {
+        move_to_new_nodes: false,
+        lifetime: None,
+        ..agent_defaults()
+    }
+}
+
+/// The user image as the agent would be configured with it.
+pub fn user_image(sc: &Scenario) -> Vec<ImageRef> {
+    ImageRef::parse(&sc.user_image).map_or_else(|_| Vec::new(), |r| vec![r])
+}
+
+/// The rows of the comparison: the seven fixed policies and `configured`.
+pub fn standard_rows(sc: &Scenario, configured: Setup) -> Vec<Setup> {
+    let row = |name: &str, replicas: u32, policy: Policy, gate: bool| Setup {
+        name: name.into(),
+        replicas,
+        policy,
+        gate,
+    };
+    let r = sc.replicas;
+    vec![
+        row("none", 0, static_policy(), false),
+        row("static", r, static_policy(), false),
+        row(
+            "timer",
+            r,
+            Policy {
+                lifetime: Some((Duration::from_secs(30 * 60), Duration::from_secs(60 * 60))),
+                move_to_new_nodes: false,
+                ..agent_defaults()
+            },
+            false,
+        ),
+        row("new-node", r, agent_defaults(), false),
+        row(
+            "new-node+images",
+            r,
+            Policy {
+                required_images: user_image(sc),
+                ..agent_defaults()
+            },
+            false,
+        ),
+        row("gate", r, static_policy(), true),
+        row("gate+new-node", r, agent_defaults(), true),
+        configured,
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binder_day_has_the_advertised_load() {
+        let sc = Scenario::binder();
+        let a = sc.arrivals(1);
+        let measured: Vec<_> = a.iter().filter(|x| x.at >= sc.warmup).collect();
+        let per_10 = measured.len() as f64 / (24.0 * 6.0);
+        assert!((100.0..125.0).contains(&per_10), "{per_10}");
+        let rates: Vec<f64> = (0..24)
+            .map(|h| sc.rate_per_min(sc.warmup + h * HOUR))
+            .collect();
+        let lo = rates.iter().copied().fold(f64::MAX, f64::min);
+        let hi = rates.iter().copied().fold(0.0, f64::max);
+        assert!(
+            (7.4..7.6).contains(&lo) && (14.9..15.1).contains(&hi),
+            "{lo} {hi}"
+        );
+        assert_eq!(sc.pods_per_node(), 100);
+        assert!(a.windows(2).all(|w| w[0].at <= w[1].at));
+    }
+
+    #[test]
+    fn burst_has_a_class() {
+        let sc = Scenario::burst();
+        let a = sc.arrivals(3);
+        let start = sc.warmup + HOUR;
+        let class = a
+            .iter()
+            .filter(|x| x.at >= start && x.at < start + 2 * MIN)
+            .count();
+        assert!(class >= 100, "{class}");
+        assert_eq!(sc.pods_per_node(), 29);
+    }
+}

@@ -1,0 +1,318 @@
+//! Invariants, determinism and each policy's expected direction on small scenarios.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use selfdestruct_sim::engine::{RunResult, simulate};
+use selfdestruct_sim::metrics::MoveReason;
+use selfdestruct_sim::scenario::{
+    self, HOUR, Load, MIN, Resources, Scenario, Setup, agent_defaults, standard_rows, static_policy,
+};
+use selfdestruct_sim::{report, run_rows};
+
+fn run(sc: &Scenario, setup: &Setup, seed: u64) -> RunResult {
+    simulate(sc, setup, &sc.arrivals(seed), seed, true)
+}
+
+fn row(sc: &Scenario, name: &str) -> Setup {
+    let configured = Setup {
+        name: "configured".into(),
+        replicas: sc.replicas,
+        policy: agent_defaults(),
+        gate: false,
+    };
+    standard_rows(sc, configured)
+        .into_iter()
+        .find(|r| r.name == name)
+        .expect("a standard row")
+}
+
+/// A Binder day cut short: 1h warm-up, 3h measured around the morning ramp.
+fn short_binder() -> Scenario {
+    let mut sc = Scenario::binder();
+    sc.warmup = HOUR;
+    sc.measured = 3 * HOUR;
+    sc
+}
+
+/// A hand-made ramp: an empty cluster of small nodes (10 users each) fills up
+/// at a steady 0.6 launches/min with hour-long sessions, so nodes are added one
+/// after the other while placeholders sit on the older ones.
+fn ramp() -> Scenario {
+    let mut sc = Scenario::small();
+    sc.name = "ramp".into();
+    sc.node = Resources::new(5.0, 20.0);
+    sc.user = Resources::new(0.5, 2.0);
+    sc.load = Load::Daily {
+        low_per_10min: 6.0,
+        high_per_10min: 6.0,
+        peak_hour: 12.0,
+    };
+    sc.session_mean = 60 * MIN;
+    sc.session_sigma = 0.3;
+    sc.session_cap = 3 * HOUR;
+    sc.replicas = 4;
+    sc.warmup = 0;
+    sc.measured = 3 * HOUR;
+    sc.autoscaler.min_nodes = 2;
+    sc.autoscaler.max_nodes = 12;
+    sc
+}
+
+fn assert_clean(r: &RunResult, what: &str) {
+    assert!(
+        r.summary.violations.is_empty(),
+        "{what}: {:?}",
+        r.summary.violations
+    );
+    assert_eq!(r.summary.unfinished_users, 0, "{what}");
+    assert!(
+        r.users.iter().all(|u| u.running_at.is_some()),
+        "{what}: every user eventually runs"
+    );
+    for n in &r.nodes {
+        assert!(
+            n.used.cpu_m <= n.alloc.cpu_m && n.used.mem_mib <= n.alloc.mem_mib,
+            "{what}: {n:?}"
+        );
+    }
+}
+
+#[test]
+fn invariants_hold_for_every_policy_and_scenario() {
+    for sc in [short_binder(), Scenario::small(), Scenario::burst(), ramp()] {
+        let mut sc = sc;
+        sc.measured = sc.measured.min(6 * HOUR);
+        let configured = Setup {
+            name: "configured".into(),
+            replicas: sc.replicas,
+            policy: selfdestruct::decision::Policy {
+                lifetime: Some((Duration::from_secs(600), Duration::from_secs(1200))),
+                move_jitter: Duration::ZERO,
+                min_age: Duration::ZERO,
+                max_moves_per_hour: 0,
+                ..agent_defaults()
+            },
+            gate: true,
+        };
+        for setup in standard_rows(&sc, configured) {
+            let r = run(&sc, &setup, 3);
+            assert_clean(&r, &format!("{} / {}", sc.name, setup.name));
+            assert!(r.summary.users > 0);
+        }
+    }
+}
+
+#[test]
+fn the_default_spreading_variant_keeps_the_invariants() {
+    let mut sc = ramp();
+    sc.default_spreading = true;
+    for name in ["static", "new-node", "gate+new-node"] {
+        assert_clean(&run(&sc, &row(&sc, name), 5), name);
+    }
+}
+
+#[test]
+fn same_seed_gives_identical_json() {
+    let sc = ramp();
+    let rows = standard_rows(&sc, row(&sc, "new-node"));
+    let seeds = [7, 8];
+    let a = report::json(&sc, &seeds, &rows, &run_rows(&sc, &rows, &seeds, true));
+    let b = report::json(&sc, &seeds, &rows, &run_rows(&sc, &rows, &seeds, true));
+    assert_eq!(a, b);
+    let c = report::json(&sc, &[9], &rows, &run_rows(&sc, &rows, &[9], true));
+    assert_ne!(a, c, "another seed, other arrivals");
+}
+
+#[test]
+fn scale_down_happens_but_never_removes_a_node_with_a_user() {
+    // A small hub's evening: the load falls, nodes empty and go.
+    let mut sc = Scenario::small();
+    sc.warmup = 12 * HOUR;
+    sc.measured = 12 * HOUR;
+    let mut removed = 0;
+    for name in ["none", "static", "new-node", "gate+new-node"] {
+        let r = run(&sc, &row(&sc, name), 11);
+        assert_clean(&r, name);
+        for (i, n) in r.nodes.iter().enumerate() {
+            let Some(gone) = n.removed_at else { continue };
+            removed += 1;
+            let drained = gone - sc.autoscaler.drain;
+            for u in r.users.iter().filter(|u| u.node == Some(i)) {
+                let end = u.running_at.unwrap_or(0) + u.session;
+                assert!(
+                    end <= drained,
+                    "{name}: {} drained at {drained} with a user until {end}",
+                    n.name
+                );
+            }
+        }
+    }
+    assert!(removed > 0, "the evening removes nodes");
+}
+
+#[test]
+fn image_gate_moves_only_towards_nodes_that_hold_the_image() {
+    let sc = ramp();
+    let (mut moves, mut landed_cold) = (0, 0);
+    let (mut plain_moves, mut plain_cold_targets, mut plain_landed_cold) = (0, 0, 0);
+    for seed in 1..=3 {
+        let gated = run(&sc, &row(&sc, "new-node+images"), seed);
+        assert_clean(&gated, "new-node+images");
+        for m in &gated.log.moves {
+            let MoveReason::NewNode {
+                image_on_node,
+                node,
+            } = &m.reason
+            else {
+                panic!("only the node trigger is on: {m:?}");
+            };
+            assert!(
+                image_on_node,
+                "moved towards {node} before its image: {m:?}"
+            );
+            if m.landed.as_ref() == Some(node) {
+                assert_eq!(m.landed_warm, Some(true), "{m:?}");
+            }
+            moves += 1;
+            landed_cold += usize::from(m.landed_warm == Some(false));
+        }
+        let plain = run(&sc, &row(&sc, "new-node"), seed);
+        for m in &plain.log.moves {
+            plain_moves += 1;
+            plain_landed_cold += usize::from(m.landed_warm == Some(false));
+            plain_cold_targets += usize::from(matches!(
+                m.reason,
+                MoveReason::NewNode {
+                    image_on_node: false,
+                    ..
+                }
+            ));
+        }
+    }
+    assert!(moves > 0, "the image gate still moves");
+    assert!(
+        landed_cold * 10 <= moves,
+        "with the image gate a moved placeholder (and the user who later preempts it) \
+         lands on a warm node: {landed_cold} of {moves} did not"
+    );
+    assert!(
+        plain_cold_targets > 0 && plain_landed_cold * 2 > plain_moves,
+        "without required images the agent moves at Ready, before the pull"
+    );
+}
+
+#[test]
+fn placeholders_absorb_a_burst() {
+    let mut sc = Scenario::burst();
+    sc.measured = 2 * HOUR;
+    let none = run(&sc, &row(&sc, "none"), 1);
+    assert_clean(&none, "none");
+    assert!(
+        none.summary.delayed > 50,
+        "a class of 100 waits for nodes: {}",
+        none.summary.delayed
+    );
+    sc.replicas = 60;
+    let some = run(&sc, &row(&sc, "static"), 1);
+    sc.replicas = 110;
+    let enough = run(&sc, &row(&sc, "static"), 1);
+    assert_clean(&some, "60");
+    assert_clean(&enough, "110");
+    assert!(
+        some.summary.delayed < none.summary.delayed / 2,
+        "{}",
+        some.summary.delayed
+    );
+    assert_eq!(enough.summary.delayed, 0);
+    assert_eq!(enough.summary.cold, 0);
+    assert!(enough.summary.ttr_max_s < 5.0);
+}
+
+#[test]
+fn new_node_trigger_moves_onto_new_nodes_once_per_node() {
+    let sc = ramp();
+    let mut landed_on_target = 0;
+    for seed in 1..=3 {
+        let r = run(&sc, &row(&sc, "new-node"), seed);
+        assert_clean(&r, "new-node");
+        let mut seen = BTreeSet::new();
+        for m in &r.log.moves {
+            let MoveReason::NewNode { node, .. } = &m.reason else {
+                panic!("only the node trigger is on: {m:?}");
+            };
+            assert!(
+                seen.insert((m.placeholder.clone(), node.clone())),
+                "{} moved twice towards {node}",
+                m.placeholder
+            );
+            landed_on_target += usize::from(m.landed.as_ref() == Some(node));
+        }
+        let st = run(&sc, &row(&sc, "static"), seed);
+        assert!(st.log.moves.is_empty(), "static placeholders never move");
+    }
+    assert!(
+        landed_on_target > 0,
+        "moved placeholders land on the new node"
+    );
+}
+
+#[test]
+fn the_node_gate_gives_zero_cold_starts() {
+    for sc in [ramp(), short_binder(), Scenario::burst()] {
+        let mut cold_without = 0;
+        for seed in 1..=2 {
+            for name in ["gate", "gate+new-node"] {
+                let r = run(&sc, &row(&sc, name), seed);
+                assert_clean(&r, name);
+                assert_eq!(r.summary.cold, 0, "{} / {name}", sc.name);
+            }
+            cold_without += run(&sc, &row(&sc, "static"), seed).summary.cold;
+        }
+        if sc.name != "binder" {
+            // (a 3h Binder morning often has no cold start at all)
+            assert!(
+                cold_without > 0,
+                "{}: without the gate some users start cold",
+                sc.name
+            );
+        }
+    }
+}
+
+#[test]
+fn the_simulator_decides_with_the_agents_decide() {
+    let sc = ramp();
+    let base = row(&sc, "new-node");
+    let r = run(&sc, &base, 2);
+    assert!(r.log.decide_calls > 0);
+    assert!(!r.log.moves.is_empty());
+    assert!(run(&sc, &row(&sc, "none"), 2).log.decide_calls == 0);
+    // min_age is read only by selfdestruct::decision::decide: pods younger than
+    // 10h never move, so no placeholder moves at all in a 3h run.
+    let mut old_only = base.clone();
+    old_only.policy.min_age = Duration::from_secs(10 * 3600);
+    let held = run(&sc, &old_only, 2);
+    assert!(held.log.moves.is_empty());
+    assert!(held.log.decide_calls > 0);
+    // and move_jitter (also only read by decide) changes when they move
+    let mut slow = base.clone();
+    slow.policy.move_jitter = Duration::from_secs(600);
+    let jittered = run(&sc, &slow, 2);
+    let times = |r: &RunResult| r.log.moves.iter().map(|m| m.at).collect::<Vec<_>>();
+    assert_ne!(times(&r), times(&jittered));
+}
+
+#[test]
+fn agent_defaults_match_the_agents_flags() {
+    use clap::Parser;
+    if std::env::vars().any(|(k, _)| k.starts_with("SELFDESTRUCT_")) {
+        return; // the agent's flags read the environment
+    }
+    let cli = selfdestruct::config::Cli::try_parse_from(["selfdestruct"]).expect("defaults parse");
+    let config =
+        selfdestruct::config::Config::from_args(&cli.agent, None).expect("defaults are valid");
+    assert_eq!(config.policy, agent_defaults());
+    assert_eq!(scenario::static_policy().lifetime, None);
+    assert!(!static_policy().move_to_new_nodes);
+}

@@ -1,0 +1,380 @@
+//! Moving to fresh nodes, end to end: one real agent process per placeholder pod
+//! (started and stopped by a kubelet emulation), a fake API server with nodes, a
+//! StatefulSet, a PDB and a LeastAllocated scheduler.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::cluster::{Kubelet, NS, Scene};
+use common::wait_until;
+use fake_apiserver::{FakeCluster, NodeBuilder, PodTemplate, Rule, Subject};
+use k8s_openapi::api::core::v1::{ContainerImage, Pod};
+
+const USER_IMAGE: &str = "quay.io/jupyter/scipy-notebook:2024-05-01";
+
+fn user_pod(name: &str, node: &str) -> Pod {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "namespace": "users", "labels": {"component": "singleuser-server"}},
+        "spec": {"nodeName": node, "containers": [{"name": "notebook", "image": USER_IMAGE,
+                 "resources": {"requests": {"cpu": "6", "memory": "24Gi"}}}]},
+        "status": {"phase": "Running"}
+    }))
+    .expect("valid pod")
+}
+
+/// Three busy 8-CPU nodes, each with 6 CPUs of users and two 1-CPU placeholders.
+/// A new 4-CPU node takes three placeholders before the default scheduler
+/// (LeastAllocated, counting the incoming pod) rates it no better than an old
+/// node: a fourth move is the one wasted move, and then moves stop.
+fn busy_cluster() -> Scene {
+    let fake = FakeCluster::start();
+    for n in ["node-a", "node-b", "node-c"] {
+        fake.add_node(NodeBuilder::new(n).cpu("8").memory("32Gi"));
+        fake.add_pod(user_pod(&format!("user-{n}"), n));
+    }
+    fake.add_statefulset(
+        NS,
+        "placeholder",
+        6,
+        PodTemplate::placeholder("placeholder", "1", "4Gi"),
+    );
+    fake.add_pdb(
+        NS,
+        "placeholder",
+        "app.kubernetes.io/instance=placeholder",
+        1,
+    );
+    assert!(fake.wait_pods_ready(NS, 6, Duration::from_secs(10)));
+    for n in ["node-a", "node-b", "node-c"] {
+        assert_eq!(
+            placeholders_on(&fake, n),
+            2,
+            "two placeholders per old node"
+        );
+    }
+    Scene {
+        fake,
+        home: common::tempdir("move"),
+    }
+}
+
+fn placeholders_on(fake: &FakeCluster, node: &str) -> usize {
+    fake.pods(NS)
+        .iter()
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .count()
+}
+
+fn image(names: &[&str]) -> ContainerImage {
+    ContainerImage {
+        names: Some(names.iter().map(|s| s.to_string()).collect()),
+        size_bytes: Some(8_000_000_000),
+    }
+}
+
+const FAST: &[(&str, &str)] = &[
+    ("SELFDESTRUCT_NODE_SETTLE", "1s"),
+    ("SELFDESTRUCT_MOVE_JITTER", "1s"),
+    ("SELFDESTRUCT_REQUIRED_IMAGES", USER_IMAGE),
+];
+
+#[test]
+fn placeholders_move_one_at_a_time_onto_a_new_node_once_it_is_ready_with_images() {
+    let s = busy_cluster();
+    let originals: Vec<(String, String)> = s
+        .fake
+        .pods(NS)
+        .iter()
+        .map(|p| {
+            (
+                p.metadata.name.clone().unwrap_or_default(),
+                p.metadata.uid.clone().unwrap_or_default(),
+            )
+        })
+        .collect();
+    let mut kubelet = Kubelet::new(&s, FAST, Subject::placeholder_agent(NS, "placeholder"));
+    assert!(
+        kubelet.run_until(Duration::from_secs(10), |_| { kubelet_watching(&s) }),
+        "agents did not start watching"
+    );
+    // 1. A fourth node appears NotReady: nothing moves.
+    s.fake.add_node(
+        NodeBuilder::new("node-d")
+            .cpu("4")
+            .memory("16Gi")
+            .ready(false),
+    );
+    kubelet.run_until(Duration::from_secs(2), |_| false);
+    assert!(s.evictions().is_empty(), "moved towards a NotReady node");
+    // 2. Ready, but the user image is not pulled yet: still nothing.
+    s.fake.set_node_ready("node-d", true);
+    kubelet.run_until(Duration::from_secs(3), |_| false);
+    assert!(
+        s.evictions().is_empty(),
+        "moved before the images were there"
+    );
+    // 3. The image appears: placeholders move onto it, one at a time.
+    let images_at = Instant::now();
+    s.fake.set_node_images("node-d", vec![image(&[USER_IMAGE])]);
+    let filled = kubelet.run_until(Duration::from_secs(40), |s| {
+        placeholders_on(&s.fake, "node-d") == 3
+    });
+    assert!(filled, "node-d did not fill up:\n{}", kubelet.all_logs());
+    // Let everything settle: no further moves once the new node is full.
+    kubelet.run_until(Duration::from_secs(6), |_| false);
+    let settled = s.evictions();
+    kubelet.run_until(Duration::from_secs(4), |_| false);
+    assert_eq!(
+        s.evictions().len(),
+        settled.len(),
+        "moves must stop once the new node is full"
+    );
+
+    let ok: Vec<_> = settled.iter().filter(|r| r.status == 201).collect();
+    eprintln!(
+        "evictions: {} accepted, {} refused by the PDB",
+        ok.len(),
+        settled.len() - ok.len()
+    );
+    assert!(
+        ok.iter().all(|r| r.at >= images_at),
+        "no move before the images"
+    );
+    let on_new = placeholders_on(&s.fake, "node-d");
+    assert!(
+        ok.len() >= on_new && ok.len() <= on_new + 1,
+        "{} moves for {on_new} placeholders on the new node: at most one wasted\n{}",
+        ok.len(),
+        kubelet.all_logs()
+    );
+    // Only original pods moved, each at most once (a replacement never chases the node).
+    let mut moved = Vec::new();
+    for r in &ok {
+        let uid = r
+            .body
+            .as_ref()
+            .map(|b| b["deleteOptions"]["preconditions"]["uid"].clone())
+            .unwrap_or_default();
+        let uid = uid.as_str().unwrap_or_default().to_string();
+        assert!(
+            originals.iter().any(|(_, u)| *u == uid),
+            "a replacement moved: {uid}"
+        );
+        assert!(!moved.contains(&uid), "moved twice: {uid}");
+        moved.push(uid);
+    }
+    // One at a time: each accepted eviction comes after the previous one's
+    // replacement was running again.
+    for pair in ok.windows(2) {
+        let (first, next) = (pair[0], pair[1]);
+        let name = first.path.split('/').nth(6).unwrap_or_default().to_string();
+        let replaced = kubelet
+            .started
+            .iter()
+            .zip(kubelet.started_at.iter())
+            .filter(|((n, _, _), at)| *n == name && **at > first.at)
+            .map(|(_, at)| *at)
+            .min();
+        let replaced = replaced.expect("a replacement agent started");
+        assert!(next.at >= replaced, "two placeholders were moving at once");
+    }
+    // Nothing but each placeholder's own pod was ever mutated.
+    let all: Vec<(String, String)> = kubelet
+        .started
+        .iter()
+        .map(|(n, u, _)| (n.clone(), format!("\"{u}\"")))
+        .collect();
+    let allowed: Vec<(&str, serde_json::Value)> = all
+        .iter()
+        .map(|(n, u)| {
+            (
+                n.as_str(),
+                serde_json::from_str::<serde_json::Value>(u).unwrap_or_default(),
+            )
+        })
+        .collect();
+    for r in s.mutations() {
+        let target = r.path.split('/').nth(6).unwrap_or_default();
+        let body = r.body.clone().unwrap_or_default();
+        let ok = if r.path.ends_with("/events") {
+            allowed
+                .iter()
+                .any(|(n, _)| body["involvedObject"]["name"] == *n)
+        } else {
+            allowed
+                .iter()
+                .any(|(n, u)| *n == target && body["deleteOptions"]["preconditions"]["uid"] == *u)
+        };
+        assert!(ok, "foreign mutation {} {}", r.method, r.path);
+        assert!(
+            r.path.starts_with(&format!("/api/v1/namespaces/{NS}/")),
+            "outside the namespace: {}",
+            r.path
+        );
+    }
+    let logs = kubelet.all_logs();
+    assert!(
+        logs.contains("node node-d Ready"),
+        "the reason names the node:\n{logs}"
+    );
+    assert!(logs.contains("with images pulled"), "{logs}");
+}
+
+fn kubelet_watching(s: &Scene) -> bool {
+    s.fake.open_watches() >= 12
+}
+
+#[test]
+fn without_node_permission_it_warns_and_falls_back_to_the_timer() {
+    let s = busy_cluster();
+    let no_nodes = Subject::new("system:serviceaccount:placeholders:placeholder")
+        .rule(Rule::new(
+            &["get", "list", "watch", "delete"],
+            &["pods"],
+            Some(NS),
+        ))
+        .rule(Rule::new(&["create"], &["pods/eviction"], Some(NS)))
+        .rule(Rule::new(&["create"], &["events"], Some(NS)));
+    let mut kubelet = Kubelet::new(
+        &s,
+        &[
+            ("SELFDESTRUCT_MIN_LIFETIME", "2s"),
+            ("SELFDESTRUCT_MAX_LIFETIME", "4s"),
+            ("SELFDESTRUCT_NODE_SETTLE", "1s"),
+            ("SELFDESTRUCT_MOVE_JITTER", "1s"),
+        ],
+        no_nodes,
+    );
+    s.fake
+        .add_node(NodeBuilder::new("node-d").cpu("3").memory("12Gi"));
+    let moved = kubelet.run_until(Duration::from_secs(30), |s| {
+        s.evictions().iter().filter(|r| r.status == 201).count() >= 2
+    });
+    let logs = kubelet.all_logs();
+    assert!(moved, "timer moves did not happen:\n{logs}");
+    assert!(
+        logs.contains("cannot list/watch nodes"),
+        "a clear warning:\n{logs}"
+    );
+    assert!(
+        logs.contains("rbac/node-reader"),
+        "names the missing permission:\n{logs}"
+    );
+    let events = s.fake.events(NS);
+    assert!(!events.is_empty());
+    assert!(
+        events
+            .iter()
+            .all(|e| e.message.as_deref().unwrap_or("").starts_with("lifetime ")),
+        "every move came from the timer"
+    );
+    // Each agent warns once, not on every retry.
+    for (_, (_, p)) in kubelet.agents.iter() {
+        assert!(p.count_log("cannot list/watch nodes") <= 1, "{}", p.log());
+    }
+}
+
+#[test]
+fn a_broken_or_expired_watch_is_listed_again_and_still_moves() {
+    let s = Scene::with_nodes(
+        2,
+        &[NodeBuilder::new("node-a").cpu("4").memory("16Gi")],
+        PodTemplate::placeholder("placeholder", "1", "4Gi"),
+    );
+    let agent = s.agent(
+        "placeholder-0",
+        &[
+            ("SELFDESTRUCT_NODE_SETTLE", "1s"),
+            ("SELFDESTRUCT_SIBLING_SELECTOR", "none"),
+        ],
+    );
+    assert!(
+        agent.wait_for_log("watching nodes", Duration::from_secs(10)),
+        "{}",
+        agent.log()
+    );
+    // Compact the history and cut the watch: resuming from the old
+    // resourceVersion gets 410 Gone, so the agent must list again.
+    for _ in 0..3 {
+        s.fake.modify_node("node-a", |n| {
+            n.metadata
+                .labels
+                .get_or_insert_default()
+                .insert("churn".into(), "x".into());
+        });
+    }
+    s.fake.compact();
+    s.fake.drop_watches_mid_line();
+    assert!(
+        agent.wait_for_log("listing again", Duration::from_secs(15)),
+        "no re-list after 410:\n{}",
+        agent.log()
+    );
+    // API timestamps have whole seconds: make the new node's Ready time later
+    // than the pod's scheduling time.
+    std::thread::sleep(Duration::from_millis(1100));
+    s.fake
+        .add_node(NodeBuilder::new("node-b").cpu("4").memory("16Gi"));
+    assert!(
+        s.fake
+            .wait_for_request(|r| r.is_eviction(), Duration::from_secs(15))
+            .is_some(),
+        "no move after the re-list:\n{}",
+        agent.log()
+    );
+    assert!(agent.log().contains("node node-b Ready"), "{}", agent.log());
+}
+
+#[test]
+fn the_node_selector_limits_which_nodes_count() {
+    let s = Scene::with_nodes(
+        1,
+        &[NodeBuilder::new("node-a")
+            .cpu("4")
+            .memory("16Gi")
+            .label("pool", "user")],
+        PodTemplate::placeholder("placeholder", "1", "4Gi"),
+    );
+    let agent = s.agent(
+        "placeholder-0",
+        &[
+            ("SELFDESTRUCT_NODE_SETTLE", "0"),
+            ("SELFDESTRUCT_NODE_SELECTOR", "pool=user"),
+        ],
+    );
+    assert!(
+        agent.wait_for_log("watching nodes", Duration::from_secs(10)),
+        "{}",
+        agent.log()
+    );
+    let watch = s
+        .fake
+        .requests()
+        .into_iter()
+        .find(|r| r.path == "/api/v1/nodes" && r.watch)
+        .expect("a node watch");
+    assert_eq!(
+        watch.query_param("labelSelector").as_deref(),
+        Some("pool=user")
+    );
+    s.fake
+        .add_node(NodeBuilder::new("other").cpu("4").memory("16Gi"));
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        s.evictions().is_empty(),
+        "a node outside the selector is no reason"
+    );
+    s.fake.add_node(
+        NodeBuilder::new("node-b")
+            .cpu("4")
+            .memory("16Gi")
+            .label("pool", "user"),
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || !s.evictions().is_empty()),
+        "{}",
+        agent.log()
+    );
+}
