@@ -15,14 +15,15 @@ pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_selfdestruct")
 }
 
-/// A fresh temporary folder for one test.
+/// A fresh temporary folder for one test (unique within and across test processes).
 pub fn tempdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "selfdestruct-test-{tag}-{}-{}",
-        std::process::id(),
-        Instant::now().elapsed().as_nanos()
-    ));
-    let _ = std::fs::remove_dir_all(&d);
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    let d = std::env::temp_dir().join(format!("selfdestruct-test-{tag}-{}-{n}-{nanos}", std::process::id()));
     std::fs::create_dir_all(&d).expect("create temp dir");
     d
 }
