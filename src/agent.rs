@@ -17,52 +17,108 @@ use crate::duration::format as fmt_duration;
 use crate::identity::{self, Source};
 use crate::model::{NodeLite, NodeSummary, OwnPod, PodLite, Sibling};
 use crate::selector::Selector;
-use crate::signals::Signals;
+use crate::signals::{Signals, Stop};
 use crate::watch::{self, Target, Update};
 
 /// Exit code for invalid configuration.
 pub const EXIT_CONFIG: i32 = 2;
 
 /// Runs until SIGTERM/SIGINT (exit code 0) or a configuration error (2).
-pub async fn run(cfg: Config, mut signals: Signals) -> i32 {
-    let kube_config = match kube_config(&cfg).await {
-        Ok(c) => c,
-        Err(why) => {
+pub async fn run(cfg: Config, signals: Signals) -> i32 {
+    let mut signals = Stop::Signals(signals);
+    match prepare(&cfg, &mut signals).await {
+        Ok(ready) => ready.run(cfg, &mut signals).await,
+        Err(NotReady::NoApi(why)) => {
             info!(reason = %why, "no API access: running as a plain pause container");
-            return stop(signals.terminated().await);
+            stop(signals.terminated().await)
         }
-    };
+        Err(NotReady::NoClient(e)) => {
+            error!(error = %e, "cannot build an API client from the kubeconfig: running as a plain pause container");
+            stop(signals.terminated().await)
+        }
+        Err(NotReady::Stopped(sig)) => stop(sig),
+        Err(NotReady::Fatal) => EXIT_CONFIG,
+    }
+}
+
+// --- start-up, shared by `run` and the entrypoint wrapper (src/wrapper.rs) ---
+
+/// Why [`prepare`] found no own pod to act on.
+pub enum NotReady {
+    /// No API access at all (no kubeconfig, no service-account token): the reason.
+    NoApi(String),
+    /// A kubeconfig that no client can be built from: the error.
+    NoClient(String),
+    /// `stop` fired first (SIGTERM/SIGINT): the signal's name.
+    Stopped(&'static str),
+    /// The own pod cannot be identified; already logged (exit code [`EXIT_CONFIG`]).
+    Fatal,
+}
+
+/// The own pod, read once, with an API client bound to it: what the decision
+/// loop needs to start.
+pub struct Ready {
+    api: PodApi,
+    pod: k8s_openapi::api::core::v1::Pod,
+    id: identity::Identity,
+}
+
+/// Finds API access, the own identity and reads the own pod (retrying), unless
+/// `stop` fires first.
+pub async fn prepare(cfg: &Config, stop: &mut Stop) -> Result<Ready, NotReady> {
+    let kube_config = kube_config(cfg).await.map_err(NotReady::NoApi)?;
     let kubeconfig_ns = Some(kube_config.default_namespace.clone());
-    let id = match identity::resolve(
+    let id = identity::resolve(
         &cfg.identity,
         identity::hostname(),
         kubeconfig_ns.as_deref(),
-    ) {
-        Ok(id) => id,
-        Err(e) => {
-            error!("{e}");
-            return EXIT_CONFIG;
-        }
-    };
-    let client = match kube::Client::try_from(kube_config) {
-        Ok(c) => c,
-        Err(e) => {
-            error!(error = %e, "cannot build an API client from the kubeconfig: running as a plain pause container");
-            return stop(signals.terminated().await);
-        }
-    };
+    )
+    .map_err(|e| {
+        error!("{e}");
+        NotReady::Fatal
+    })?;
+    let client =
+        kube::Client::try_from(kube_config).map_err(|e| NotReady::NoClient(e.to_string()))?;
     let api = PodApi::new(client, &id.namespace.0, &id.name.0);
     let pod = tokio::select! {
-        sig = signals.terminated() => return stop(sig),
+        sig = stop.terminated() => return Err(NotReady::Stopped(sig)),
         pod = fetch_own_pod(&api, &id) => pod,
     };
-    let Some(pod) = pod else {
-        return EXIT_CONFIG;
-    };
-    let mut own = OwnPod::from_pod(&pod);
-    let mut agent = Agent::new(cfg, api, &mut own, &id);
-    agent.run(own, &mut signals).await
+    let pod = pod.ok_or(NotReady::Fatal)?;
+    Ok(Ready { api, pod, id })
 }
+
+impl Ready {
+    /// The API client bound to the own pod.
+    pub fn api(&self) -> &PodApi {
+        &self.api
+    }
+
+    /// The own namespace.
+    pub fn namespace(&self) -> &str {
+        &self.id.namespace.0
+    }
+
+    /// The own pod's uid: from the Downward API if given (the precondition then
+    /// fails for a successor under the same name), else as read.
+    pub fn uid(&self) -> String {
+        self.id
+            .uid
+            .clone()
+            .or_else(|| self.pod.metadata.uid.clone())
+            .unwrap_or_default()
+    }
+
+    /// Runs the decision loop until `stop` fires (with [`Stop::Never`]: until the
+    /// future is dropped).
+    pub async fn run(self, cfg: Config, stop: &mut Stop) -> i32 {
+        let mut own = OwnPod::from_pod(&self.pod);
+        let mut agent = Agent::new(cfg, self.api, &mut own, &self.id);
+        agent.run(own, stop).await
+    }
+}
+
+// --- end of the shared start-up ---
 
 /// Runs `node-gate` mode: without API access, a plain pause.
 pub async fn run_gate(
@@ -100,8 +156,10 @@ async fn kube_config(cfg: &Config) -> Result<kube::Config, String> {
             let token = cfg.identity.service_account_dir.join("token");
             if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() && !token.exists() {
                 Err(format!(
-                    "in a cluster, but no service-account token at {} (automountServiceAccountToken: false?); \
-                     mount a token to let it move its pod",
+                    "in a cluster, but no service-account token at {} (the pod or its service account \
+                     sets automountServiceAccountToken: false): it can neither read nor evict nor delete \
+                     its own pod; set automountServiceAccountToken: true and bind the Role of rbac/ to \
+                     the pod's service account to let it move its pod",
                     token.display()
                 ))
             } else {
@@ -185,7 +243,7 @@ impl Agent {
             own.node_name.clone_from(&id.node_name);
         }
         let deadline = match (memory.lifetime, own.started_at) {
-            (Some(l), Some(s)) => Some(s + l),
+            (Some(l), Some(s)) => Some(crate::decision::later(s, l)),
             _ => None,
         };
         info!(
@@ -360,7 +418,7 @@ impl Agent {
         }
     }
 
-    async fn run(&mut self, mut own: OwnPod, signals: &mut Signals) -> i32 {
+    async fn run(&mut self, mut own: OwnPod, signals: &mut Stop) -> i32 {
         let mut rng = SmallRng::from_os_rng();
         loop {
             let now = SystemTime::now();

@@ -46,7 +46,7 @@ impl Backoff {
             .unwrap_or(self.cap)
             .min(self.cap);
         let half = exp / 2;
-        half + half.mul_f64(draw.clamp(0.0, 1.0))
+        half + crate::decision::scaled(half, draw)
     }
 }
 

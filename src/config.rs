@@ -22,7 +22,11 @@ use crate::selector::Selector;
              when moving it helps: on a jittered lifetime, or when a newer node is ready.",
     long_about = None,
     after_help = "Durations: 90s, 15m, 1h30m, 0 (off). Without API access it behaves like the \
-                  pause container. Exit codes: 0 on SIGTERM/SIGINT, 2 on invalid configuration."
+                  pause container. Exit codes: 0 on SIGTERM/SIGINT, 2 on invalid configuration.\n\n\
+                  Entrypoint wrapper: `selfdestruct [OPTIONS] -- CMD [ARGS...]` runs CMD as its child, \
+                  forwards SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGUSR1/SIGUSR2 to it, reaps zombies as PID 1, \
+                  exits with the child's code (128+N if killed by signal N) and applies the same \
+                  lifetime and new-node triggers to the pod around it."
 )]
 pub struct Cli {
     /// Another mode of the same binary.
@@ -31,6 +35,9 @@ pub struct Cli {
     /// The agent's settings.
     #[command(flatten)]
     pub agent: Args,
+    /// Entrypoint wrapper: the command (after `--`) to run as the child
+    #[arg(last = true, value_name = "CMD")]
+    pub exec: Vec<std::ffi::OsString>,
 }
 
 /// Subcommands.
@@ -234,6 +241,24 @@ pub struct Args {
     /// app.kubernetes.io/name and app.kubernetes.io/instance labels]
     #[arg(long, env = "SELFDESTRUCT_SIBLING_SELECTOR", value_name = "SELECTOR")]
     pub sibling_selector: Option<String>,
+    /// Entrypoint wrapper only: when CMD exits, exit with its code (exit), or first delete the
+    /// own pod (uid precondition) so its controller re-creates it elsewhere (delete)
+    #[arg(
+        long,
+        env = "SELFDESTRUCT_ON_EXIT",
+        value_name = "exit|delete",
+        default_value = "exit"
+    )]
+    pub on_exit: String,
+}
+
+/// What the entrypoint wrapper does when its child exits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnExit {
+    /// Exit with the child's code (the kubelet restarts the container in place).
+    Exit,
+    /// Delete the own pod (uid precondition), then exit with the child's code.
+    Delete,
 }
 
 /// How the own pod is removed.
@@ -303,6 +328,8 @@ pub struct Config {
     pub node_selector: Selector,
     /// Which pods are siblings.
     pub siblings: Siblings,
+    /// Entrypoint wrapper: what to do when the child exits.
+    pub on_exit: OnExit,
 }
 
 /// An invalid setting.
@@ -348,12 +375,25 @@ fn non_empty(v: &Option<String>) -> Option<&str> {
     v.as_deref().map(str::trim).filter(|s| !s.is_empty())
 }
 
+/// The longest duration accepted anywhere (100 years): longer is a typo.
+pub const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 86_400);
+
 fn parse_duration(
     var: &'static str,
     flag: &'static str,
     value: &str,
 ) -> Result<Duration, ConfigError> {
-    duration::parse(value).map_err(|e| err(var, flag, value, format!("{DURATION_FORM} ({e})")))
+    let d = duration::parse(value)
+        .map_err(|e| err(var, flag, value, format!("{DURATION_FORM} ({e})")))?;
+    if d > MAX_DURATION {
+        return Err(err(
+            var,
+            flag,
+            value,
+            format!("{DURATION_FORM}, at most 100 years"),
+        ));
+    }
+    Ok(d)
 }
 
 fn parse_bool(var: &'static str, flag: &'static str, value: &str) -> Result<bool, ConfigError> {
@@ -514,6 +554,18 @@ impl Config {
                 ));
             }
         }
+        let on_exit = match a.on_exit.trim().to_ascii_lowercase().as_str() {
+            "exit" | "" => OnExit::Exit,
+            "delete" => OnExit::Delete,
+            _ => {
+                return Err(err(
+                    "SELFDESTRUCT_ON_EXIT",
+                    "--on-exit",
+                    &a.on_exit,
+                    "exit or delete",
+                ));
+            }
+        };
         let keep = |v: &Option<String>| non_empty(v).map(str::to_string);
         Ok(Config {
             policy: Policy {
@@ -540,6 +592,7 @@ impl Config {
             },
             node_selector,
             siblings,
+            on_exit,
         })
     }
 }
@@ -576,6 +629,33 @@ mod tests {
         assert_eq!(c.siblings, Siblings::FromLabels);
         assert_eq!(c.log_format, LogFormat::Text);
         assert_eq!(c.log_level, tracing::level_filters::LevelFilter::INFO);
+        assert_eq!(c.on_exit, OnExit::Exit);
+    }
+
+    #[test]
+    fn wrapper_command_and_on_exit() {
+        let cli = Cli::try_parse_from([
+            "selfdestruct",
+            "--max-lifetime=1h",
+            "--on-exit=delete",
+            "--",
+            "sh",
+            "-c",
+            "exit 3",
+            "--max-lifetime=2h",
+        ])
+        .expect("flags");
+        assert_eq!(cli.exec, ["sh", "-c", "exit 3", "--max-lifetime=2h"]);
+        let c = Config::from_args(&cli.agent, None).expect("valid");
+        assert_eq!(c.on_exit, OnExit::Delete);
+        assert_eq!(
+            c.policy.lifetime,
+            Some((Duration::from_secs(3600), Duration::from_secs(3600)))
+        );
+        let plain = Cli::try_parse_from(["selfdestruct", "--max-lifetime=1h"]).expect("flags");
+        assert!(plain.exec.is_empty());
+        let gate = Cli::try_parse_from(["selfdestruct", "node-gate", "--node-name=n"]);
+        assert!(gate.expect("flags").exec.is_empty());
     }
 
     #[test]
@@ -709,12 +789,30 @@ mod tests {
             ),
             ("min-age", "old", "SELFDESTRUCT_MIN_AGE", "duration"),
             (
+                "max-lifetime",
+                "500000000y",
+                "SELFDESTRUCT_MAX_LIFETIME",
+                "at most 100 years",
+            ),
+            (
+                "move-jitter",
+                "99999999999999h",
+                "SELFDESTRUCT_MOVE_JITTER",
+                "duration",
+            ),
+            (
                 "sibling-selector",
                 "a=b,,",
                 "SELFDESTRUCT_SIBLING_SELECTOR",
                 "label selector",
             ),
             ("pod-uid", "a b", "POD_UID", "metadata.uid"),
+            (
+                "on-exit",
+                "restart",
+                "SELFDESTRUCT_ON_EXIT",
+                "exit or delete",
+            ),
         ];
         for (flag, value, var, form) in table {
             let e = parse(&[(flag, value)]).expect_err(&format!("{flag}={value} must fail"));

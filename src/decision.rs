@@ -13,6 +13,27 @@ use crate::model::{NodeSummary, OwnPod, Sibling};
 
 const HOUR: Duration = Duration::from_secs(3600);
 
+/// `t + d`, saturating far in the future instead of overflowing (a snapshot may
+/// hold any duration; the decision must never panic).
+pub fn later(t: SystemTime, d: Duration) -> SystemTime {
+    t.checked_add(d).unwrap_or_else(|| {
+        let far = SystemTime::UNIX_EPOCH + Duration::from_secs(1 << 40);
+        far.max(t)
+    })
+}
+
+/// `d * f` for `f` in [0, 1], never panicking on huge durations or odd floats.
+pub fn scaled(d: Duration, f: f64) -> Duration {
+    let f = if f.is_finite() {
+        f.clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    Duration::try_from_secs_f64(d.as_secs_f64() * f)
+        .unwrap_or(d)
+        .min(d)
+}
+
 /// The tunable policy (from the configuration).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Policy {
@@ -36,7 +57,7 @@ impl Policy {
     /// Draws a lifetime uniformly from the range with `draw` in [0, 1).
     pub fn draw_lifetime(&self, draw: f64) -> Option<Duration> {
         self.lifetime
-            .map(|(min, max)| min + (max.saturating_sub(min)).mul_f64(draw.clamp(0.0, 1.0)))
+            .map(|(min, max)| min.saturating_add(scaled(max.saturating_sub(min), draw)))
     }
 }
 
@@ -125,14 +146,14 @@ impl Memory {
                 retry_after: Some(after),
             } => {
                 self.failures = self.failures.saturating_add(1);
-                self.retry_at = Some(now + (*after).min(Backoff::BUSY.cap));
+                self.retry_at = Some(later(now, (*after).min(Backoff::BUSY.cap)));
                 return;
             }
             Outcome::Busy { retry_after: None } => Backoff::BUSY,
             Outcome::Denied => Backoff::DENIED,
             Outcome::Failed => Backoff::TRANSIENT,
         };
-        self.retry_at = Some(now + backoff.delay(self.failures, draw));
+        self.retry_at = Some(later(now, backoff.delay(self.failures, draw)));
         self.failures = self.failures.saturating_add(1);
     }
 }
@@ -289,7 +310,7 @@ impl Snapshot<'_> {
         if since <= scheduled {
             return Err(Reject::NotNewer);
         }
-        let settled = since + self.policy.node_settle;
+        let settled = later(since, self.policy.node_settle);
         if self.now < settled {
             return Err(Reject::Settling { until: settled });
         }
@@ -378,7 +399,7 @@ impl Snapshot<'_> {
             return Some((Hold::Backoff, Some(at)));
         }
         if let Some(start) = self.own.started_at {
-            let old_enough = start + policy.min_age;
+            let old_enough = later(start, policy.min_age);
             if now < old_enough {
                 return Some((Hold::TooYoung, Some(old_enough)));
             }
@@ -391,7 +412,7 @@ impl Snapshot<'_> {
                 .filter(|t| now.duration_since(*t).is_ok_and(|d| d < HOUR) || *t > now)
                 .collect();
             if recent.len() >= policy.max_moves_per_hour as usize {
-                let until = recent.iter().min().map(|t| *t + HOUR);
+                let until = recent.iter().min().map(|t| later(*t, HOUR));
                 return Some((Hold::MoveCap, until));
             }
         }
@@ -416,7 +437,7 @@ pub fn decide(s: &Snapshot) -> Decision {
         };
     }
     let deadline = match (s.memory.lifetime, s.own.started_at) {
-        (Some(l), Some(start)) if !l.is_zero() => Some((start + l, l)),
+        (Some(l), Some(start)) if !l.is_zero() => Some((later(start, l), l)),
         _ => None,
     };
     let (node_trigger, next_settled) = s.node_trigger();
@@ -446,7 +467,7 @@ pub fn decide(s: &Snapshot) -> Decision {
         },
         None if s.policy.move_jitter.is_zero() => Decision::Move { trigger },
         None => Decision::Arm {
-            at: s.now + s.policy.move_jitter.mul_f64(s.draw.clamp(0.0, 1.0)),
+            at: later(s.now, scaled(s.policy.move_jitter, s.draw)),
             trigger,
         },
     }
@@ -1000,6 +1021,37 @@ mod tests {
                 hold: None
             }
         );
+    }
+
+    #[test]
+    fn extreme_durations_saturate_instead_of_panicking() {
+        let mut c = Case::new();
+        c.nodes = Some(vec![node("old", 0), node("new", 500)]);
+        c.memory.lifetime = Some(Duration::MAX);
+        c.policy.node_settle = Duration::MAX;
+        c.policy.min_age = Duration::MAX;
+        c.policy.move_jitter = Duration::MAX;
+        c.draw = f64::NAN;
+        assert!(matches!(c.decide(), Decision::Wait { .. }));
+        c.policy.node_settle = Duration::ZERO;
+        c.policy.min_age = Duration::ZERO;
+        c.draw = 1.0;
+        assert!(matches!(c.decide(), Decision::Arm { .. }));
+        let mut m = Memory::default();
+        m.record(
+            SystemTime::UNIX_EPOCH + Duration::from_secs(u64::from(u32::MAX) << 20),
+            &Outcome::Failed,
+            1.0,
+        );
+        assert!(m.retry_at.is_some());
+        assert_eq!(scaled(Duration::MAX, 1.0), Duration::MAX);
+        assert_eq!(
+            scaled(Duration::from_secs(10), f64::INFINITY),
+            Duration::ZERO
+        );
+        let mut p = policy();
+        p.lifetime = Some((Duration::ZERO, Duration::MAX));
+        assert!(p.draw_lifetime(0.999_999).is_some());
     }
 
     #[test]

@@ -20,3 +20,4 @@ pub mod node_gate;
 pub mod selector;
 pub mod signals;
 pub mod watch;
+pub mod wrapper;

@@ -1,5 +1,7 @@
 //! `selfdestruct`: see the README. Parses the configuration (exit 2 if invalid),
-//! installs signal handlers, and runs the agent on a current-thread runtime.
+//! installs signal handlers, and runs the agent on a current-thread runtime; with
+//! `-- CMD [ARGS...]`, runs CMD as its child instead (the entrypoint wrapper,
+//! `src/wrapper.rs`).
 
 use clap::Parser;
 use selfdestruct::agent;
@@ -18,6 +20,14 @@ fn main() {
         .command
         .as_ref()
         .map(|Command::NodeGate(g)| g.to_config().unwrap_or_else(|e| fail(&e)));
+    // `selfdestruct --` alone: a wrapper with nothing to run is a mistake, not a pause.
+    let wrapped = !cli.exec.is_empty() || std::env::args_os().skip(1).any(|a| a == "--");
+    if wrapped && cli.exec.is_empty() {
+        fail(&"nothing to run after -- (usage: selfdestruct [OPTIONS] -- CMD [ARGS...])");
+    }
+    if wrapped && gate.is_some() {
+        fail(&"node-gate runs no command: drop the -- CMD part");
+    }
     selfdestruct::logging::init(cfg.log_format, cfg.log_level);
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -30,6 +40,9 @@ fn main() {
         }
     };
     let code = runtime.block_on(async {
+        if wrapped {
+            return selfdestruct::wrapper::run(cfg, cli.exec).await;
+        }
         let signals = match Signals::install() {
             Ok(s) => s,
             Err(e) => {

@@ -10,6 +10,27 @@ pub struct Signals {
     child: Signal,
 }
 
+/// What the agent's loop stops on: the process's own signals ([`Signals`]), or
+/// nothing at all ([`Stop::Never`]) when another part of the process (the
+/// entrypoint wrapper, `src/wrapper.rs`) owns the signals and ends the loop by
+/// dropping its future.
+pub enum Stop {
+    /// SIGTERM/SIGINT end the loop; SIGCHLD reaps zombies.
+    Signals(Signals),
+    /// The loop never returns on its own.
+    Never,
+}
+
+impl Stop {
+    /// Resolves like [`Signals::terminated`], or never. Cancel-safe.
+    pub async fn terminated(&mut self) -> &'static str {
+        match self {
+            Stop::Signals(s) => s.terminated().await,
+            Stop::Never => std::future::pending().await,
+        }
+    }
+}
+
 impl Signals {
     /// Installs the handlers (before anything else, so no SIGTERM is missed).
     pub fn install() -> std::io::Result<Self> {
@@ -50,6 +71,106 @@ pub fn reap_zombies() -> usize {
             return n;
         }
         n += 1;
+    }
+}
+
+/// What [`reap_children`] found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Reaped {
+    /// How many other children (orphans, when PID 1) were reaped.
+    pub others: usize,
+    /// The raw wait status of the watched child, if it exited.
+    pub child: Option<i32>,
+}
+
+/// Reaps every exited child like [`reap_zombies`], but keeps the wait status of
+/// `child` when its pid comes back, so a wrapper that is PID 1 can both reap the
+/// orphans and learn how its own child ended.
+pub fn reap_children(child: libc::pid_t) -> Reaped {
+    let mut out = Reaped::default();
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid with WNOHANG only writes the status of an exited child.
+        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        if pid <= 0 {
+            return out;
+        }
+        if pid == child {
+            out.child = Some(status);
+        } else {
+            out.others += 1;
+        }
+    }
+}
+
+/// The exit code a shell would report for a wait status: the exit code, or
+/// 128 + the signal number when the process was killed by a signal.
+pub fn exit_code(status: i32) -> i32 {
+    if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else if libc::WIFSIGNALED(status) {
+        128 + libc::WTERMSIG(status)
+    } else {
+        1
+    }
+}
+
+/// The signals the entrypoint wrapper passes on to its child.
+pub const FORWARDED: [(libc::c_int, &str); 6] = [
+    (libc::SIGTERM, "SIGTERM"),
+    (libc::SIGINT, "SIGINT"),
+    (libc::SIGHUP, "SIGHUP"),
+    (libc::SIGQUIT, "SIGQUIT"),
+    (libc::SIGUSR1, "SIGUSR1"),
+    (libc::SIGUSR2, "SIGUSR2"),
+];
+
+/// What the wrapper's handlers report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WrapperSignal {
+    /// One of [`FORWARDED`]: its number and name.
+    Forward(libc::c_int, &'static str),
+    /// SIGCHLD: some child changed state.
+    Child,
+}
+
+/// The entrypoint wrapper's handlers: every signal of [`FORWARDED`], and SIGCHLD.
+/// Installed before the child is started, so nothing is missed.
+pub struct WrapperSignals {
+    forward: Vec<(libc::c_int, &'static str, Signal)>,
+    child: Signal,
+}
+
+impl WrapperSignals {
+    /// Installs the handlers.
+    pub fn install() -> std::io::Result<Self> {
+        let mut forward = Vec::with_capacity(FORWARDED.len());
+        for (num, name) in FORWARDED {
+            forward.push((num, name, signal(SignalKind::from_raw(num))?));
+        }
+        Ok(WrapperSignals {
+            forward,
+            child: signal(SignalKind::child())?,
+        })
+    }
+
+    /// The next signal. Cancel-safe: usable as a `select!` branch.
+    pub async fn recv(&mut self) -> WrapperSignal {
+        let forward = self.forward.iter_mut().map(|(num, name, s)| {
+            let (num, name) = (*num, *name);
+            Box::pin(async move {
+                s.recv().await;
+                WrapperSignal::Forward(num, name)
+            })
+        });
+        let any = futures_util::future::select_all(forward);
+        tokio::select! {
+            // SIGCHLD first: a child's exit is acted on before a late signal
+            // is forwarded to a pid that is gone.
+            biased;
+            _ = self.child.recv() => WrapperSignal::Child,
+            (sig, _, _) = any => sig,
+        }
     }
 }
 

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Helm post-renderer for zero-to-jupyterhub: turns the chart's user
+# placeholders into selfdestruct placeholders (see the README section
+# "zero-to-jupyterhub").
+#
+#   helm upgrade --install jhub jupyterhub/jupyterhub --namespace jhub \
+#     --values config.yaml \
+#     --post-renderer ./manifests/jupyterhub/post-render.sh \
+#     --post-renderer-args jhub
+#
+# Reads the rendered chart on stdin, writes it to a temporary folder as
+# all.yaml, and prints `kubectl kustomize` of it with the Component
+# selfdestruct/ (or minimal/) on stdout.
+#
+# Argument 1 (or SELFDESTRUCT_NAMESPACE, or HELM_NAMESPACE): the release
+# namespace, for the RoleBinding's subject.
+# SELFDESTRUCT_VARIANT: "full" (default: sibling awareness, list/watch on pods
+# in the hub's namespace) or "minimal" (no list/watch; the PDB alone).
+# KUBECTL: the kubectl to run [default: kubectl].
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+kubectl="${KUBECTL:-kubectl}"
+namespace="${1:-${SELFDESTRUCT_NAMESPACE:-${HELM_NAMESPACE:-}}}"
+variant="${SELFDESTRUCT_VARIANT:-full}"
+
+fail() {
+  echo "post-render.sh: $*" >&2
+  exit 1
+}
+
+case "$variant" in
+  full) component=selfdestruct ;;
+  minimal) component=minimal ;;
+  *) fail "SELFDESTRUCT_VARIANT must be full or minimal, not '$variant'" ;;
+esac
+if [[ ! "$namespace" =~ ^[a-z0-9]([-a-z0-9]*[a-z0-9])?$ ]]; then
+  fail "the release namespace is needed (and must be a DNS label): pass it with --post-renderer-args NAMESPACE (got '$namespace')"
+fi
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/selfdestruct-post-render.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+
+cat >"$work/all.yaml"
+if ! grep -q '^ *component: user-placeholder *$' "$work/all.yaml"; then
+  echo "post-render.sh: no user-placeholder StatefulSet in the chart's output" \
+    "(scheduling.userPlaceholder.enabled: false?): passing it through unchanged" >&2
+  cat "$work/all.yaml"
+  exit 0
+fi
+
+# The Components, copied next to all.yaml (kustomize loads files from below
+# its root only).
+cp -R "$here/selfdestruct" "$here/minimal" "$work/"
+cat >"$work/kustomization.yaml" <<KUSTOMIZATION
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - all.yaml
+components:
+  - $component
+patches:
+  - target:
+      group: rbac.authorization.k8s.io
+      version: v1
+      kind: RoleBinding
+      name: selfdestruct-user-placeholder
+    patch: |-
+      - op: replace
+        path: /subjects/0/namespace
+        value: $namespace
+KUSTOMIZATION
+
+"$kubectl" kustomize "$work"

@@ -1,0 +1,233 @@
+//! The entrypoint wrapper: `selfdestruct [OPTIONS] -- CMD [ARGS...]` runs CMD as
+//! its child and is an init for it: it forwards SIGTERM, SIGINT, SIGHUP, SIGQUIT,
+//! SIGUSR1 and SIGUSR2, reaps zombies (as PID 1 every orphan of the container is
+//! its child) without losing the child's own status, and exits with the child's
+//! code (128 + N when a signal N killed it).
+//!
+//! Alongside, the agent's decision loop ([`agent::prepare`], [`agent::Ready::run`]
+//! with [`Stop::Never`]) applies the lifetime and new-node triggers to the pod
+//! around it. Evicting the pod makes the kubelet send SIGTERM, which is forwarded,
+//! so the child stops gracefully; SIGTERM never ends the wrapper by itself, only
+//! the child's exit does. With `SELFDESTRUCT_ON_EXIT=delete`, a child that exits
+//! on its own takes the pod with it (a delete with the uid precondition), so its
+//! controller re-creates it, possibly elsewhere, instead of the kubelet restarting
+//! the container in place.
+
+use std::cell::RefCell;
+use std::ffi::OsString;
+use std::rc::Rc;
+use std::time::Duration;
+
+use tracing::{debug, error, info, warn};
+
+use crate::agent::{self, NotReady};
+use crate::api::{PodApi, outcome_of, rbac_hint};
+use crate::config::{Config, Mode, OnExit};
+use crate::decision::Outcome;
+use crate::signals::{self, Stop, WrapperSignal, WrapperSignals};
+
+/// Exit code when CMD cannot be found (as in a shell).
+pub const EXIT_NOT_FOUND: i32 = 127;
+/// Exit code when CMD cannot be executed (as in a shell).
+pub const EXIT_CANNOT_EXEC: i32 = 126;
+
+/// How long a child's exit waits for the own pod to be read before
+/// `SELFDESTRUCT_ON_EXIT=delete` gives up.
+const DELETE_SETUP_WAIT: Duration = Duration::from_secs(10);
+
+/// The own pod, once the agent has read it: what a delete needs.
+type PodHandle = Rc<RefCell<Option<(PodApi, String, String)>>>;
+
+/// Runs `argv` as the child, to its end; returns the exit code to exit with.
+pub async fn run(cfg: Config, argv: Vec<OsString>) -> i32 {
+    // The handlers come first, so no signal (and no SIGCHLD) is missed.
+    let mut signals = match WrapperSignals::install() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("selfdestruct: cannot install signal handlers: {e}");
+            return 1;
+        }
+    };
+    let Some((program, args)) = argv.split_first() else {
+        error!("nothing to run after --");
+        return crate::agent::EXIT_CONFIG;
+    };
+    let command = argv
+        .iter()
+        .map(|a| a.to_string_lossy())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let child = match std::process::Command::new(program).args(args).spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.kind() == std::io::ErrorKind::NotFound {
+                EXIT_NOT_FOUND
+            } else {
+                EXIT_CANNOT_EXEC
+            };
+            error!(command = %command, error = %e, code, "cannot start the command");
+            return code;
+        }
+    };
+    // Reaped with waitpid below, not through `Child`: as PID 1 every orphan is
+    // ours too, and a reaper must not swallow the child's status.
+    let pid = child.id() as libc::pid_t;
+    drop(child);
+    info!(
+        pid,
+        command = %command,
+        on_exit = if cfg.on_exit == OnExit::Delete { "delete" } else { "exit" },
+        pid1 = signals::is_pid1(),
+        "started the command as the child of selfdestruct"
+    );
+
+    let handle: PodHandle = Rc::new(RefCell::new(None));
+    let agent_side = agent_side(cfg.clone(), Rc::clone(&handle));
+    tokio::pin!(agent_side);
+
+    let mut terminating = None;
+    let status = loop {
+        tokio::select! {
+            sig = signals.recv() => match sig {
+                WrapperSignal::Child => {
+                    let reaped = signals::reap_children(pid);
+                    if reaped.others > 0 {
+                        debug!(reaped = reaped.others, "reaped zombie processes");
+                    }
+                    if let Some(status) = reaped.child {
+                        break status;
+                    }
+                }
+                WrapperSignal::Forward(num, name) => {
+                    if num == libc::SIGTERM || num == libc::SIGINT {
+                        terminating = Some(name);
+                        info!(signal = name, "received {name}: forwarded to the child; exiting when it does");
+                    } else {
+                        info!(signal = name, "forwarding {name} to the child");
+                    }
+                    // SAFETY: a signal to our own child, which is not reaped yet
+                    // (at worst a zombie), so the pid cannot have been reused.
+                    unsafe {
+                        libc::kill(pid, num);
+                    }
+                }
+            },
+            () = &mut agent_side => {}
+        }
+    };
+    let code = signals::exit_code(status);
+    if libc::WIFSIGNALED(status) {
+        info!(
+            code,
+            signal = libc::WTERMSIG(status),
+            "the child was killed by signal {}",
+            libc::WTERMSIG(status)
+        );
+    } else {
+        info!(code, "the child exited with code {code}");
+    }
+    if cfg.on_exit == OnExit::Delete {
+        match terminating {
+            Some(sig) => info!(
+                signal = sig,
+                "not deleting the own pod: it is being stopped already ({sig})"
+            ),
+            None => {
+                if handle.borrow().is_none() {
+                    // The child ended before the own pod was read: give the
+                    // agent a moment to finish reading it.
+                    let _ = tokio::time::timeout(DELETE_SETUP_WAIT, async {
+                        while handle.borrow().is_none() {
+                            tokio::select! {
+                                () = &mut agent_side => {}
+                                () = tokio::time::sleep(Duration::from_millis(50)) => {}
+                            }
+                        }
+                    })
+                    .await;
+                }
+                let own = handle.borrow().clone();
+                match own {
+                    Some((api, uid, ns)) => delete_own_pod(&cfg, &api, &uid, &ns, code).await,
+                    None => warn!(
+                        "SELFDESTRUCT_ON_EXIT=delete: the own pod is unknown (no API access, see above): \
+                         cannot delete it; the kubelet restarts the container in place"
+                    ),
+                }
+            }
+        }
+    }
+    code
+}
+
+/// The agent's decision loop, never returning: it reads the own pod (and
+/// publishes it in `handle`), then runs until the wrapper drops it. Without API
+/// access it says once what it cannot do.
+async fn agent_side(cfg: Config, handle: PodHandle) {
+    let mut never = Stop::Never;
+    match agent::prepare(&cfg, &mut never).await {
+        Ok(ready) => {
+            *handle.borrow_mut() = Some((
+                ready.api().clone(),
+                ready.uid(),
+                ready.namespace().to_string(),
+            ));
+            ready.run(cfg, &mut never).await;
+        }
+        Err(NotReady::NoApi(why) | NotReady::NoClient(why)) => info!(
+            reason = %why,
+            "no API access: running the command as a plain init (signals forwarded, zombies reaped, \
+             its exit code kept), but cannot move the pod (lifetime, new nodes) or delete it on exit"
+        ),
+        Err(NotReady::Fatal) => warn!(
+            "cannot identify the own pod (see above): running the command as a plain init, \
+             but cannot move the pod or delete it on exit"
+        ),
+        Err(NotReady::Stopped(_)) => {}
+    }
+    std::future::pending::<()>().await
+}
+
+/// `SELFDESTRUCT_ON_EXIT=delete`: deletes the own pod with the uid precondition,
+/// retrying server and network errors a few times.
+async fn delete_own_pod(cfg: &Config, api: &PodApi, uid: &str, namespace: &str, code: i32) {
+    let reason =
+        format!("command exited with code {code}: deleting the pod (SELFDESTRUCT_ON_EXIT=delete)");
+    if cfg.dry_run {
+        info!(dry_run = true, reason = %reason, "dry run: would delete own pod");
+        return;
+    }
+    if let Err(e) = api.event(uid, None, "SelfDestruct", &reason).await {
+        warn!(error = %e, "could not post the Event (continuing)");
+    }
+    for attempt in 1..=3u32 {
+        let res = api.remove(Mode::Delete, uid, cfg.grace_period).await;
+        match (outcome_of(&res), &res) {
+            (Outcome::Done, _) => {
+                info!(outcome = "done", "deleted own pod ({reason})");
+                return;
+            }
+            (Outcome::Gone, Err(e)) => {
+                info!(outcome = "gone", error = %e, "own pod is already gone or replaced");
+                return;
+            }
+            (Outcome::Denied, Err(e)) => {
+                warn!(
+                    outcome = "denied", error = %e,
+                    hint = %rbac_hint(e.code(), "delete", "pods", namespace),
+                    "not allowed to delete own pod; the kubelet restarts the container in place"
+                );
+                return;
+            }
+            (_, Err(e)) if attempt < 3 => {
+                warn!(outcome = "failed", error = %e, attempt, "delete failed; retrying");
+                tokio::time::sleep(Duration::from_secs(u64::from(attempt))).await;
+            }
+            (_, Err(e)) => {
+                warn!(outcome = "failed", error = %e, "delete failed; giving up");
+                return;
+            }
+            (_, Ok(())) => return,
+        }
+    }
+}
