@@ -260,9 +260,6 @@ impl Agent {
             move_to_new_nodes = cfg.policy.move_to_new_nodes,
             "selfdestruct started"
         );
-        if !crate::signals::is_pid1() {
-            debug!("not PID 1: orphaned processes are reaped by the real init");
-        }
         let mut agent = Agent {
             label_keys: own.label_keys_of_interest(),
             cfg,

@@ -29,6 +29,12 @@ fn main() {
         fail(&"node-gate runs no command: drop the -- CMD part");
     }
     selfdestruct::logging::init(cfg.log_format, cfg.log_level);
+    if !selfdestruct::signals::is_pid1() {
+        // As the pause container does: reaping orphans is PID 1's job.
+        tracing::warn!(
+            "not PID 1: orphaned processes in this PID namespace are reaped by its init, not by selfdestruct"
+        );
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
