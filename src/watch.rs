@@ -18,6 +18,8 @@ use crate::model::{MetaLite, NodeLite, PodLite};
 
 /// How long a watch request may stay open (the server closes it then).
 pub const WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
+/// A watch that ends sooner than this was cut, not timed out: back off before the next.
+pub const MIN_WATCH_LIFE: Duration = Duration::from_secs(5);
 /// A watch with no event (bookmarks included) for this long is considered stalled.
 pub const STALL_TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -63,6 +65,8 @@ struct ListMetaLite {
 #[derive(Deserialize)]
 #[serde(bound = "T: DeserializeOwned")]
 struct ListLite<T> {
+    #[serde(default)]
+    kind: String,
     metadata: ListMetaLite,
     #[serde(default)]
     items: Vec<T>,
@@ -103,6 +107,12 @@ async fn list<T: Watched>(client: &Client, t: &Target) -> Result<(Vec<T>, String
             tokio::time::timeout(crate::api::REQUEST_TIMEOUT, client.request(req))
                 .await
                 .map_err(|_| kube::Error::Service("list timed out".into()))??;
+        // Any object with metadata would parse as an empty list: insist on a list.
+        if !page.kind.ends_with("List") {
+            return Err(kube::Error::Service(
+                format!("expected a list of {}, got kind {:?}", t.what, page.kind).into(),
+            ));
+        }
         items.extend(page.items);
         match page.metadata.continue_token.filter(|c| !c.is_empty()) {
             Some(c) => token = Some(c),
@@ -144,11 +154,20 @@ async fn watch_from<T: Watched>(
         }
     };
     let mut stream = std::pin::pin!(stream);
+    let opened = std::time::Instant::now();
     loop {
         let next = match tokio::time::timeout(STALL_TIMEOUT, stream.next()).await {
             Err(_) => {
                 tracing::debug!(what = t.what, "watch stalled, reconnecting");
                 return Stop::Resume;
+            }
+            // A watch that ends at once (an empty or cut answer) must not be
+            // re-opened in a tight loop: count it as a failure, which backs off.
+            Ok(None) if opened.elapsed() < MIN_WATCH_LIFE => {
+                return Stop::Failed(format!(
+                    "watch ended after {} ms",
+                    opened.elapsed().as_millis()
+                ));
             }
             Ok(None) => return Stop::Resume,
             Ok(Some(Err(e))) => return Stop::Failed(e.to_string()),

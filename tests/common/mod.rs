@@ -23,7 +23,10 @@ pub fn tempdir(tag: &str) -> PathBuf {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or_default();
-    let d = std::env::temp_dir().join(format!("selfdestruct-test-{tag}-{}-{n}-{nanos}", std::process::id()));
+    let d = std::env::temp_dir().join(format!(
+        "selfdestruct-test-{tag}-{}-{n}-{nanos}",
+        std::process::id()
+    ));
     std::fs::create_dir_all(&d).expect("create temp dir");
     d
 }

@@ -1,0 +1,688 @@
+//! Property tests of the pure decision (`selfdestruct::decision::decide`) over
+//! arbitrary snapshots built from `selfdestruct::model` types.
+//!
+//! The `Decision` type carries no target: a move is always of the own pod. So
+//! these check the structural guarantees instead: nothing once finished or
+//! terminating, a node trigger is never the own node nor a node that was
+//! already Ready when the own pod was scheduled, no move while a sibling is
+//! Pending or terminating, the move cap, `min_age` and the backoff hold, every
+//! time-based wake-up lies in the future (no hot loop), and the same snapshot
+//! always gives the same decision. Case counts are small for CI
+//! (`PROPTEST_CASES` raises them for a longer local run).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config as PtConfig, TestRunner};
+use selfdestruct::decision::{
+    Armed, Decision, Hold, Memory, Outcome, Policy, Snapshot, Trigger, decide,
+};
+use selfdestruct::images::ImageRef;
+use selfdestruct::model::{NodeSummary, OwnPod, Readiness, Sibling, Taint, Toleration};
+
+const T0: u64 = 1_800_000_000;
+const HOUR: Duration = Duration::from_secs(3600);
+const OWN: &str = "placeholder-0";
+const OWN_UID: &str = "uid-own";
+
+fn at(secs: u64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(T0) + Duration::from_secs(secs)
+}
+
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(512)
+}
+
+fn config() -> PtConfig {
+    PtConfig {
+        cases: cases(),
+        failure_persistence: None,
+        ..PtConfig::default()
+    }
+}
+
+/// Everything a snapshot borrows, owned.
+#[derive(Clone, Debug)]
+struct World {
+    now: SystemTime,
+    own: OwnPod,
+    nodes: Option<Vec<NodeSummary>>,
+    siblings: Option<Vec<Sibling>>,
+    policy: Policy,
+    memory: Memory,
+    draw: f64,
+}
+
+impl World {
+    fn snapshot(&self) -> Snapshot<'_> {
+        Snapshot {
+            now: self.now,
+            own: &self.own,
+            nodes: self.nodes.as_deref(),
+            siblings: self.siblings.as_deref(),
+            policy: &self.policy,
+            memory: &self.memory,
+            draw: self.draw,
+        }
+    }
+
+    fn decide(&self) -> Decision {
+        decide(&self.snapshot())
+    }
+
+    fn sibling_busy(&self) -> bool {
+        self.siblings.iter().flatten().any(|s| {
+            let is_self = s.name == self.own.name || (!s.uid.is_empty() && s.uid == self.own.uid);
+            !is_self && (s.pending || s.terminating)
+        })
+    }
+
+    fn recent_attempts(&self) -> usize {
+        self.memory
+            .attempts
+            .iter()
+            .filter(|t| self.now.duration_since(**t).is_ok_and(|d| d < HOUR) || **t > self.now)
+            .count()
+    }
+}
+
+/// Times within about six hours of T0: enough to cross every boundary
+/// (settle, min age, an hour of attempts) without overflowing.
+fn time() -> impl Strategy<Value = SystemTime> {
+    (0u64..20_000).prop_map(at)
+}
+
+fn small_duration() -> impl Strategy<Value = Duration> {
+    prop_oneof![
+        Just(Duration::ZERO),
+        (0u64..4000).prop_map(Duration::from_secs),
+        (0u64..5000).prop_map(Duration::from_millis),
+    ]
+}
+
+fn node_name() -> impl Strategy<Value = String> {
+    (0u8..6).prop_map(|i| format!("node-{i}"))
+}
+
+fn labels() -> impl Strategy<Value = BTreeMap<String, String>> {
+    prop::collection::btree_map(
+        prop_oneof![Just("pool".to_string()), Just("zone".to_string())],
+        prop_oneof![Just("user".to_string()), Just("a".to_string())],
+        0..2,
+    )
+}
+
+fn taint() -> impl Strategy<Value = Taint> {
+    (
+        prop_oneof![
+            Just("dedicated".to_string()),
+            Just("node.kubernetes.io/not-ready".to_string()),
+            Just("ToBeDeletedByClusterAutoscaler".to_string()),
+        ],
+        prop::option::of(Just("user".to_string())),
+        prop_oneof![
+            Just("NoSchedule".to_string()),
+            Just("NoExecute".to_string()),
+            Just("PreferNoSchedule".to_string()),
+        ],
+    )
+        .prop_map(|(key, value, effect)| Taint { key, value, effect })
+}
+
+fn toleration() -> impl Strategy<Value = Toleration> {
+    (
+        prop::option::of(Just("dedicated".to_string())),
+        prop::option::of(prop_oneof![
+            Just("Exists".to_string()),
+            Just("Equal".to_string())
+        ]),
+        prop::option::of(Just("user".to_string())),
+        prop::option::of(Just("NoSchedule".to_string())),
+    )
+        .prop_map(|(key, operator, value, effect)| Toleration {
+            key,
+            operator,
+            value,
+            effect,
+        })
+}
+
+fn node() -> impl Strategy<Value = NodeSummary> {
+    (
+        node_name(),
+        labels(),
+        any::<bool>(),
+        prop::collection::vec(taint(), 0..2),
+        any::<bool>(),
+        prop::option::of(time()),
+        prop::collection::vec(0usize..3, 0..3),
+        any::<bool>(),
+    )
+        .prop_map(
+            |(name, labels, unschedulable, taints, ready, since, images_present, trunc)| {
+                NodeSummary {
+                    name,
+                    labels,
+                    unschedulable: unschedulable && trunc, // cordoned now and then
+                    taints,
+                    ready: Readiness { ready, since },
+                    images_present,
+                    images_truncated: trunc,
+                }
+            },
+        )
+}
+
+fn sibling() -> impl Strategy<Value = Sibling> {
+    (
+        0u8..5,
+        any::<bool>(),
+        prop::option::of(time()),
+        prop::option::of(node_name()),
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_map(
+            |(i, own_uid, created, node_name, pending, terminating)| Sibling {
+                name: format!("placeholder-{i}"),
+                // now and then the own uid under another name (a stale view)
+                uid: if own_uid && i == 4 {
+                    OWN_UID.into()
+                } else {
+                    format!("uid-{i}")
+                },
+                created,
+                node_name,
+                pending,
+                terminating,
+            },
+        )
+}
+
+fn own() -> impl Strategy<Value = OwnPod> {
+    (
+        prop::option::of(node_name()),
+        prop::option::of(time()),
+        prop::option::of(time()),
+        labels(),
+        prop::collection::vec(toleration(), 0..2),
+        prop::bool::weighted(0.1),
+    )
+        .prop_map(
+            |(node_name, started_at, scheduled_at, node_selector, tolerations, terminating)| {
+                OwnPod {
+                    name: OWN.into(),
+                    namespace: "placeholders".into(),
+                    uid: OWN_UID.into(),
+                    node_name,
+                    started_at,
+                    scheduled_at,
+                    labels: BTreeMap::new(),
+                    node_selector,
+                    affinity: Vec::new(),
+                    tolerations,
+                    terminating,
+                }
+            },
+        )
+}
+
+fn images() -> Vec<ImageRef> {
+    ["quay.io/jupyter/scipy-notebook:1", "nginx", "busybox:1.36"]
+        .iter()
+        .map(|s| ImageRef::parse(s).expect("valid image"))
+        .collect()
+}
+
+fn policy() -> impl Strategy<Value = Policy> {
+    (
+        prop::option::of((small_duration(), small_duration())),
+        prop::bool::weighted(0.8),
+        small_duration(),
+        0usize..3,
+        small_duration(),
+        0u32..4,
+        small_duration(),
+    )
+        .prop_map(
+            |(lifetime, move_to_new_nodes, node_settle, n_images, move_jitter, cap, min_age)| {
+                Policy {
+                    lifetime: lifetime.map(|(a, b)| (a.min(b), a.max(b))),
+                    move_to_new_nodes,
+                    node_settle,
+                    required_images: images()[..n_images].to_vec(),
+                    move_jitter,
+                    max_moves_per_hour: cap,
+                    min_age,
+                }
+            },
+        )
+}
+
+fn trigger() -> impl Strategy<Value = Trigger> {
+    prop_oneof![
+        small_duration().prop_map(|lifetime| Trigger::Lifetime { lifetime }),
+        (node_name(), small_duration(), any::<bool>()).prop_map(
+            |(node, ready_for, images_pulled)| Trigger::NewNode {
+                node,
+                ready_for,
+                images_pulled
+            }
+        ),
+    ]
+}
+
+fn memory() -> impl Strategy<Value = Memory> {
+    (
+        prop::option::of(small_duration()),
+        prop::option::of((time(), trigger())),
+        prop::collection::vec(time(), 0..5),
+        prop::option::of(time()),
+        0u32..6,
+        prop::bool::weighted(0.1),
+    )
+        .prop_map(
+            |(lifetime, armed, attempts, retry_at, failures, finished)| Memory {
+                lifetime,
+                armed: armed.map(|(at, trigger)| Armed { at, trigger }),
+                attempts,
+                retry_at,
+                failures,
+                finished,
+            },
+        )
+}
+
+fn world() -> impl Strategy<Value = World> {
+    (
+        time(),
+        own(),
+        prop::option::of(prop::collection::vec(node(), 0..6)),
+        prop::option::of(prop::collection::vec(sibling(), 0..5)),
+        policy(),
+        memory(),
+        0.0f64..1.0,
+    )
+        .prop_map(|(now, own, nodes, siblings, policy, memory, draw)| World {
+            now,
+            own,
+            nodes,
+            siblings,
+            policy,
+            memory,
+            draw,
+        })
+}
+
+fn trigger_of(d: &Decision) -> Option<&Trigger> {
+    match d {
+        Decision::Move { trigger } | Decision::Arm { trigger, .. } => Some(trigger),
+        Decision::Wait { .. } => None,
+    }
+}
+
+/// Checks every structural property of one decision; `Err` names the broken one.
+fn check(w: &World) -> Result<Decision, String> {
+    let d = w.decide();
+    // Same snapshot, same decision (also from an independent copy).
+    if d != w.decide() || d != w.clone().decide() {
+        return Err("not deterministic".into());
+    }
+    let acting = !matches!(d, Decision::Wait { .. });
+    if (w.memory.finished || w.own.terminating) && acting {
+        return Err("acts although finished or terminating".into());
+    }
+    let finished_wait = Decision::Wait {
+        until: None,
+        hold: Some(Hold::Finished),
+    };
+    if (w.memory.finished || w.own.terminating) && d != finished_wait {
+        return Err("finished must wait on events only".into());
+    }
+    if let Some(Trigger::NewNode { node, .. }) = trigger_of(&d) {
+        if w.own.node_name.as_deref() == Some(node.as_str()) {
+            return Err(format!("trigger names the own node {node}"));
+        }
+        if !w.policy.move_to_new_nodes {
+            return Err("node trigger with moving to new nodes off".into());
+        }
+        let nodes = w.nodes.as_deref().unwrap_or_default();
+        let Some(n) = nodes.iter().find(|n| n.name == *node) else {
+            return Err(format!("trigger names unknown node {node}"));
+        };
+        let Some(scheduled) = w.own.scheduled_at else {
+            return Err("node trigger without a known own scheduling time".into());
+        };
+        // Several summaries may carry one name; one of them must qualify.
+        let ok = nodes.iter().filter(|x| x.name == *node).any(|x| {
+            x.ready.ready
+                && x.ready
+                    .since
+                    .is_some_and(|s| s > scheduled && s + w.policy.node_settle <= w.now)
+                && !x.unschedulable
+        });
+        if !ok {
+            return Err(format!(
+                "node {node} (Ready since {:?}) is no newer than the own scheduling {scheduled:?} or not settled: {n:?}",
+                n.ready.since
+            ));
+        }
+    }
+    if let Some(Trigger::Lifetime { lifetime }) = trigger_of(&d) {
+        let (Some(l), Some(start)) = (w.memory.lifetime, w.own.started_at) else {
+            return Err("lifetime trigger without a lifetime or start".into());
+        };
+        if l != *lifetime || l.is_zero() || start + l > w.now {
+            return Err("lifetime trigger before the lifetime is up".into());
+        }
+    }
+    if let Decision::Move { .. } = d {
+        if w.sibling_busy() {
+            return Err("moves while a sibling is Pending or terminating".into());
+        }
+        if w.policy.max_moves_per_hour > 0
+            && w.recent_attempts() >= w.policy.max_moves_per_hour as usize
+        {
+            return Err("moves beyond SELFDESTRUCT_MAX_MOVES_PER_HOUR".into());
+        }
+        if let Some(start) = w.own.started_at {
+            if w.now < start + w.policy.min_age {
+                return Err("moves while younger than SELFDESTRUCT_MIN_AGE".into());
+            }
+        }
+        if w.memory.retry_at.is_some_and(|r| r > w.now) {
+            return Err("moves during a backoff".into());
+        }
+        if let Some(armed) = &w.memory.armed {
+            if armed.at > w.now {
+                return Err("moves before the armed (jittered) time".into());
+            }
+        }
+    }
+    match &d {
+        Decision::Wait {
+            until: Some(until), ..
+        } if *until <= w.now => {
+            return Err(format!("wakes at {until:?}, not after now: a hot loop"));
+        }
+        Decision::Arm { at, .. } => {
+            if *at < w.now {
+                return Err("arms in the past".into());
+            }
+            if w.memory.armed.is_none() && *at > w.now + w.policy.move_jitter {
+                return Err("arms later than SELFDESTRUCT_MOVE_JITTER".into());
+            }
+            if let Some(armed) = &w.memory.armed {
+                if armed.at != *at {
+                    return Err("an armed move does not keep its time".into());
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(d)
+}
+
+#[test]
+fn every_decision_keeps_the_structural_guarantees() {
+    let mut runner = TestRunner::new(config());
+    let seen = std::cell::RefCell::new(BTreeMap::<&str, u32>::new());
+    runner
+        .run(&world(), |w| {
+            let d = check(&w).map_err(|why| TestCaseError::fail(format!("{why}: {w:#?}")))?;
+            let kind = match d {
+                Decision::Move { .. } => "move",
+                Decision::Arm { .. } => "arm",
+                Decision::Wait { hold: Some(_), .. } => "hold",
+                Decision::Wait { .. } => "wait",
+            };
+            *seen.borrow_mut().entry(kind).or_default() += 1;
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+    let seen = seen.into_inner();
+    eprintln!("decisions seen: {seen:?}");
+    // The generator must reach every kind of decision, or the checks prove little.
+    for kind in ["move", "arm", "hold", "wait"] {
+        assert!(seen.contains_key(kind), "no {kind} generated: {seen:?}");
+    }
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// A snapshot that would move: holding any one guard back stops the move.
+    #[test]
+    fn each_guard_alone_stops_a_move(mut w in world(), which in 0u8..5) {
+        // Clear every guard and add a settled, newer, fitting node: it must move.
+        w.memory.finished = false;
+        w.memory.retry_at = None;
+        w.memory.attempts.clear();
+        w.memory.armed = None;
+        w.own.terminating = false;
+        w.own.node_selector.clear();
+        w.policy.min_age = Duration::ZERO;
+        w.policy.move_jitter = Duration::ZERO;
+        w.policy.move_to_new_nodes = true;
+        w.policy.required_images.clear();
+        w.siblings = Some(vec![]);
+        let scheduled = *w.own.scheduled_at.get_or_insert(at(0));
+        w.now = w.now.max(scheduled + w.policy.node_settle + Duration::from_secs(1));
+        w.now = w.now.max(w.own.started_at.unwrap_or(w.now));
+        w.nodes.get_or_insert_with(Vec::new).push(NodeSummary {
+            name: "node-fresh".into(),
+            ready: Readiness { ready: true, since: Some(scheduled + Duration::from_secs(1)) },
+            ..NodeSummary::default()
+        });
+        let d = w.decide();
+        prop_assert!(matches!(d, Decision::Move { .. }), "a free snapshot must move: {:?}", d);
+        let mut held = w.clone();
+        match which {
+            0 => held.memory.finished = true,
+            1 => held.own.terminating = true,
+            2 => held.siblings = Some(vec![Sibling {
+                name: "placeholder-9".into(),
+                uid: "uid-9".into(),
+                pending: true,
+                ..Sibling::default()
+            }]),
+            3 => held.memory.retry_at = Some(w.now + Duration::from_secs(1)),
+            _ => {
+                held.policy.max_moves_per_hour = 1;
+                held.memory.attempts = vec![w.now];
+            }
+        }
+        let d2 = held.decide();
+        prop_assert!(matches!(d2, Decision::Wait { hold: Some(_), .. }), "guard {which}: {d2:?}");
+    }
+
+    /// A placeholder scheduled at or after a node became Ready never moves towards it,
+    /// and never towards its own node, whatever else holds.
+    #[test]
+    fn an_older_or_own_node_is_never_a_trigger(
+        mut w in world(),
+        node in node(),
+        lag in 0u64..5000,
+        own_node in any::<bool>(),
+    ) {
+        let mut node = node;
+        node.ready.ready = true;
+        let since = node.ready.since.unwrap_or(at(100));
+        node.ready.since = Some(since);
+        if own_node {
+            w.own.node_name = Some(node.name.clone());
+            w.own.scheduled_at = Some(since - Duration::from_secs(lag.min(100) + 1));
+        } else {
+            w.own.scheduled_at = Some(since + Duration::from_secs(lag));
+        }
+        w.own.node_name = w.own.node_name.clone().or(Some("node-own".into()));
+        if !own_node && w.own.node_name.as_deref() == Some(node.name.as_str()) {
+            w.own.node_name = Some("node-own".into());
+        }
+        // the only node summary under that name
+        w.nodes = Some(
+            w.nodes.clone().unwrap_or_default().into_iter()
+                .filter(|n| n.name != node.name)
+                .chain([node.clone()])
+                .collect(),
+        );
+        w.memory.finished = false;
+        w.own.terminating = false;
+        let d = w.decide();
+        if let Some(Trigger::NewNode { node: named, .. }) = trigger_of(&d) {
+            prop_assert_ne!(named, &node.name, "{:?}", d);
+        }
+        let snap = w.snapshot();
+        prop_assert!(snap.node_verdict(&node).is_err());
+    }
+
+    /// Moves into a loop of failures are capped per hour and backed off: replaying
+    /// decide/apply/record over simulated time never exceeds the cap in any hour.
+    #[test]
+    fn failing_moves_respect_the_cap_and_back_off(
+        cap in 1u32..6,
+        outcomes in prop::collection::vec(0u8..4, 1..60),
+        step in 1u64..120,
+        draws in prop::collection::vec(0.0f64..1.0, 60),
+    ) {
+        let own = OwnPod {
+            name: OWN.into(),
+            uid: OWN_UID.into(),
+            started_at: Some(at(0)),
+            scheduled_at: Some(at(0)),
+            node_name: Some("node-old".into()),
+            ..OwnPod::default()
+        };
+        let nodes = vec![NodeSummary {
+            name: "node-new".into(),
+            ready: Readiness { ready: true, since: Some(at(10)) },
+            ..NodeSummary::default()
+        }];
+        let policy = Policy {
+            lifetime: None,
+            move_to_new_nodes: true,
+            node_settle: Duration::ZERO,
+            required_images: vec![],
+            move_jitter: Duration::ZERO,
+            max_moves_per_hour: cap,
+            min_age: Duration::ZERO,
+        };
+        let mut memory = Memory::default();
+        let mut now = at(20);
+        let mut moves: Vec<SystemTime> = Vec::new();
+        let mut i = 0usize;
+        for _ in 0..600 {
+            let d = decide(&Snapshot {
+                now, own: &own, nodes: Some(&nodes), siblings: Some(&[]),
+                policy: &policy, memory: &memory, draw: draws[i % draws.len()],
+            });
+            memory.apply(now, &d);
+            match d {
+                Decision::Move { .. } => {
+                    if let Some(prev) = moves.last() {
+                        prop_assert!(now > *prev, "two moves at one instant");
+                    }
+                    moves.push(now);
+                    let outcome = match outcomes[i % outcomes.len()] {
+                        0 => Outcome::Failed,
+                        1 => Outcome::Busy { retry_after: None },
+                        2 => Outcome::Busy { retry_after: Some(Duration::from_secs(1)) },
+                        _ => Outcome::Denied,
+                    };
+                    memory.record(now, &outcome, draws[(i + 7) % draws.len()]);
+                    i += 1;
+                    if i >= outcomes.len() { break; }
+                }
+                Decision::Wait { until: Some(u), .. } => {
+                    prop_assert!(u > now, "wake-up not in the future");
+                    now = u.min(now + Duration::from_secs(step));
+                }
+                _ => now += Duration::from_secs(step),
+            }
+        }
+        for (k, t) in moves.iter().enumerate() {
+            let in_hour = moves[k..].iter().take_while(|u| u.duration_since(*t).is_ok_and(|d| d < HOUR)).count();
+            prop_assert!(in_hour <= cap as usize, "{in_hour} moves within an hour, cap {cap}");
+        }
+    }
+}
+
+/// `SystemTime + Duration` panics on overflow. The configuration caps durations
+/// (100 years), but the decision must not rely on it: a lifetime, node settle,
+/// min age or jitter of `300000000000y` (which `duration::parse` accepts) must
+/// not make `decide` panic.
+#[test]
+fn extreme_configured_durations_never_panic() {
+    let huge = selfdestruct::duration::parse("300000000000y").expect("the config accepts it");
+    let base = World {
+        now: at(1000),
+        own: OwnPod {
+            name: OWN.into(),
+            uid: OWN_UID.into(),
+            node_name: Some("node-old".into()),
+            started_at: Some(at(0)),
+            scheduled_at: Some(at(0)),
+            ..OwnPod::default()
+        },
+        nodes: Some(vec![NodeSummary {
+            name: "node-new".into(),
+            ready: Readiness {
+                ready: true,
+                since: Some(at(10)),
+            },
+            ..NodeSummary::default()
+        }]),
+        siblings: Some(vec![]),
+        policy: Policy {
+            lifetime: None,
+            move_to_new_nodes: true,
+            node_settle: Duration::ZERO,
+            required_images: vec![],
+            move_jitter: Duration::ZERO,
+            max_moves_per_hour: 0,
+            min_age: Duration::ZERO,
+        },
+        memory: Memory::default(),
+        draw: 0.99,
+    };
+    let mut failures = Vec::new();
+    type Set = Box<dyn Fn(&mut World)>;
+    let variants: Vec<(&str, Set)> = vec![
+        (
+            "SELFDESTRUCT_MAX_LIFETIME",
+            Box::new(move |w: &mut World| {
+                w.policy.lifetime = Some((huge, huge));
+                w.memory.lifetime = Some(huge);
+            }),
+        ),
+        (
+            "SELFDESTRUCT_NODE_SETTLE",
+            Box::new(move |w: &mut World| w.policy.node_settle = huge),
+        ),
+        (
+            "SELFDESTRUCT_MIN_AGE",
+            Box::new(move |w: &mut World| w.policy.min_age = huge),
+        ),
+        (
+            "SELFDESTRUCT_MOVE_JITTER",
+            Box::new(move |w: &mut World| w.policy.move_jitter = huge),
+        ),
+    ];
+    for (var, set) in &variants {
+        let mut w = base.clone();
+        set(&mut w);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.decide()));
+        match r {
+            Ok(d) => eprintln!("{var}=300000000000y: {d:?}"),
+            Err(_) => failures.push(*var),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "decide panics (SystemTime overflow) with a huge {failures:?}: use checked_add in decision.rs"
+    );
+}
