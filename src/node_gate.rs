@@ -94,6 +94,13 @@ async fn get_node(client: &Client, name: &str) -> Result<Value, ApiError> {
 
 /// Runs the gate: wait for the images (or the timeout), remove the taint, then pause.
 pub async fn run(cfg: GateConfig, client: Client, mut signals: Signals) -> i32 {
+    info!(
+        node = %cfg.node_name, taint = %cfg.taint_key,
+        required_images = %cfg.required_images.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
+        timeout = %crate::duration::format(cfg.timeout),
+        poll = %crate::duration::format(cfg.poll),
+        "node gate started"
+    );
     tokio::select! {
         sig = signals.terminated() => {
             info!(signal = sig, "received {sig} before the gate opened, exiting");
@@ -106,12 +113,42 @@ pub async fn run(cfg: GateConfig, client: Client, mut signals: Signals) -> i32 {
     0
 }
 
+/// What went wrong with a request, for the log line and the retry delay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    Get,
+    Patch,
+}
+
+/// Whether a failed PATCH means "the taints changed since the read" (the `test`
+/// operation failed, or a write conflict): read again and retry. A 422 from an
+/// admission policy also says Invalid, but names the policy in its message.
+fn is_conflict(e: &ApiError) -> bool {
+    match e {
+        ApiError::Status { code: 409, .. } => true,
+        ApiError::Status {
+            code: 422, message, ..
+        } => !is_admission_denial(message),
+        _ => false,
+    }
+}
+
+fn is_admission_denial(message: &str) -> bool {
+    message.contains("ValidatingAdmissionPolicy")
+        || message.contains("admission webhook")
+        || message.contains("denied request")
+        || message.contains("denied the request")
+}
+
 async fn open_gate(cfg: &GateConfig, client: &Client) {
     let started = Instant::now();
+    let deadline = started + cfg.timeout;
     let mut failures = 0u32;
+    let mut conflicts = 0u32;
     let mut told_waiting = false;
+    let mut told_fail_open = false;
     loop {
-        let fail_open = started.elapsed() >= cfg.timeout;
+        let fail_open = Instant::now() >= deadline;
         let wait = match get_node(client, &cfg.node_name).await {
             Ok(node) => {
                 let v = view(&node, cfg);
@@ -121,17 +158,30 @@ async fn open_gate(cfg: &GateConfig, client: &Client) {
                 }
                 if !v.missing.is_empty() && !fail_open {
                     if !told_waiting {
-                        info!(node = %cfg.node_name, missing = %v.missing.join(","), "waiting for images before opening the gate");
+                        info!(
+                            node = %cfg.node_name, missing = %v.missing.join(","),
+                            timeout = %crate::duration::format(cfg.timeout),
+                            "waiting for images before opening the gate"
+                        );
                         told_waiting = true;
                     }
+                    failures = 0;
+                    // Wake up for the fail-open deadline rather than up to one poll after it.
                     cfg.poll
+                        .min(deadline.saturating_duration_since(Instant::now()))
+                        .max(Duration::from_millis(10))
                 } else {
-                    if fail_open && !v.missing.is_empty() {
+                    if v.missing.is_empty() {
+                        if told_waiting && !told_fail_open {
+                            info!(node = %cfg.node_name, "required images are on the node");
+                        }
+                    } else if !told_fail_open {
                         warn!(
                             node = %cfg.node_name, missing = %v.missing.join(","),
                             timeout = %crate::duration::format(cfg.timeout),
                             "images still missing after SELFDESTRUCT_GATE_TIMEOUT: opening the gate anyway (fail-open)"
                         );
+                        told_fail_open = true;
                     }
                     let Some(patch) = removal_patch(&v) else {
                         return;
@@ -146,44 +196,104 @@ async fn open_gate(cfg: &GateConfig, client: &Client) {
                             info!(
                                 node = %cfg.node_name, taint = %cfg.taint_key,
                                 waited = %crate::duration::format(Duration::from_secs(started.elapsed().as_secs())),
+                                fail_open = !v.missing.is_empty(),
                                 "gate opened: taint removed"
                             );
                             return;
                         }
                         // The taints changed between read and patch: read again.
-                        Err(ApiError::Status {
-                            code: 409 | 422, ..
-                        }) => {
-                            info!(node = %cfg.node_name, "taints changed meanwhile; reading the node again");
-                            Backoff::TRANSIENT.delay(0, draw())
+                        Err(e) if is_conflict(&e) => {
+                            info!(
+                                node = %cfg.node_name, error = %e, attempt = conflicts + 1,
+                                "taints changed meanwhile; reading the node again"
+                            );
+                            // At once the first time, then 0.5-1 s doubling up to 30 s,
+                            // so a taint that flaps does not make a hot loop.
+                            let d = CONFLICT.delay(conflicts.saturating_sub(1), draw());
+                            let d = if conflicts == 0 { Duration::ZERO } else { d };
+                            conflicts = conflicts.saturating_add(1);
+                            d
                         }
-                        Err(e) => gate_error(&e, cfg, &mut failures),
+                        Err(e) => gate_error(&e, Step::Patch, cfg, &mut failures),
                     }
                 }
             }
-            Err(e) => gate_error(&e, cfg, &mut failures),
+            Err(e) => gate_error(&e, Step::Get, cfg, &mut failures),
         };
         tokio::time::sleep(wait).await;
     }
 }
 
-fn gate_error(e: &ApiError, cfg: &GateConfig, failures: &mut u32) -> Duration {
-    let backoff = match e.code() {
-        Some(401 | 403 | 422) => {
+/// Retries after a failed `test`.
+const CONFLICT: Backoff = Backoff {
+    base: Duration::from_secs(1),
+    cap: Duration::from_secs(30),
+};
+
+/// Logs a failed request and returns how long to wait before the next try.
+/// Denials (401/403, an admission policy's 422) are retried too, since the
+/// RBAC may be fixed at any time and the node takes no users meanwhile: every
+/// poll at first, doubling up to 5 minutes. Other errors: 0.5-1 s doubling, at
+/// most the poll interval (at least one minute).
+fn gate_error(e: &ApiError, step: Step, cfg: &GateConfig, failures: &mut u32) -> Duration {
+    let node = &cfg.node_name;
+    let denied = match e {
+        ApiError::Status { code: 401, .. } => {
+            error!(error = %e, node = %node, "the API server does not accept the gate's credentials (401); retrying");
+            true
+        }
+        ApiError::Status {
+            code: 403, message, ..
+        } if is_admission_denial(message) => {
             error!(
-                error = %e, node = %cfg.node_name,
-                "not allowed to read or patch the own node: bind the ClusterRole of manifests/node-gate to the gate's service account"
+                error = %e, node = %node, taint = %cfg.taint_key,
+                "an admission policy refused the taint removal: the gate may only remove SELFDESTRUCT_GATE_TAINT from its own node \
+                 (check that NODE_NAME is spec.nodeName and that the taint key matches manifests/node-gate/admission-policy.yaml); retrying"
             );
-            Backoff::DENIED
+            true
+        }
+        ApiError::Status { code: 403, .. } => {
+            let verb = if step == Step::Get { "get" } else { "patch" };
+            error!(
+                error = %e, node = %node,
+                "not allowed to {verb} the own node: bind the ClusterRole of manifests/node-gate (nodes get, patch) to the gate's service account; retrying"
+            );
+            true
+        }
+        ApiError::Status { code: 422, .. } => {
+            error!(
+                error = %e, node = %node, taint = %cfg.taint_key,
+                "the taint removal was refused: the gate may only remove SELFDESTRUCT_GATE_TAINT from its own node \
+                 (check that NODE_NAME is spec.nodeName and that the taint key matches manifests/node-gate/admission-policy.yaml); retrying"
+            );
+            true
+        }
+        ApiError::Status { code: 404, .. } if step == Step::Get => {
+            error!(error = %e, node = %node, "the own node does not exist: NODE_NAME must be the pod's spec.nodeName (Downward API); retrying");
+            false
         }
         _ => {
-            warn!(error = %e, node = %cfg.node_name, "node request failed; retrying");
-            Backoff::TRANSIENT
+            warn!(error = %e, node = %node, "node request failed; retrying");
+            false
         }
     };
-    let d = backoff
+    let d = if denied {
+        Backoff {
+            base: cfg.poll,
+            cap: cfg.poll.max(Duration::from_secs(300)),
+        }
         .delay(*failures, draw())
-        .min(cfg.poll.max(Duration::from_secs(60)));
+    } else {
+        let d = Backoff::TRANSIENT.delay(*failures, draw());
+        match e {
+            ApiError::Status {
+                retry_after: Some(r),
+                ..
+            } => d.max(*r),
+            _ => d,
+        }
+        .min(cfg.poll.max(Duration::from_secs(60)))
+    };
     *failures = failures.saturating_add(1);
     d
 }
@@ -227,5 +337,26 @@ mod tests {
         assert_eq!(v.gate_index, None);
         assert_eq!(removal_patch(&v), None);
         assert_eq!(v.missing, vec!["quay.io/x/y:2".to_string()]);
+    }
+
+    #[test]
+    fn a_failed_test_is_a_conflict_an_admission_denial_is_not() {
+        let status = |code: u16, message: &str| ApiError::Status {
+            code,
+            reason: "Invalid".into(),
+            message: message.into(),
+            retry_after: None,
+        };
+        assert!(is_conflict(&status(
+            422,
+            "the server rejected our request due to an error in our request"
+        )));
+        assert!(is_conflict(&status(409, "Operation cannot be fulfilled")));
+        assert!(!is_conflict(&status(
+            422,
+            "nodes \"n1\" is forbidden: ValidatingAdmissionPolicy 'selfdestruct-node-gate' with binding 'selfdestruct-node-gate' denied request: no"
+        )));
+        assert!(!is_conflict(&status(403, "forbidden")));
+        assert!(!is_conflict(&ApiError::Transport("refused".into())));
     }
 }

@@ -28,7 +28,11 @@ fn without_api_access_it_pauses_and_says_why() {
         "{}",
         p.log()
     );
-    assert!(p.log().contains("not PID 1"), "warns when it is not PID 1: {}", p.log());
+    assert!(
+        p.log().contains("not PID 1"),
+        "warns when it is not PID 1: {}",
+        p.log()
+    );
     std::thread::sleep(Duration::from_millis(300));
     assert!(p.is_running(), "pause mode must keep running");
 }
