@@ -157,9 +157,9 @@ async fn kube_config(cfg: &Config) -> Result<kube::Config, String> {
             if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() && !token.exists() {
                 Err(format!(
                     "in a cluster, but no service-account token at {} (the pod or its service account \
-                     sets automountServiceAccountToken: false): it can neither read nor evict nor delete \
-                     its own pod; set automountServiceAccountToken: true and bind the Role of rbac/ to \
-                     the pod's service account to let it move its pod",
+                     sets automountServiceAccountToken: false): it can make no API request; set \
+                     automountServiceAccountToken: true and bind the Role of rbac/ (node-gate: the \
+                     ClusterRole of manifests/node-gate/) to the pod's service account",
                     token.display()
                 ))
             } else {

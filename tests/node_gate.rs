@@ -1,0 +1,450 @@
+//! `selfdestruct node-gate`: the real binary against the fake API server. It
+//! removes the startup taint from its own node only, keeps concurrent taint
+//! changes (JSON patch guarded by a `test`, retried), waits for the required
+//! images, fails open after the timeout, leaves a node without the taint alone,
+//! pauses without API access, reports and retries denials, and exits 2 without
+//! NODE_NAME.
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use common::*;
+use fake_apiserver::{
+    FakeCluster, FaultResponse, Matcher, NodeBuilder, RecordedRequest, Rule, Subject,
+};
+use k8s_openapi::api::core::v1::{ContainerImage, Taint};
+
+const GATE: &str = "startup-taint.cluster-autoscaler.kubernetes.io/images-pending";
+const DEDICATED: &str = "hub.jupyter.org/dedicated";
+const IMAGE: &str = "quay.io/jupyter/scipy-notebook:2025-01-06";
+const USER: &str = "system:serviceaccount:node-gate:node-gate";
+
+/// The gate's RBAC as in manifests/node-gate: nodes get and patch, cluster-wide.
+fn gate_subject() -> Subject {
+    Subject::new(USER).rule(Rule::new(&["get", "patch"], &["nodes"], None))
+}
+
+/// A user node, gated or not, with the z2jh user-node taint.
+fn user_node(name: &str, gated: bool) -> NodeBuilder {
+    let n = NodeBuilder::new(name).taint(DEDICATED, "user", "NoSchedule");
+    if gated {
+        n.taint(GATE, "true", "NoSchedule")
+    } else {
+        n
+    }
+}
+
+struct Gate {
+    fake: FakeCluster,
+    home: PathBuf,
+    token: String,
+}
+
+impl Gate {
+    fn new(nodes: &[NodeBuilder]) -> Gate {
+        let fake = FakeCluster::start();
+        for n in nodes {
+            fake.add_node(n.clone());
+        }
+        Gate {
+            fake,
+            home: tempdir("node-gate"),
+            token: "gate-token".into(),
+        }
+    }
+
+    /// Starts `selfdestruct node-gate` on `node` with a token for `subject`
+    /// (bound to a pod of the DaemonSet on that node), fast test settings and `env`.
+    fn start(&self, node: &str, subject: Subject, env: &[(&str, &str)]) -> Proc {
+        self.fake
+            .add_token(&self.token, subject.bound_to("node-gate-x1y2z"));
+        let kubeconfig = self
+            .fake
+            .write_kubeconfig(&self.home, &self.token, "node-gate");
+        let kc = kubeconfig.to_string_lossy().to_string();
+        let mut all: Vec<(&str, &str)> = vec![
+            ("KUBECONFIG", &kc),
+            ("NODE_NAME", node),
+            ("SELFDESTRUCT_GATE_POLL", "1s"),
+            ("SELFDESTRUCT_LOG_LEVEL", "debug"),
+        ];
+        all.extend_from_slice(env);
+        Proc::spawn(command(bin(), &["node-gate"], &all, &self.home))
+    }
+
+    fn taint_keys(&self, node: &str) -> Vec<String> {
+        self.fake
+            .get_node(node)
+            .and_then(|n| n.spec)
+            .and_then(|s| s.taints)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|t| t.key)
+            .collect()
+    }
+
+    fn gated(&self, node: &str) -> bool {
+        self.taint_keys(node).iter().any(|k| k == GATE)
+    }
+
+    fn node_requests(&self, method: &str) -> Vec<RecordedRequest> {
+        self.fake
+            .requests()
+            .into_iter()
+            .filter(|r| r.method == method && r.path.starts_with("/api/v1/nodes"))
+            .collect()
+    }
+
+    fn patches(&self) -> Vec<RecordedRequest> {
+        self.node_requests("PATCH")
+    }
+
+    /// Waits until the gate taint is gone from `node` and the fake has
+    /// recorded the successful PATCH (it records a request after serving it).
+    fn wait_open(&self, node: &str, timeout: Duration, gate: &Proc) {
+        let path = format!("/api/v1/nodes/{node}");
+        assert!(
+            wait_until(timeout, || !self.gated(node)
+                && self
+                    .patches()
+                    .iter()
+                    .any(|p| p.path == path && p.status == 200)),
+            "the gate taint is still on {node}; requests {:?}\n{}",
+            self.fake
+                .requests()
+                .iter()
+                .map(|r| format!("{} {} {}", r.method, r.path, r.status))
+                .collect::<Vec<_>>(),
+            gate.log()
+        );
+    }
+}
+
+fn assert_terminates(gate: &mut Proc) {
+    assert!(gate.is_running(), "exited early:\n{}", gate.log());
+    let (status, took) = gate.terminate();
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(0),
+        "SIGTERM must exit 0:\n{}",
+        gate.log()
+    );
+    assert!(took < Duration::from_secs(2), "exit took {took:?}");
+}
+
+#[test]
+fn removes_the_taint_from_its_own_node_only() {
+    let g = Gate::new(&[user_node("n1", true), user_node("n2", true)]);
+    let mut gate = g.start("n1", gate_subject(), &[]);
+    g.wait_open("n1", Duration::from_secs(5), &gate);
+    assert!(gate.wait_for_log("gate opened: taint removed", Duration::from_secs(2)));
+
+    assert_eq!(g.taint_keys("n1"), vec![DEDICATED.to_string()]);
+    assert_eq!(g.taint_keys("n2"), vec![DEDICATED, GATE]);
+    let patches = g.patches();
+    assert_eq!(patches.len(), 1, "{patches:?}");
+    let p = &patches[0];
+    assert_eq!(p.path, "/api/v1/nodes/n1");
+    assert_eq!(p.status, 200);
+    assert_eq!(
+        p.content_type.as_deref(),
+        Some("application/json-patch+json")
+    );
+    let body = p.body.clone().expect("a JSON patch");
+    assert_eq!(body[0]["op"], "test");
+    assert_eq!(body[0]["path"], "/spec/taints");
+    assert_eq!(body[0]["value"].as_array().map(Vec::len), Some(2));
+    assert_eq!(body[1]["op"], "remove");
+    assert_eq!(body[1]["path"], "/spec/taints/1");
+    // Every request was about the own node, and none was a list or watch.
+    for r in g.fake.requests() {
+        assert_eq!(r.path, "/api/v1/nodes/n1", "{} {}", r.method, r.path);
+    }
+    // Then it pauses: no more requests.
+    let before = g.fake.requests().len();
+    std::thread::sleep(Duration::from_millis(1200));
+    assert_eq!(
+        g.fake.requests().len(),
+        before,
+        "requests after the gate opened"
+    );
+    assert_terminates(&mut gate);
+}
+
+#[test]
+fn a_concurrent_taint_change_is_kept_and_the_patch_retried() {
+    let g = Gate::new(&[user_node("n1", true)]);
+    // Every request waits 300 ms before it is served: the taint added right
+    // after the gate's GET lands before its PATCH is applied.
+    g.fake.set_latency(Duration::from_millis(300));
+    let mut gate = g.start("n1", gate_subject(), &[]);
+    let get = g.fake.wait_for_request(
+        |r| r.method == "GET" && r.path == "/api/v1/nodes/n1" && r.status == 200,
+        Duration::from_secs(5),
+    );
+    assert!(get.is_some(), "no GET:\n{}", gate.log());
+    assert!(
+        g.patches().is_empty(),
+        "the PATCH came too early for the test"
+    );
+    assert!(g.fake.modify_node("n1", |n| {
+        let taints = n
+            .spec
+            .get_or_insert_with(Default::default)
+            .taints
+            .get_or_insert_with(Vec::new);
+        taints.insert(
+            0,
+            Taint {
+                key: "ToBeDeletedByClusterAutoscaler".into(),
+                value: Some("1700000000".into()),
+                effect: "NoSchedule".into(),
+                time_added: None,
+            },
+        );
+    }));
+    g.wait_open("n1", Duration::from_secs(8), &gate);
+
+    assert_eq!(
+        g.taint_keys("n1"),
+        vec![
+            "ToBeDeletedByClusterAutoscaler".to_string(),
+            DEDICATED.to_string()
+        ],
+        "the concurrently added taint must survive"
+    );
+    let statuses: Vec<u16> = g.patches().iter().map(|p| p.status).collect();
+    assert_eq!(
+        statuses,
+        vec![422, 200],
+        "refused by the test, then retried"
+    );
+    assert!(gate.wait_for_log(
+        "taints changed meanwhile; reading the node again",
+        Duration::from_secs(2)
+    ));
+    // The retry tested the new list and removed the gate taint at its new index.
+    let retry = g.patches()[1].body.clone().expect("a JSON patch");
+    assert_eq!(retry[0]["value"].as_array().map(Vec::len), Some(3));
+    assert_eq!(retry[1]["path"], "/spec/taints/2");
+    g.fake.set_latency(Duration::ZERO);
+    assert_terminates(&mut gate);
+}
+
+#[test]
+fn waits_for_the_required_images_then_opens() {
+    let g = Gate::new(&[user_node("n1", true)]);
+    let mut gate = g.start(
+        "n1",
+        gate_subject(),
+        &[
+            ("SELFDESTRUCT_REQUIRED_IMAGES", IMAGE),
+            ("SELFDESTRUCT_GATE_TIMEOUT", "1m"),
+        ],
+    );
+    assert!(
+        gate.wait_for_log(
+            "waiting for images before opening the gate",
+            Duration::from_secs(5)
+        ),
+        "{}",
+        gate.log()
+    );
+    assert!(
+        gate.log().contains(IMAGE),
+        "names the missing image:\n{}",
+        gate.log()
+    );
+    let t = Instant::now();
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(g.patches().is_empty(), "patched while images were missing");
+    assert!(g.gated("n1"));
+    // Polls once a second, not in a busy loop.
+    let gets = g.node_requests("GET").len();
+    assert!((3..=5).contains(&gets), "{gets} GETs in {:?}", t.elapsed());
+
+    g.fake.set_node_images(
+        "n1",
+        vec![ContainerImage {
+            names: Some(vec![
+                format!(
+                    "{}@sha256:{}",
+                    IMAGE.split(':').next().unwrap_or_default(),
+                    "ab".repeat(32)
+                ),
+                IMAGE.to_string(),
+            ]),
+            size_bytes: Some(6_000_000_000),
+        }],
+    );
+    let shown = Instant::now();
+    g.wait_open("n1", Duration::from_secs(3), &gate);
+    assert!(
+        shown.elapsed() <= Duration::from_millis(1500),
+        "{:?}",
+        shown.elapsed()
+    );
+    assert_eq!(g.patches().len(), 1);
+    assert!(gate.wait_for_log("required images are on the node", Duration::from_secs(2)));
+    assert!(!gate.log().contains("fail-open"));
+    assert_terminates(&mut gate);
+}
+
+#[test]
+fn fails_open_after_the_timeout_with_a_warning() {
+    let g = Gate::new(&[user_node("n1", true)]);
+    // A poll that does not divide the timeout: the gate must open at the
+    // timeout, not at the next poll after it.
+    let mut gate = g.start(
+        "n1",
+        gate_subject(),
+        &[
+            ("SELFDESTRUCT_REQUIRED_IMAGES", IMAGE),
+            ("SELFDESTRUCT_GATE_TIMEOUT", "3s"),
+            ("SELFDESTRUCT_GATE_POLL", "2s"),
+        ],
+    );
+    let started = gate.started;
+    g.wait_open("n1", Duration::from_secs(6), &gate);
+    let took = started.elapsed();
+    assert!(took >= Duration::from_secs(3), "opened after {took:?}");
+    assert!(took < Duration::from_millis(3800), "opened after {took:?}");
+    assert!(gate.wait_for_log("gate opened", Duration::from_secs(1)));
+    let log = gate.log();
+    let warning = log
+        .lines()
+        .find(|l| l.contains("fail-open"))
+        .unwrap_or_else(|| panic!("no fail-open warning:\n{log}"));
+    assert!(warning.contains("WARN"), "{warning}");
+    assert!(warning.contains(IMAGE), "{warning}");
+    assert_eq!(gate.count_log("fail-open"), 1, "{log}");
+    assert_eq!(g.taint_keys("n1"), vec![DEDICATED.to_string()]);
+    assert_eq!(g.patches().len(), 1);
+    assert_terminates(&mut gate);
+}
+
+#[test]
+fn a_node_without_the_taint_is_left_alone() {
+    let g = Gate::new(&[user_node("n1", false), user_node("n2", true)]);
+    let mut gate = g.start(
+        "n1",
+        gate_subject(),
+        &[("SELFDESTRUCT_REQUIRED_IMAGES", IMAGE)],
+    );
+    assert!(
+        gate.wait_for_log(
+            "node has no gate taint: nothing to remove",
+            Duration::from_secs(5)
+        ),
+        "{}",
+        gate.log()
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(g.patches().is_empty());
+    assert_eq!(g.node_requests("GET").len(), 1, "reads its node once");
+    assert!(g.gated("n2"));
+    assert_terminates(&mut gate);
+}
+
+#[test]
+fn sigterm_while_waiting_exits_0() {
+    let g = Gate::new(&[user_node("n1", true)]);
+    let mut gate = g.start(
+        "n1",
+        gate_subject(),
+        &[("SELFDESTRUCT_REQUIRED_IMAGES", IMAGE)],
+    );
+    assert!(gate.wait_for_log("waiting for images", Duration::from_secs(5)));
+    assert_terminates(&mut gate);
+    assert!(g.gated("n1"));
+}
+
+#[test]
+fn without_api_access_it_pauses() {
+    let home = tempdir("node-gate-no-api");
+    let mut gate = Proc::spawn(command(
+        bin(),
+        &["node-gate"],
+        &[("NODE_NAME", "n1")],
+        &home,
+    ));
+    assert!(
+        gate.wait_for_log("no API access", Duration::from_secs(5)),
+        "{}",
+        gate.log()
+    );
+    let log = gate.log();
+    assert!(log.contains("plain pause container"), "{log}");
+    assert!(log.contains("cannot remove its taint"), "{log}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_terminates(&mut gate);
+}
+
+#[test]
+fn rbac_403_on_patch_is_reported_and_retried() {
+    let g = Gate::new(&[user_node("n1", true)]);
+    let read_only = Subject::new(USER).rule(Rule::new(&["get"], &["nodes"], None));
+    let mut gate = g.start("n1", read_only, &[]);
+    assert!(
+        gate.wait_for_log("not allowed to patch the own node", Duration::from_secs(5)),
+        "{}",
+        gate.log()
+    );
+    assert!(gate.log().contains("ClusterRole"), "{}", gate.log());
+    assert!(
+        wait_until(Duration::from_secs(5), || g.patches().len() >= 2),
+        "the PATCH was not retried:\n{}",
+        gate.log()
+    );
+    assert!(g.patches().iter().all(|p| p.status == 403));
+    assert!(gate.is_running());
+    assert!(g.gated("n1"));
+
+    // The ClusterRole is fixed: the next retry opens the gate.
+    g.fake.add_token(&g.token, gate_subject());
+    g.wait_open("n1", Duration::from_secs(6), &gate);
+    assert_eq!(g.patches().last().map(|p| p.status), Some(200));
+    assert_terminates(&mut gate);
+}
+
+#[test]
+fn an_admission_denial_is_not_taken_for_a_conflict() {
+    let g = Gate::new(&[user_node("n1", true)]);
+    let denial = "ValidatingAdmissionPolicy 'selfdestruct-node-gate' with binding \
+                  'selfdestruct-node-gate' denied request: the node gate may only remove its taint from its own node";
+    g.fake.fail_next(
+        Matcher::new("PATCH", "/api/v1/nodes/n1"),
+        FaultResponse::failure(
+            422,
+            "Invalid",
+            &format!("nodes \"n1\" is forbidden: {denial}"),
+        ),
+        1,
+    );
+    let mut gate = g.start("n1", gate_subject(), &[]);
+    assert!(
+        gate.wait_for_log("the taint removal was refused", Duration::from_secs(5)),
+        "{}",
+        gate.log()
+    );
+    assert!(!gate.log().contains("taints changed meanwhile"));
+    // Retried after a backoff (0.5-1 poll), not at once.
+    g.wait_open("n1", Duration::from_secs(4), &gate);
+    let p = g.patches();
+    assert_eq!(p.len(), 2);
+    let gap = p[1].at.duration_since(p[0].at);
+    assert!(gap >= Duration::from_millis(450), "retried after {gap:?}");
+    assert_terminates(&mut gate);
+}
+
+#[test]
+fn node_name_is_required() {
+    for env in [&[][..], &[("NODE_NAME", "")][..]] {
+        let (code, out) = run_to_exit(&["node-gate"], env);
+        assert_eq!(code, Some(2), "{out}");
+        assert!(out.contains("NODE_NAME"), "{out}");
+        assert!(out.contains("spec.nodeName"), "{out}");
+    }
+}
