@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Footprint and API-cost benchmark: builds selfdestruct as shipped (static,
+# release profile), a static C pause (bench/pause.c) and uses coreutils'
+# `sleep infinity`, then prints one table (bench/src/main.rs).
+#
+#   bash bench/run.sh           # full run (about 6 minutes on 2 CPUs, after the builds)
+#   bash bench/run.sh --quick   # smoke run (about 1 minute)
+#
+# CARGO_TARGET_DIR is honoured (default: target/ of the repository).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+target=${CARGO_TARGET_DIR:-$root/target}
+triple=x86_64-unknown-linux-gnu
+
+echo "bench: building selfdestruct (static, release)" >&2
+(cd "$root" && RUSTFLAGS="-C target-feature=+crt-static" CARGO_TARGET_DIR="$target" \
+  cargo build --release --locked -p selfdestruct --bin selfdestruct --target "$triple" >&2)
+echo "bench: building pause.c (gcc -static -Os -s)" >&2
+mkdir -p "$target/bench"
+gcc -static -Os -s -o "$target/bench/pause" "$here/pause.c"
+echo "bench: building the benchmark" >&2
+(cd "$here" && CARGO_TARGET_DIR="$target/bench" cargo build --release >&2)
+
+exec "$target/bench/release/selfdestruct-bench" "$@" \
+  --selfdestruct "$target/$triple/release/selfdestruct" \
+  --pause "$target/bench/pause" \
+  --sleep "$(command -v sleep)"

@@ -1,0 +1,991 @@
+//! Footprint and API-cost benchmark of `selfdestruct` against two baselines, a
+//! static C `pause` (bench/pause.c) and `sleep infinity` (coreutils). Run it
+//! through `bench/run.sh` (it builds the three binaries first); it prints one
+//! table. Figures only: nothing here asserts on timings.
+//!
+//! Every API figure is measured against the in-repo fake kube-apiserver
+//! (tests/fake-apiserver), which runs in this process.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use fake_apiserver::{Config, FakeCluster, NodeBuilder, PodTemplate, RecordedRequest, Subject};
+
+const NS: &str = "placeholders";
+const TOKEN: &str = "bench";
+/// Bookmark period of a real kube-apiserver's watch cache (about once a minute).
+const BOOKMARKS: Duration = Duration::from_secs(60);
+
+struct Opts {
+    quick: bool,
+    selfdestruct: PathBuf,
+    pause: PathBuf,
+    sleep: PathBuf,
+    idle: Duration,
+    scales: Vec<usize>,
+    runs: usize,
+    fleet: usize,
+    cycle_window: Duration,
+    cycle_scale: u64,
+    work: PathBuf,
+    /// Extra environment for every selfdestruct process (experiments, e.g. GLIBC_TUNABLES).
+    agent_env: Vec<(String, String)>,
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let (mut quick, mut sd, mut pause, mut sleep) = (false, None, None, None);
+    let mut agent_env = Vec::new();
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--quick" => quick = true,
+            "--selfdestruct" => sd = args.next().map(PathBuf::from),
+            "--pause" => pause = args.next().map(PathBuf::from),
+            "--sleep" => sleep = args.next().map(PathBuf::from),
+            "--agent-env" => {
+                let kv = args.next().unwrap_or_default();
+                let (k, v) = kv.split_once('=').unwrap_or((&kv, ""));
+                agent_env.push((k.to_string(), v.to_string()));
+            }
+            other => {
+                eprintln!("usage: selfdestruct-bench [--quick] [--agent-env K=V]... --selfdestruct BIN --pause BIN --sleep BIN (got {other})");
+                std::process::exit(2);
+            }
+        }
+    }
+    let work = std::env::temp_dir().join(format!("selfdestruct-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&work).expect("mkdir work dir");
+    let o = Opts {
+        quick,
+        selfdestruct: sd.expect("--selfdestruct"),
+        pause: pause.expect("--pause"),
+        sleep: sleep.unwrap_or_else(|| "/usr/bin/sleep".into()),
+        idle: Duration::from_secs(if quick { 5 } else { 60 }),
+        scales: if quick { vec![100, 1000] } else { vec![100, 1000, 5000] },
+        runs: if quick { 10 } else { 30 },
+        fleet: if quick { 50 } else { 200 },
+        cycle_window: Duration::from_secs(if quick { 20 } else { 90 }),
+        cycle_scale: 100,
+        work,
+        agent_env,
+    };
+    let started = Instant::now();
+    let mut t = Table::default();
+    sizes(&o, &mut t);
+    idle(&o, &mut t);
+    node_watch(&o, &mut t);
+    latency(&o, &mut t);
+    let notes = requests_per_hour(&o, &mut t);
+    let fleet_notes = fleet(&o, &mut t);
+    let _ = std::fs::remove_dir_all(&o.work);
+    println!();
+    println!(
+        "selfdestruct footprint benchmark ({} run, {} s; {})",
+        if o.quick { "--quick" } else { "full" },
+        started.elapsed().as_secs(),
+        host()
+    );
+    t.print();
+    for n in notes.iter().chain(fleet_notes.iter()) {
+        println!("{n}");
+    }
+}
+
+fn host() -> String {
+    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_default();
+    format!("{cpus} CPUs, {model}")
+}
+
+// ---------------------------------------------------------------- the table
+
+#[derive(Default)]
+struct Table {
+    rows: Vec<[String; 6]>,
+}
+
+impl Table {
+    fn section(&mut self, title: &str) {
+        self.rows.push([format!("## {title}"), String::new(), String::new(), String::new(), String::new(), String::new()]);
+    }
+    fn row(&mut self, what: &str, sd: String, pause: String, sleep: String, target: &str, met: Option<bool>) {
+        let met = match met {
+            Some(true) => "met",
+            Some(false) => "NOT MET",
+            None => "",
+        };
+        self.rows.push([what.into(), sd, pause, sleep, target.into(), met.into()]);
+    }
+    fn print(&self) {
+        let head = ["figure", "selfdestruct", "pause (C, static)", "sleep infinity", "target", ""];
+        let mut w = head.map(str::len);
+        for r in &self.rows {
+            if r[0].starts_with("## ") {
+                continue;
+            }
+            for (i, c) in r.iter().enumerate() {
+                w[i] = w[i].max(c.chars().count());
+            }
+        }
+        let line = |r: &[String; 6]| {
+            let mut s = String::new();
+            for (i, c) in r.iter().enumerate() {
+                let pad = w[i].saturating_sub(c.chars().count());
+                if i == 0 {
+                    let _ = write!(s, "{c}{}", " ".repeat(pad));
+                } else if i == 5 {
+                    let _ = write!(s, "  {c}");
+                } else {
+                    let _ = write!(s, "  {}{c}", " ".repeat(pad));
+                }
+            }
+            s.trim_end().to_string()
+        };
+        println!("{}", line(&head.map(String::from)));
+        println!("{}", "-".repeat(w.iter().sum::<usize>() + 10));
+        for r in &self.rows {
+            if let Some(t) = r[0].strip_prefix("## ") {
+                println!("{t}");
+            } else {
+                println!("{}", line(r));
+            }
+        }
+    }
+}
+
+fn mib(kib: u64) -> String {
+    format!("{:.2} MiB", kib as f64 / 1024.0)
+}
+
+fn bytes_h(b: u64) -> String {
+    if b >= 1 << 20 {
+        format!("{:.2} MiB", b as f64 / f64::from(1 << 20))
+    } else {
+        format!("{:.1} KiB", b as f64 / 1024.0)
+    }
+}
+
+fn ms(d: Duration) -> String {
+    let m = d.as_secs_f64() * 1000.0;
+    if m < 10.0 { format!("{m:.2} ms") } else { format!("{m:.0} ms") }
+}
+
+fn dash() -> String {
+    "-".into()
+}
+
+// ---------------------------------------------------------------- /proc
+
+#[derive(Clone, Copy, Default, Debug)]
+struct Sample {
+    rss_kib: u64,
+    hwm_kib: u64,
+    anon_kib: u64,
+    file_kib: u64,
+    vol_cs: u64,
+    invol_cs: u64,
+    /// utime+stime from /proc/PID/stat, in clock ticks converted to ns.
+    cpu_ns: u64,
+    /// On-CPU time from /proc/PID/schedstat (ns resolution).
+    sched_ns: u64,
+}
+
+fn sample(pid: u32) -> Sample {
+    let mut s = Sample::default();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    for l in status.lines() {
+        let v = || l.split_whitespace().nth(1).and_then(|x| x.parse().ok()).unwrap_or(0);
+        if l.starts_with("VmRSS:") {
+            s.rss_kib = v();
+        } else if l.starts_with("VmHWM:") {
+            s.hwm_kib = v();
+        } else if l.starts_with("RssAnon:") {
+            s.anon_kib = v();
+        } else if l.starts_with("RssFile:") {
+            s.file_kib = v();
+        } else if l.starts_with("voluntary_ctxt_switches:") {
+            s.vol_cs = v();
+        } else if l.starts_with("nonvoluntary_ctxt_switches:") {
+            s.invol_cs = v();
+        }
+    }
+    // Threads: sum over /proc/PID/task/*/ (stat of the process already sums them).
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    if let Some(rest) = stat.rsplit_once(')').map(|x| x.1) {
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        // fields after ')' start at field 3 (state): utime is field 14, stime 15.
+        let tick = |i: usize| f.get(i - 3).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0);
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+        s.cpu_ns = (tick(14) + tick(15)) * 1_000_000_000 / hz.max(1);
+    }
+    // Context switches and schedstat of every thread (status covers only the main one).
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        let (mut vol, mut invol, mut sched) = (0, 0, 0);
+        for t in tasks.flatten() {
+            let p = t.path();
+            let st = std::fs::read_to_string(p.join("status")).unwrap_or_default();
+            for l in st.lines() {
+                let v = || l.split_whitespace().nth(1).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0);
+                if l.starts_with("voluntary_ctxt_switches:") {
+                    vol += v();
+                } else if l.starts_with("nonvoluntary_ctxt_switches:") {
+                    invol += v();
+                }
+            }
+            sched += std::fs::read_to_string(p.join("schedstat"))
+                .ok()
+                .and_then(|x| x.split_whitespace().next().and_then(|v| v.parse::<u64>().ok()))
+                .unwrap_or(0);
+        }
+        s.vol_cs = vol;
+        s.invol_cs = invol;
+        s.sched_ns = sched;
+    }
+    s
+}
+
+fn threads(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task")).map(|d| d.count()).unwrap_or(0)
+}
+
+// ---------------------------------------------------------------- processes
+
+struct Proc {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Proc {
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+    fn wait_log(&self, needle: &str, timeout: Duration) -> bool {
+        wait_until(timeout, || self.log().contains(needle))
+    }
+    /// SIGTERM, then the time until the process has exited (waitpid returned).
+    fn term(mut self) -> (Duration, Option<i32>) {
+        let t0 = Instant::now();
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let st = self.child.wait().ok();
+        (t0.elapsed(), st.and_then(|s| s.code()))
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if f() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+fn spawn(o: &Opts, tag: &str, program: &Path, args: &[&str], env: &[(String, String)]) -> Proc {
+    let log = o.work.join(format!("{tag}.log"));
+    let f = std::fs::File::create(&log).expect("create log");
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", &o.work)
+        .env("KUBECONFIG", o.work.join("no-kubeconfig"))
+        .env("SELFDESTRUCT_PODINFO_DIR", o.work.join("no-podinfo"))
+        .env("SELFDESTRUCT_SERVICE_ACCOUNT_DIR", o.work.join("no-serviceaccount"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(f);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    if program == o.selfdestruct {
+        for (k, v) in &o.agent_env {
+            cmd.env(k, v);
+        }
+    }
+    let child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {}: {e}", program.display()));
+    Proc { child, log }
+}
+
+// ---------------------------------------------------------------- scenes
+
+/// A fake cluster with `replicas` placeholders and `nodes` realistic nodes
+/// (`images` images each), a kubeconfig for the project's RBAC (with the
+/// optional node-reader rules), realistic bookmarks.
+struct Scene {
+    fake: FakeCluster,
+    kubeconfig: PathBuf,
+}
+
+fn scene(o: &Opts, tag: &str, replicas: i32, nodes: usize, images: usize, bookmarks: Duration) -> Scene {
+    let fake = FakeCluster::start_with(Config {
+        bookmark_interval: bookmarks,
+        seed: Some(42),
+        ..Config::default()
+    });
+    for i in 0..nodes {
+        fake.add_node(NodeBuilder::new(&format!("node-{i:05}")).cpu("64").memory("256Gi").pods(250).realistic_images(images));
+    }
+    fake.add_statefulset(NS, "placeholder", replicas, PodTemplate::placeholder("placeholder", "10m", "16Mi"));
+    fake.add_token(TOKEN, Subject::placeholder_agent(NS, "placeholder"));
+    let dir = o.work.join(tag);
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let kubeconfig = fake.write_kubeconfig(&dir, TOKEN, NS);
+    let ok = fake.wait_for(|c| c.pods(NS).len() >= replicas as usize, Duration::from_secs(30));
+    assert!(ok, "placeholders were not created");
+    Scene { fake, kubeconfig }
+}
+
+impl Scene {
+    /// The Downward-API environment of pod `pod`, this scene's kubeconfig, and `extra`.
+    fn env(&self, pod: &str, extra: &[(&str, &str)]) -> Vec<(String, String)> {
+        self.env_with(pod, &self.kubeconfig, extra)
+    }
+    fn env_with(&self, pod: &str, kubeconfig: &Path, extra: &[(&str, &str)]) -> Vec<(String, String)> {
+        let p = self.fake.get_pod(NS, pod).expect("pod exists");
+        let mut v: Vec<(String, String)> = vec![
+            ("KUBECONFIG".into(), kubeconfig.display().to_string()),
+            ("POD_NAME".into(), pod.into()),
+            ("POD_NAMESPACE".into(), NS.into()),
+            ("POD_UID".into(), p.metadata.uid.clone().unwrap_or_default()),
+            (
+                "NODE_NAME".into(),
+                p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default(),
+            ),
+        ];
+        v.extend(extra.iter().map(|(k, val)| (k.to_string(), val.to_string())));
+        v
+    }
+}
+
+/// Timer mode: a lifetime of 1h, no node watch, no sibling watch.
+const TIMER: &[(&str, &str)] = &[
+    ("SELFDESTRUCT_MIN_LIFETIME", "1h"),
+    ("SELFDESTRUCT_MAX_LIFETIME", "1h"),
+    ("SELFDESTRUCT_MOVE_TO_NEW_NODES", "false"),
+    ("SELFDESTRUCT_SIBLING_SELECTOR", "none"),
+];
+
+// ---------------------------------------------------------------- sizes
+
+fn file_size(p: &Path) -> u64 {
+    std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)
+}
+
+fn gzip_size(p: &Path) -> u64 {
+    Command::new("gzip")
+        .args(["-9", "-c"])
+        .arg(p)
+        .output()
+        .map(|o| o.stdout.len() as u64)
+        .unwrap_or(0)
+}
+
+fn linkage(p: &Path) -> String {
+    let out = Command::new("file").arg("-L").arg(p).output().map(|o| String::from_utf8_lossy(&o.stdout).to_string()).unwrap_or_default();
+    let mut s = Vec::new();
+    if out.contains("statically linked") || out.contains("static-pie") {
+        s.push("static");
+    } else if out.contains("dynamically linked") {
+        s.push("dynamic");
+    }
+    if out.contains("not stripped") {
+        s.push("NOT stripped");
+    } else if out.contains("stripped") {
+        s.push("stripped");
+    }
+    s.join(", ")
+}
+
+fn sizes(o: &Opts, t: &mut Table) {
+    eprintln!("bench: sizes");
+    let size = |p: &Path| file_size(p);
+    t.section("size");
+    let (a, b, c) = (size(&o.selfdestruct), size(&o.pause), size(&o.sleep));
+    t.row(
+        "binary (bytes on disk)",
+        bytes_h(a),
+        bytes_h(b),
+        format!("{} + libc.so", bytes_h(c)),
+        "<= 3 MiB",
+        Some(a <= 3 << 20),
+    );
+    t.row("  linkage", linkage(&o.selfdestruct), linkage(&o.pause), linkage(&o.sleep), "static", None);
+    t.row(
+        "image on scratch (= binary), gzip -9",
+        bytes_h(gzip_size(&o.selfdestruct)),
+        bytes_h(gzip_size(&o.pause)),
+        "n/a (needs libc)".into(),
+        "",
+        None,
+    );
+}
+
+// ---------------------------------------------------------------- idle
+
+fn idle(o: &Opts, t: &mut Table) {
+    eprintln!("bench: {} s idle (timer mode, pause mode, pause, sleep)", o.idle.as_secs());
+    let sc = scene(o, "idle", 1, 0, 0, BOOKMARKS);
+    let agent = spawn(o, "timer", &o.selfdestruct, &[], &sc.env("placeholder-0", TIMER));
+    let nowatch = spawn(o, "nokube", &o.selfdestruct, &[], &[]);
+    let pause = spawn(o, "pause", &o.pause, &[], &[]);
+    let sleep = spawn(o, "sleep", &o.sleep, &["infinity"], &[]);
+    assert!(agent.wait_log("selfdestruct started", Duration::from_secs(10)), "timer agent did not start: {}", agent.log());
+    assert!(nowatch.wait_log("no API access", Duration::from_secs(10)), "pause-mode agent: {}", nowatch.log());
+    std::thread::sleep(Duration::from_millis(500));
+    let procs = [&agent, &nowatch, &pause, &sleep];
+    let before: Vec<Sample> = procs.iter().map(|p| sample(p.pid())).collect();
+    let reqs0 = sc.fake.requests().len();
+    std::thread::sleep(o.idle);
+    let after: Vec<Sample> = procs.iter().map(|p| sample(p.pid())).collect();
+    let reqs = sc.fake.requests().len() - reqs0;
+    let secs = o.idle.as_secs();
+    t.section(&format!("idle {secs} s (agent: timer mode, lifetime 1h, against the fake API server; pause mode: no API access)"));
+    let (a, n, p, s) = (after[0], after[1], after[2], after[3]);
+    t.row("RSS steady (VmRSS), timer mode", mib(a.rss_kib), mib(p.rss_kib), mib(s.rss_kib), "<= 3 MiB", Some(a.rss_kib <= 3 * 1024));
+    t.row("RSS peak (VmHWM), timer mode", mib(a.hwm_kib), mib(p.hwm_kib), mib(s.hwm_kib), "", None);
+    let split = |x: Sample| format!("{} + {}", mib(x.anon_kib), mib(x.file_kib));
+    t.row("  RSS = anon + file (binary pages), timer mode", split(a), split(p), split(s), "", None);
+    t.row("RSS steady, pause mode (no API)", format!("{} ({})", mib(n.rss_kib), split(n)), dash(), dash(), "", None);
+    let cpu = |i: usize| {
+        let d = after[i].sched_ns.saturating_sub(before[i].sched_ns);
+        let tick = after[i].cpu_ns.saturating_sub(before[i].cpu_ns);
+        format!("{:.3} ms ({} ms)", d as f64 / 1e6, tick / 1_000_000)
+    };
+    t.row(&format!("CPU over {secs} s idle, timer mode (schedstat; utime+stime)"), cpu(0), cpu(2), cpu(3), "~0", None);
+    t.row(&format!("CPU over {secs} s idle, pause mode"), cpu(1), dash(), dash(), "~0", None);
+    let cs = |i: usize| {
+        let d = after[i].vol_cs - before[i].vol_cs + after[i].invol_cs - before[i].invol_cs;
+        d
+    };
+    t.row(
+        &format!("context switches over {secs} s, timer mode"),
+        cs(0).to_string(),
+        cs(2).to_string(),
+        cs(3).to_string(),
+        "~0",
+        Some(cs(0) <= 2),
+    );
+    t.row(&format!("context switches over {secs} s, pause mode"), cs(1).to_string(), dash(), dash(), "~0", Some(cs(1) <= 2));
+    t.row(
+        "threads",
+        format!("{} (timer), {} (pause mode)", threads(agent.pid()), threads(nowatch.pid())),
+        threads(pause.pid()).to_string(),
+        threads(sleep.pid()).to_string(),
+        "",
+        None,
+    );
+    t.row(&format!("API requests during the {secs} s idle, timer mode"), reqs.to_string(), dash(), dash(), "0", Some(reqs == 0));
+}
+
+// ---------------------------------------------------------------- node watch
+
+struct Watched {
+    n: usize,
+    images: usize,
+    scene: Scene,
+    agent: Proc,
+}
+
+fn node_watch(o: &Opts, t: &mut Table) {
+    let mut set: Vec<(usize, usize)> = o.scales.iter().map(|&n| (n, 50)).collect();
+    // The same 1,000 nodes without images: memory must not depend on the Node object size.
+    set.push((1000, 0));
+    let mut runs = Vec::new();
+    for (n, images) in set {
+        eprintln!("bench: node watch over {n} nodes with {images} images each: setting up");
+        let sc = scene(o, &format!("nodes-{n}-{images}"), 3, n, images, BOOKMARKS);
+        let agent = spawn(o, &format!("nodes-{n}-{images}"), &o.selfdestruct, &[], &sc.env("placeholder-0", &[]));
+        let needle = format!("count={n}");
+        assert!(
+            wait_until(Duration::from_secs(60), || agent.log().lines().any(|l| l.contains("watching nodes") && l.contains(&needle))),
+            "agent did not list {n} nodes: {}",
+            agent.log()
+        );
+        assert!(agent.wait_log("watching sibling", Duration::from_secs(10)));
+        runs.push(Watched { n, images, scene: sc, agent });
+    }
+    eprintln!("bench: node watch: {} s idle", o.idle.as_secs());
+    let before: Vec<Sample> = runs.iter().map(|r| sample(r.agent.pid())).collect();
+    std::thread::sleep(o.idle);
+    let after: Vec<Sample> = runs.iter().map(|r| sample(r.agent.pid())).collect();
+    let secs = o.idle.as_secs();
+    t.section(&format!("node watch + sibling watch (default config), {secs} s idle after the initial list; bookmarks every 60 s"));
+    for (i, r) in runs.iter().enumerate() {
+        let node_bytes = node_json_size(&r.scene.fake);
+        let (a, b) = (before[i], after[i]);
+        let target = if r.n >= 5000 && r.images > 0 { "<= 6 MiB" } else { "" };
+        let met = (r.n >= 5000 && r.images > 0).then_some(a.rss_kib <= 6 * 1024 && b.rss_kib <= 6 * 1024);
+        t.row(
+            &format!("RSS steady, {} nodes x {} images ({} per Node)", r.n, r.images, bytes_h(node_bytes)),
+            format!("{} ({} anon)", mib(b.rss_kib), mib(b.anon_kib)),
+            dash(),
+            dash(),
+            target,
+            met,
+        );
+        t.row(
+            &format!("RSS peak (the list: {} in one page*)", bytes_h(node_bytes * r.n as u64)),
+            mib(b.hwm_kib),
+            dash(),
+            dash(),
+            "",
+            None,
+        );
+        let cs = b.vol_cs + b.invol_cs - a.vol_cs - a.invol_cs;
+        t.row(
+            &format!("  CPU / context switches over {secs} s idle"),
+            format!("{:.2} ms / {cs}", (b.sched_ns - a.sched_ns) as f64 / 1e6),
+            dash(),
+            dash(),
+            "",
+            None,
+        );
+    }
+    // Memory must not grow with the size of a Node object.
+    let with = runs.iter().position(|r| r.n == 1000 && r.images == 50);
+    let without = runs.iter().position(|r| r.n == 1000 && r.images == 0);
+    if let (Some(w), Some(wo)) = (with, without) {
+        let d = after[w].anon_kib as i64 - after[wo].anon_kib as i64;
+        t.row(
+            "RSS anon steady: 1,000 Nodes with 50 images minus without",
+            format!("{d:+} KiB"),
+            dash(),
+            dash(),
+            "~0 (small summaries)",
+            Some(d.unsigned_abs() <= 512),
+        );
+    }
+    // 1,000 node-status updates (heartbeat bump of the Ready condition).
+    t.section("1,000 node-status updates on the watch (Ready condition's lastHeartbeatTime bumped)");
+    for r in runs.iter().filter(|r| r.images > 0) {
+        eprintln!("bench: 1,000 node updates over {} nodes", r.n);
+        let a = sample(r.agent.pid());
+        let t0 = Instant::now();
+        for i in 0..1000 {
+            let name = format!("node-{:05}", (i * 7919) % r.n);
+            r.scene.fake.modify_node(&name, |node| {
+                if let Some(cs) = node.status.as_mut().and_then(|s| s.conditions.as_mut()) {
+                    for c in cs.iter_mut() {
+                        c.last_heartbeat_time = Some(fake_apiserver::objects::now_time());
+                    }
+                }
+            });
+        }
+        // Wait until the agent has drained the stream: its CPU time stops moving.
+        let mut last = sample(r.agent.pid()).sched_ns;
+        loop {
+            std::thread::sleep(Duration::from_millis(300));
+            let now = sample(r.agent.pid()).sched_ns;
+            if now == last || t0.elapsed() > Duration::from_secs(60) {
+                break;
+            }
+            last = now;
+        }
+        let b = sample(r.agent.pid());
+        let cpu = (b.sched_ns - a.sched_ns) as f64 / 1e6;
+        let tick = (b.cpu_ns - a.cpu_ns) / 1_000_000;
+        t.row(
+            &format!("CPU per 1,000 updates, {} nodes (schedstat; utime+stime)", r.n),
+            format!("{cpu:.1} ms ({tick} ms)"),
+            dash(),
+            dash(),
+            "",
+            None,
+        );
+        t.row(
+            "  RSS steady / peak after the updates",
+            format!("{} / {}", mib(b.rss_kib), mib(b.hwm_kib)),
+            dash(),
+            dash(),
+            "",
+            None,
+        );
+    }
+}
+
+/// Size of one Node as JSON (the first node of the scene).
+fn node_json_size(fake: &FakeCluster) -> u64 {
+    fake.nodes()
+        .first()
+        .map(|n| fake_apiserver_json_len(n))
+        .unwrap_or(0)
+}
+
+fn fake_apiserver_json_len(n: &k8s_openapi::api::core::v1::Node) -> u64 {
+    // k8s-openapi implements Serialize; serde_json is a dependency of the fake.
+    let v = serde_json_to_vec(n);
+    v as u64
+}
+
+fn serde_json_to_vec<T: serde::Serialize>(v: &T) -> usize {
+    struct Counter(usize);
+    impl Write for Counter {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 += b.len();
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Counter(0);
+    let _ = serde_json::to_writer(&mut c, v);
+    c.0
+}
+
+// ---------------------------------------------------------------- latency
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v.get(v.len() / 2).copied().unwrap_or_default()
+}
+
+fn p90(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v.get((v.len() * 9 / 10).min(v.len().saturating_sub(1))).copied().unwrap_or_default()
+}
+
+fn latency(o: &Opts, t: &mut Table) {
+    eprintln!("bench: exec-to-first-request and SIGTERM-to-exit, {} runs each", o.runs);
+    let sc = scene(o, "latency", 1, 10, 50, BOOKMARKS);
+    let env = sc.env("placeholder-0", &[]);
+    let (mut first, mut term_agent, mut term_nokube, mut term_pause, mut term_sleep) = (vec![], vec![], vec![], vec![], vec![]);
+    let mut codes = Vec::new();
+    for i in 0..o.runs {
+        sc.fake.clear_requests();
+        let t0 = SystemTime::now();
+        let p = spawn(o, &format!("lat-{i}"), &o.selfdestruct, &[], &env);
+        let r = sc.fake.wait_for_request(|_| true, Duration::from_secs(10)).expect("a first request");
+        first.push(r.time.duration_since(t0).unwrap_or_default());
+        assert!(
+            sc.fake.wait_for(|c| c.open_watches() >= 2, Duration::from_secs(10)),
+            "agent did not open its watches: {}",
+            p.log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+        let (d, code) = p.term();
+        term_agent.push(d);
+        codes.push(code);
+        let p = spawn(o, &format!("latn-{i}"), &o.selfdestruct, &[], &[]);
+        assert!(p.wait_log("no API access", Duration::from_secs(5)));
+        std::thread::sleep(Duration::from_millis(20));
+        let (d, code) = p.term();
+        term_nokube.push(d);
+        codes.push(code);
+        let p = spawn(o, &format!("latp-{i}"), &o.pause, &[], &[]);
+        std::thread::sleep(Duration::from_millis(30));
+        let (d, code) = p.term();
+        term_pause.push(d);
+        codes.push(code);
+        let p = spawn(o, &format!("lats-{i}"), &o.sleep, &["infinity"], &[]);
+        std::thread::sleep(Duration::from_millis(30));
+        term_sleep.push(p.term().0);
+    }
+    let all_zero = codes.iter().all(|c| *c == Some(0));
+    t.section(&format!("latency, median (p90) of {} runs", o.runs));
+    let mp = |v: &Vec<Duration>| format!("{} ({})", ms(median(v.clone())), ms(p90(v.clone())));
+    t.row("exec to first API request", mp(&first), dash(), dash(), "<= 20 ms", Some(median(first.clone()) <= Duration::from_millis(20)));
+    t.row(
+        "SIGTERM to exit, agent mode (2 watches open)",
+        mp(&term_agent),
+        mp(&term_pause),
+        mp(&term_sleep),
+        "<= 5 ms",
+        Some(median(term_agent.clone()) <= Duration::from_millis(5)),
+    );
+    t.row(
+        "SIGTERM to exit, pause mode (no API)",
+        mp(&term_nokube),
+        dash(),
+        dash(),
+        "<= 5 ms",
+        Some(median(term_nokube.clone()) <= Duration::from_millis(5)),
+    );
+    t.row("  exit code 0 on SIGTERM (selfdestruct, pause)", all_zero.to_string(), dash(), "(killed by signal)".into(), "0", Some(all_zero));
+}
+
+// ---------------------------------------------------------------- requests per hour
+
+/// A TCP proxy that divides every `timeoutSeconds=N` in requests by `scale`
+/// (same number of digits, zero-padded, so no length changes), recording the
+/// original values: the agent's 15-30 min watches then end within seconds.
+fn time_lapse_proxy(upstream: std::net::SocketAddr, scale: u64, seen: Arc<Mutex<Vec<u64>>>, stop: Arc<AtomicBool>) -> String {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind proxy");
+    let addr = l.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            if stop.load(Ordering::SeqCst) {
+                return;
+            }
+            let Ok(c) = c else { continue };
+            let Ok(u) = TcpStream::connect(upstream) else { continue };
+            let (mut c2, mut u2) = (c.try_clone().expect("clone"), u.try_clone().expect("clone"));
+            std::thread::spawn(move || {
+                let mut buf = vec![0u8; 64 * 1024];
+                while let Ok(n) = u2.read(&mut buf) {
+                    if n == 0 || c2.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+                let _ = c2.shutdown(std::net::Shutdown::Both);
+            });
+            let seen = seen.clone();
+            let (mut c, mut u) = (c, u);
+            std::thread::spawn(move || {
+                let mut buf = vec![0u8; 64 * 1024];
+                while let Ok(n) = c.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    let b = &mut buf[..n];
+                    let key = b"timeoutSeconds=";
+                    let mut i = 0;
+                    while i + key.len() < b.len() {
+                        if &b[i..i + key.len()] == key {
+                            let s = i + key.len();
+                            let mut e = s;
+                            while e < b.len() && b[e].is_ascii_digit() {
+                                e += 1;
+                            }
+                            if let Ok(v) = std::str::from_utf8(&b[s..e]).unwrap_or("").parse::<u64>() {
+                                seen.lock().expect("lock").push(v);
+                                let nv = format!("{:0w$}", (v / scale).max(1), w = e - s);
+                                if nv.len() == e - s {
+                                    b[s..e].copy_from_slice(nv.as_bytes());
+                                }
+                            }
+                            i = e;
+                        } else {
+                            i += 1;
+                        }
+                    }
+                    if u.write_all(b).is_err() {
+                        break;
+                    }
+                }
+                let _ = u.shutdown(std::net::Shutdown::Both);
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+fn requests_per_hour(o: &Opts, t: &mut Table) -> Vec<String> {
+    let scale = o.cycle_scale;
+    eprintln!(
+        "bench: requests per watch cycle: {} s with the agent's watch timeouts divided by {scale}",
+        o.cycle_window.as_secs()
+    );
+    let sc = scene(o, "cycle", 3, 10, 50, Duration::from_secs(1));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let url = time_lapse_proxy(sc.fake.addr(), scale, seen.clone(), stop.clone());
+    let dir = o.work.join("cycle-proxy");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let kc = dir.join("kubeconfig");
+    std::fs::write(&kc, sc.fake.kubeconfig_yaml(TOKEN, NS).replace(&sc.fake.url(), &url)).expect("write kubeconfig");
+    let agent = spawn(o, "cycle", &o.selfdestruct, &[], &sc.env_with("placeholder-0", &kc, &[]));
+    assert!(sc.fake.wait_for(|c| c.open_watches() >= 2, Duration::from_secs(10)), "no watches: {}", agent.log());
+    let start: Vec<RecordedRequest> = sc.fake.requests();
+    sc.fake.clear_requests();
+    seen.lock().expect("lock").clear();
+    std::thread::sleep(o.cycle_window);
+    let reqs = sc.fake.requests();
+    let timeouts = seen.lock().expect("lock").clone();
+    drop(agent);
+    stop.store(true, Ordering::SeqCst);
+    let _ = TcpStream::connect(url.trim_start_matches("http://"));
+    let per = |f: &dyn Fn(&RecordedRequest) -> bool| reqs.iter().filter(|r| f(r)).count();
+    let nodes_watch = per(&|r| r.path == "/api/v1/nodes" && r.watch);
+    let nodes_all = per(&|r| r.path == "/api/v1/nodes");
+    let pods_path = format!("/api/v1/namespaces/{NS}/pods");
+    let pods_watch = per(&|r| r.path == pods_path && r.watch);
+    let pods_all = per(&|r| r.path == pods_path);
+    let other = reqs.len() - nodes_all - pods_all;
+    // Watch cycles completed in the window = watch requests (each opens after the previous one ended).
+    let mean_timeout = if timeouts.is_empty() { 0.0 } else { timeouts.iter().sum::<u64>() as f64 / timeouts.len() as f64 };
+    let per_cycle = |all: usize, w: usize| if w == 0 { 0.0 } else { all as f64 / w as f64 };
+    // Steady state: one watch request per cycle; a cycle lasts the requested timeout,
+    // uniform in [900, 1800] s (WATCH_TIMEOUT 1800 s minus up to 50% jitter): mean 1350 s.
+    let model_mean = 1350.0;
+    let ph = |pc: f64, mean: f64| pc * 3600.0 / mean;
+    let n_pc = per_cycle(nodes_all, nodes_watch);
+    let p_pc = per_cycle(pods_all, pods_watch);
+    let startup: Vec<String> = start
+        .iter()
+        .map(|r| format!("{} {}{}", r.method, r.path, if r.watch { " (watch)" } else { "" }))
+        .collect();
+    t.section(&format!(
+        "API requests (watch timeouts divided by {scale} through a proxy for {} s = {:.1} simulated h; counted at the fake)",
+        o.cycle_window.as_secs(),
+        o.cycle_window.as_secs_f64() * scale as f64 / 3600.0
+    ));
+    t.row("start-up requests (once per process)", format!("{}", start.len()), "0".into(), "0".into(), "", None);
+    t.row(
+        "requests per watch cycle: nodes / sibling pods",
+        format!("{n_pc:.2} / {p_pc:.2} ({nodes_watch} + {pods_watch} cycles)"),
+        dash(),
+        dash(),
+        "1",
+        None,
+    );
+    t.row(
+        "requested watch timeout, mean (model: 1350 s)",
+        format!("{mean_timeout:.0} s ({} watches)", timeouts.len()),
+        dash(),
+        dash(),
+        "",
+        None,
+    );
+    let total = ph(n_pc, model_mean) + ph(p_pc, model_mean);
+    t.row(
+        "steady-state requests/h: node watch",
+        format!("{:.2}", ph(n_pc, model_mean)),
+        "0".into(),
+        "0".into(),
+        "",
+        None,
+    );
+    t.row("steady-state requests/h: sibling watch", format!("{:.2}", ph(p_pc, model_mean)), "0".into(), "0".into(), "", None);
+    t.row(
+        "steady-state requests/h: total (2 watches)",
+        format!("{total:.2} (+{other} other in the window)"),
+        "0".into(),
+        "0".into(),
+        "<= 12 + 1 open watch",
+        Some(total <= 12.0 && other == 0),
+    );
+    t.row(
+        "  worst case: stall (600 s) on both watches",
+        format!("{:.1}", 2.0 * 3600.0 / 600.0),
+        dash(),
+        dash(),
+        "",
+        None,
+    );
+    vec![
+        "* the fake API server ignores `limit`: the whole list arrives in one response; a real kube-apiserver pages at the agent's limit=500.".into(),
+        format!("start-up requests: {}", startup.join(", ")),
+    ]
+}
+
+// ---------------------------------------------------------------- fleet start
+
+fn fleet(o: &Opts, t: &mut Table) -> Vec<String> {
+    let n = o.fleet;
+    eprintln!("bench: {n} agents started at once");
+    let sc = scene(o, "fleet", n as i32, 10, 50, BOOKMARKS);
+    let envs: Vec<Vec<(String, String)>> = (0..n).map(|i| sc.env(&format!("placeholder-{i}"), &[])).collect();
+    sc.fake.clear_requests();
+    let t0 = SystemTime::now();
+    let i0 = Instant::now();
+    let mut procs = Vec::with_capacity(n);
+    for (i, env) in envs.iter().enumerate() {
+        procs.push(spawn(o, &format!("fleet-{i}"), &o.selfdestruct, &[], env));
+    }
+    let spawn_time = i0.elapsed();
+    let pods_path = format!("/api/v1/namespaces/{NS}/pods");
+    let done = sc.fake.wait_for(
+        |c| c.count_requests(|r| r.path == "/api/v1/nodes" && !r.watch) >= n && c.count_requests(|r| r.path == pods_path && !r.watch) >= n,
+        Duration::from_secs(60),
+    );
+    let reqs = sc.fake.requests();
+    let firsts = |pred: &dyn Fn(&RecordedRequest) -> bool| -> Vec<f64> {
+        let mut v: Vec<f64> = reqs
+            .iter()
+            .filter(|r| pred(r))
+            .map(|r| r.time.duration_since(t0).unwrap_or_default().as_secs_f64())
+            .collect();
+        v.sort_by(f64::total_cmp);
+        v
+    };
+    let gets = firsts(&|r: &RecordedRequest| r.method == "GET" && r.path.starts_with(&format!("{pods_path}/")));
+    let lists = firsts(&|r: &RecordedRequest| r.path == "/api/v1/nodes" && !r.watch);
+    let mut out = Vec::new();
+    let max_in = |v: &[f64], w: f64| -> usize {
+        let mut best = 0;
+        let mut j = 0;
+        for i in 0..v.len() {
+            while v[i] - v[j] > w {
+                j += 1;
+            }
+            best = best.max(i - j + 1);
+        }
+        best
+    };
+    let spread = |v: &[f64]| v.last().copied().unwrap_or(0.0) - v.first().copied().unwrap_or(0.0);
+    t.section(&format!("{n} agents started at once (spawned within {}; 10 nodes)", ms(spawn_time)));
+    t.row(
+        "first request (GET own pod): spread first..last",
+        format!("{:.2} s", spread(&gets)),
+        dash(),
+        dash(),
+        "jittered",
+        None,
+    );
+    t.row(
+        "node LIST: spread first..last",
+        format!("{:.2} s", spread(&lists)),
+        dash(),
+        dash(),
+        "",
+        None,
+    );
+    // A start-up jitter over 0..N s (N >= 10) puts at most about a tenth of the fleet in any second.
+    let burst = max_in(&lists, 1.0);
+    t.row(
+        "node LIST: most in any 1 s window",
+        format!("{burst} of {n}"),
+        dash(),
+        dash(),
+        "<= 10% (jitter 0..N s)",
+        Some(burst * 10 <= n),
+    );
+    let hist = |v: &[f64]| -> String {
+        let b = 0.1;
+        let mut buckets: BTreeMap<u64, usize> = BTreeMap::new();
+        for x in v {
+            *buckets.entry((x / b) as u64).or_default() += 1;
+        }
+        buckets.iter().map(|(k, c)| format!("{:.1}s:{c}", *k as f64 * b)).collect::<Vec<_>>().join(" ")
+    };
+    out.push(format!("{n} agents, first GET own pod per 100 ms after the first spawn: {}", hist(&gets)));
+    out.push(format!("{n} agents, node LIST per 100 ms after the first spawn: {}", hist(&lists)));
+    if !done {
+        out.push(format!("(only {} GETs and {} node LISTs arrived within 60 s)", gets.len(), lists.len()));
+    }
+    for p in procs {
+        unsafe { libc::kill(p.pid() as i32, libc::SIGTERM) };
+        drop(p);
+    }
+    out
+}
