@@ -277,6 +277,8 @@ impl Agent {
     }
 
     fn start_watches(&mut self, own: &OwnPod) {
+        // One delay for both lists: a fleet that starts together spreads out.
+        let start_delay = crate::decision::scaled(self.cfg.start_jitter, crate::backoff::draw());
         if self.cfg.policy.move_to_new_nodes {
             let (tx, rx) = mpsc::channel(64);
             let target = Target {
@@ -288,6 +290,7 @@ impl Agent {
                 self.api.client().clone(),
                 target,
                 tx,
+                start_delay,
             ));
             self.node_rx = Some(rx);
         }
@@ -320,7 +323,12 @@ impl Agent {
                 selector: sel.to_string(),
                 what: "sibling pods",
             };
-            tokio::spawn(watch::run::<PodLite>(self.api.client().clone(), target, tx));
+            tokio::spawn(watch::run::<PodLite>(
+                self.api.client().clone(),
+                target,
+                tx,
+                start_delay,
+            ));
             self.sibling_rx = Some(rx);
         }
     }
@@ -338,6 +346,7 @@ impl Agent {
                     );
                 }
                 self.nodes = Some(items.into_iter().map(summarize).collect());
+                release_freed_memory();
             }
             Update::Upsert(n) => {
                 let s = summarize(n);
@@ -390,6 +399,7 @@ impl Agent {
                     .map(Sibling::from_lite)
                     .collect();
                 self.siblings = Some(list);
+                release_freed_memory();
             }
             Update::Upsert(p) => {
                 mine(&p);
@@ -579,5 +589,16 @@ async fn recv<T>(rx: &mut Option<mpsc::Receiver<T>>) -> Option<T> {
     match rx {
         Some(rx) => rx.recv().await,
         None => std::future::pending().await,
+    }
+}
+
+/// Hands the heap pages freed after a list (the response and the full objects,
+/// now reduced to summaries) back to the kernel: glibc's malloc would keep them,
+/// and RSS would follow the size of the Node objects.
+fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks the allocator's own free lists.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }

@@ -237,6 +237,15 @@ pub struct Args {
         default_value = "2m"
     )]
     pub min_age: String,
+    /// Random delay before the first node and sibling list, so a fleet that starts
+    /// together does not list together
+    #[arg(
+        long,
+        env = "SELFDESTRUCT_START_JITTER",
+        value_name = "DURATION",
+        default_value = "10s"
+    )]
+    pub start_jitter: String,
     /// Label selector of sibling placeholders ("none" disables) [default: the own pod's
     /// app.kubernetes.io/name and app.kubernetes.io/instance labels]
     #[arg(long, env = "SELFDESTRUCT_SIBLING_SELECTOR", value_name = "SELECTOR")]
@@ -328,6 +337,8 @@ pub struct Config {
     pub node_selector: Selector,
     /// Which pods are siblings.
     pub siblings: Siblings,
+    /// Random delay before the first list of nodes and siblings.
+    pub start_jitter: Duration,
     /// Entrypoint wrapper: what to do when the child exits.
     pub on_exit: OnExit,
 }
@@ -532,6 +543,11 @@ impl Config {
             )
         })?;
         let min_age = parse_duration("SELFDESTRUCT_MIN_AGE", "--min-age", &a.min_age)?;
+        let start_jitter = parse_duration(
+            "SELFDESTRUCT_START_JITTER",
+            "--start-jitter",
+            &a.start_jitter,
+        )?;
         let siblings = match non_empty(&a.sibling_selector) {
             None => Siblings::FromLabels,
             Some("none") => Siblings::Off,
@@ -592,6 +608,7 @@ impl Config {
             },
             node_selector,
             siblings,
+            start_jitter,
             on_exit,
         })
     }
@@ -788,6 +805,12 @@ mod tests {
                 "whole number",
             ),
             ("min-age", "old", "SELFDESTRUCT_MIN_AGE", "duration"),
+            (
+                "start-jitter",
+                "soon",
+                "SELFDESTRUCT_START_JITTER",
+                "duration",
+            ),
             (
                 "max-lifetime",
                 "500000000y",

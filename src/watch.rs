@@ -205,7 +205,14 @@ async fn watch_from<T: Watched>(
 }
 
 /// Runs list+watch forever, sending updates to `tx`. Ends only when `tx` closes.
-pub async fn run<T: Watched>(client: Client, target: Target, tx: mpsc::Sender<Update<T>>) {
+/// `start_delay` spreads the first list of a fleet that starts together.
+pub async fn run<T: Watched>(
+    client: Client,
+    target: Target,
+    tx: mpsc::Sender<Update<T>>,
+    start_delay: Duration,
+) {
+    tokio::time::sleep(start_delay).await;
     let mut failures = 0u32;
     let mut told_denied = false;
     loop {

@@ -368,7 +368,7 @@ fn an_event_that_cannot_be_posted_does_not_stop_the_move() {
             .is_some()
     );
     assert!(
-        agent.log().contains("could not post the Event"),
+        agent.wait_for_log("could not post the Event", Duration::from_secs(3)),
         "{}",
         agent.log()
     );
@@ -511,4 +511,32 @@ fn json_logs_carry_the_decision_and_reason() {
         "{v}"
     );
     assert_eq!(v["level"], "INFO");
+}
+
+#[test]
+fn start_jitter_delays_the_first_lists_but_not_the_own_pod_read() {
+    let s = Scene::placeholders(2);
+    let agent = s.agent("placeholder-0", &[("SELFDESTRUCT_START_JITTER", "1h")]);
+    assert!(
+        agent.wait_for_log("selfdestruct started", Duration::from_secs(10)),
+        "{}",
+        agent.log()
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let lists = s
+        .fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.path == "/api/v1/nodes" || r.path == format!("/api/v1/namespaces/{NS}/pods"))
+        .count();
+    assert_eq!(
+        lists, 0,
+        "a fleet that starts together must not list together"
+    );
+    assert!(
+        s.fake
+            .requests()
+            .iter()
+            .any(|r| r.path.ends_with("/pods/placeholder-0"))
+    );
 }

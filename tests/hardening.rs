@@ -901,6 +901,7 @@ fn with_the_admission_policy_a_token_removes_only_its_own_pod() {
             ("POD_UID", uid0.as_str()),
             ("SELFDESTRUCT_MIN_AGE", "0"),
             ("SELFDESTRUCT_MOVE_JITTER", "0"),
+            ("SELFDESTRUCT_START_JITTER", "0"),
             ("SELFDESTRUCT_MIN_LIFETIME", "1s"),
             ("SELFDESTRUCT_MAX_LIFETIME", "1s"),
         ],

@@ -324,7 +324,11 @@ fn a_broken_or_expired_watch_is_listed_again_and_still_moves() {
         "no move after the re-list:\n{}",
         agent.log()
     );
-    assert!(agent.log().contains("node node-b Ready"), "{}", agent.log());
+    assert!(
+        agent.wait_for_log("node node-b Ready", Duration::from_secs(3)),
+        "{}",
+        agent.log()
+    );
 }
 
 #[test]

@@ -210,6 +210,7 @@ fn wrapper_in(
         ("POD_UID", &uid),
         ("SELFDESTRUCT_MIN_AGE", "0"),
         ("SELFDESTRUCT_MOVE_JITTER", "0"),
+        ("SELFDESTRUCT_START_JITTER", "0"),
         ("SELFDESTRUCT_MOVE_TO_NEW_NODES", "false"),
         ("SELFDESTRUCT_LOG_LEVEL", "debug"),
     ];

@@ -92,6 +92,7 @@ impl Scene {
             ("NODE_NAME", &node),
             ("SELFDESTRUCT_MIN_AGE", "0"),
             ("SELFDESTRUCT_MOVE_JITTER", "0"),
+            ("SELFDESTRUCT_START_JITTER", "0"),
             ("SELFDESTRUCT_LOG_LEVEL", "debug"),
         ];
         all.extend_from_slice(env);
