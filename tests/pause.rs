@@ -133,26 +133,6 @@ fn every_invalid_setting_exits_2_naming_the_variable() {
     assert!(out.contains("--mode"), "{out}");
 }
 
-fn children_of(pid: u32) -> Vec<(u32, char)> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else {
-            continue;
-        };
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        if f.len() > 2 && f[1].parse::<u32>().ok() == Some(pid) {
-            out.push((child, f[0].chars().next().unwrap_or('?')));
-        }
-    }
-    out
-}
-
 /// Starts `init` as PID 1 of a new PID namespace after orphaning five `sleep 1`
 /// processes into it, and returns how many zombies are left after they exit.
 fn zombies_left_under(init: &str) -> Option<usize> {

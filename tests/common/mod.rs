@@ -185,3 +185,24 @@ pub fn run_to_exit(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String)
     );
     (out.status.code(), text)
 }
+
+/// The children of `pid` with their state letter (`Z` = zombie), from /proc.
+pub fn children_of(pid: u32) -> Vec<(u32, char)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else {
+            continue;
+        };
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        if f.len() > 2 && f[1].parse::<u32>().ok() == Some(pid) {
+            out.push((child, f[0].chars().next().unwrap_or('?')));
+        }
+    }
+    out
+}
