@@ -334,94 +334,47 @@ impl Agent {
     }
 
     fn on_node(&mut self, update: Update<NodeLite>) {
-        let summarize = |n: NodeLite| {
-            NodeSummary::from_lite(n, &self.label_keys, &self.cfg.policy.required_images)
-        };
-        match update {
-            Update::Reset(items) => {
-                if self.nodes.is_none() {
-                    info!(
-                        count = items.len(),
-                        "watching nodes: moving to newer nodes is on"
-                    );
+        let (keys, images) = (&self.label_keys, &self.cfg.policy.required_images);
+        let summarize = |n: NodeLite| NodeSummary::from_lite(n, keys, images);
+        match apply_update(&mut self.nodes, update, summarize, |n| &n.name) {
+            Applied::Listed { first, count } => {
+                if first {
+                    info!(count, "watching nodes: moving to newer nodes is on");
                 }
-                self.nodes = Some(items.into_iter().map(summarize).collect());
                 release_freed_memory();
             }
-            Update::Upsert(n) => {
-                let s = summarize(n);
-                let nodes = self.nodes.get_or_insert_with(Vec::new);
-                match nodes.iter_mut().find(|x| x.name == s.name) {
-                    Some(x) => *x = s,
-                    None => nodes.push(s),
-                }
-            }
-            Update::Remove(name) => {
-                if let Some(nodes) = &mut self.nodes {
-                    nodes.retain(|x| x.name != name);
-                }
-            }
-            Update::Forbidden(msg) => {
-                warn!(
-                    error = %msg,
-                    "cannot list/watch nodes: moving to newer nodes is off, the lifetime timer still works; \
-                     grant get/list/watch on nodes (rbac/node-reader) to enable it; retrying rarely"
-                );
-                self.nodes = None;
-            }
+            Applied::Changed => {}
+            Applied::Forbidden(msg) => warn!(
+                error = %msg,
+                "cannot list/watch nodes: moving to newer nodes is off, the lifetime timer still works; \
+                 grant get/list/watch on nodes (rbac/node-reader) to enable it; retrying rarely"
+            ),
         }
     }
 
     fn on_sibling(&mut self, own: &mut OwnPod, update: Update<PodLite>) {
-        let mut mine = |p: &PodLite| -> bool {
-            if p.metadata.name != own.name {
-                return false;
-            }
-            if p.metadata.uid == own.uid {
+        // The own pod is in the sibling list too: notice when it starts terminating.
+        let summarize = |p: PodLite| {
+            if p.metadata.name == own.name && p.metadata.uid == own.uid {
                 own.terminating |= p.metadata.deletion_timestamp.is_some();
             }
-            true
+            Sibling::from_lite(p)
         };
-        match update {
-            Update::Reset(items) => {
-                if self.siblings.is_none() {
+        match apply_update(&mut self.siblings, update, summarize, |s| &s.name) {
+            Applied::Listed { first, count } => {
+                if first {
                     info!(
-                        count = items.len(),
+                        count,
                         "watching sibling placeholders: no move while one is Pending"
                     );
                 }
-                let list = items
-                    .into_iter()
-                    .filter(|p| {
-                        mine(p);
-                        true
-                    })
-                    .map(Sibling::from_lite)
-                    .collect();
-                self.siblings = Some(list);
                 release_freed_memory();
             }
-            Update::Upsert(p) => {
-                mine(&p);
-                let s = Sibling::from_lite(p);
-                let list = self.siblings.get_or_insert_with(Vec::new);
-                match list.iter_mut().find(|x| x.name == s.name) {
-                    Some(x) => *x = s,
-                    None => list.push(s),
-                }
-            }
-            Update::Remove(name) => {
-                if let Some(list) = &mut self.siblings {
-                    list.retain(|x| x.name != name);
-                }
-            }
-            Update::Forbidden(msg) => {
-                warn!(
-                    error = %msg,
-                    "cannot list/watch sibling pods: relying on the PodDisruptionBudget alone to move one at a time"
-                );
-                self.siblings = None;
-            }
+            Applied::Changed => {}
+            Applied::Forbidden(msg) => warn!(
+                error = %msg,
+                "cannot list/watch sibling pods: relying on the PodDisruptionBudget alone to move one at a time"
+            ),
         }
     }
 
@@ -582,6 +535,53 @@ impl Agent {
             (_, Ok(())) => {}
         }
         outcome
+    }
+}
+
+/// What a watch update did to a view.
+enum Applied {
+    /// A full list replaced the view (`first`: there was no view before).
+    Listed { first: bool, count: usize },
+    /// One object was added, changed or removed.
+    Changed,
+    /// The view is gone: the watch is not allowed (the message says why).
+    Forbidden(String),
+}
+
+/// Applies a watch update to a view of summaries kept by name (`None`: no view).
+fn apply_update<L, S>(
+    view: &mut Option<Vec<S>>,
+    update: Update<L>,
+    mut summarize: impl FnMut(L) -> S,
+    name: impl Fn(&S) -> &str,
+) -> Applied {
+    match update {
+        Update::Reset(items) => {
+            let first = view.is_none();
+            let list: Vec<S> = items.into_iter().map(summarize).collect();
+            let count = list.len();
+            *view = Some(list);
+            Applied::Listed { first, count }
+        }
+        Update::Upsert(item) => {
+            let s = summarize(item);
+            let list = view.get_or_insert_with(Vec::new);
+            match list.iter_mut().find(|x| name(x) == name(&s)) {
+                Some(x) => *x = s,
+                None => list.push(s),
+            }
+            Applied::Changed
+        }
+        Update::Remove(gone) => {
+            if let Some(list) = view {
+                list.retain(|x| name(x) != gone);
+            }
+            Applied::Changed
+        }
+        Update::Forbidden(msg) => {
+            *view = None;
+            Applied::Forbidden(msg)
+        }
     }
 }
 

@@ -62,16 +62,8 @@ impl Signals {
 /// Reaps every exited child. One SIGCHLD can stand for many children, so this
 /// loops until none is left. Returns how many were reaped.
 pub fn reap_zombies() -> usize {
-    let mut n = 0;
-    loop {
-        let mut status = 0;
-        // SAFETY: waitpid with WNOHANG only writes the status of an exited child.
-        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
-        if pid <= 0 {
-            return n;
-        }
-        n += 1;
-    }
+    // No child has pid 0: every reaped process counts as "other".
+    reap_children(0).others
 }
 
 /// What [`reap_children`] found.
