@@ -12,10 +12,11 @@ use tracing::{debug, error, info, warn};
 use crate::api::{PodApi, outcome_of, rbac_hint};
 use crate::backoff::Backoff;
 use crate::config::{Config, Mode, Siblings};
+use crate::connect::{self, Access, AccessError};
 use crate::decision::{Decision, Hold, Memory, Outcome, Snapshot, Trigger, decide};
 use crate::duration::format as fmt_duration;
 use crate::identity::{self, Source};
-use crate::model::{NodeLite, NodeSummary, OwnPod, PodLite, Sibling};
+use crate::model::{NodeLite, NodeSummary, OwnPod, Sibling};
 use crate::selector::Selector;
 use crate::signals::{Signals, Stop};
 use crate::watch::{self, Target, Update};
@@ -59,26 +60,27 @@ pub enum NotReady {
 /// loop needs to start.
 pub struct Ready {
     api: PodApi,
-    pod: k8s_openapi::api::core::v1::Pod,
+    pod: crate::model::OwnPodLite,
     id: identity::Identity,
 }
 
 /// Finds API access, the own identity and reads the own pod (retrying), unless
 /// `stop` fires first.
 pub async fn prepare(cfg: &Config, stop: &mut Stop) -> Result<Ready, NotReady> {
-    let kube_config = kube_config(cfg).await.map_err(NotReady::NoApi)?;
-    let kubeconfig_ns = Some(kube_config.default_namespace.clone());
+    let access = api_access(cfg).map_err(|e| match e {
+        AccessError::Missing(why) => NotReady::NoApi(why),
+        AccessError::Invalid(why) => NotReady::NoClient(why),
+    })?;
     let id = identity::resolve(
         &cfg.identity,
         identity::hostname(),
-        kubeconfig_ns.as_deref(),
+        access.namespace.as_deref(),
     )
     .map_err(|e| {
         error!("{e}");
         NotReady::Fatal
     })?;
-    let client =
-        kube::Client::try_from(kube_config).map_err(|e| NotReady::NoClient(e.to_string()))?;
+    let client = connect::client(&access, &id.namespace.0).map_err(NotReady::NoClient)?;
     let api = PodApi::new(client, &id.namespace.0, &id.name.0);
     let pod = tokio::select! {
         sig = stop.terminated() => return Err(NotReady::Stopped(sig)),
@@ -105,8 +107,7 @@ impl Ready {
         self.id
             .uid
             .clone()
-            .or_else(|| self.pod.metadata.uid.clone())
-            .unwrap_or_default()
+            .unwrap_or_else(|| self.pod.metadata.uid.clone())
     }
 
     /// Runs the decision loop until `stop` fires (with [`Stop::Never`]: until the
@@ -126,9 +127,9 @@ pub async fn run_gate(
     cfg: Config,
     mut signals: Signals,
 ) -> i32 {
-    let client = match kube_config(&cfg)
-        .await
-        .and_then(|c| kube::Client::try_from(c).map_err(|e| e.to_string()))
+    let client = match api_access(&cfg)
+        .map_err(|e| e.to_string())
+        .and_then(|a| connect::client(&a, "default"))
     {
         Ok(c) => c,
         Err(why) => {
@@ -144,38 +145,17 @@ fn stop(signal: &str) -> i32 {
     0
 }
 
-async fn kube_config(cfg: &Config) -> Result<kube::Config, String> {
-    match kube::Config::infer().await {
-        Ok(mut c) => {
-            // The agent has its own retry policy (PDB 429s must reach it).
-            c.default_retry = false;
-            c.connect_timeout = Some(Duration::from_secs(5));
-            Ok(c)
-        }
-        Err(e) => {
-            let token = cfg.identity.service_account_dir.join("token");
-            if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() && !token.exists() {
-                Err(format!(
-                    "in a cluster, but no service-account token at {} (the pod or its service account \
-                     sets automountServiceAccountToken: false): it can make no API request; set \
-                     automountServiceAccountToken: true and bind the Role of rbac/ (node-gate: the \
-                     ClusterRole of manifests/node-gate/) to the pod's service account",
-                    token.display()
-                ))
-            } else {
-                Err(format!(
-                    "no kubeconfig and no in-cluster service account ({e})"
-                ))
-            }
-        }
-    }
+fn api_access(cfg: &Config) -> Result<Access, AccessError> {
+    let access = connect::discover(|k| std::env::var_os(k), &cfg.identity.service_account_dir)?;
+    debug!(source = %access.source, server = %access.server, "API access");
+    Ok(access)
 }
 
 /// Reads the own pod, retrying with backoff. `None` means a fatal identification error.
 async fn fetch_own_pod(
     api: &PodApi,
     id: &identity::Identity,
-) -> Option<k8s_openapi::api::core::v1::Pod> {
+) -> Option<crate::model::OwnPodLite> {
     let (name, ns) = (&id.name.0, &id.namespace.0);
     let mut failures = 0u32;
     loop {
@@ -219,8 +199,8 @@ struct Agent {
     nodes: Option<Vec<NodeSummary>>,
     siblings: Option<Vec<Sibling>>,
     label_keys: BTreeSet<String>,
-    node_rx: Option<mpsc::Receiver<Update<NodeLite>>>,
-    sibling_rx: Option<mpsc::Receiver<Update<PodLite>>>,
+    node_rx: Option<mpsc::Receiver<Update<NodeSummary>>>,
+    sibling_rx: Option<mpsc::Receiver<Update<Sibling>>>,
     last_hold: Option<Hold>,
     last_event: Option<String>,
 }
@@ -286,11 +266,15 @@ impl Agent {
                 selector: self.cfg.node_selector.to_string(),
                 what: "nodes",
             };
-            tokio::spawn(watch::run::<NodeLite>(
+            // Nodes are summarised as they arrive: only what the decision reads is kept.
+            let keys = self.label_keys.clone();
+            let images = self.cfg.policy.required_images.clone();
+            tokio::spawn(watch::run(
                 self.api.client().clone(),
                 target,
                 tx,
                 start_delay,
+                move |n: NodeLite| NodeSummary::from_lite(n, &keys, &images),
             ));
             self.node_rx = Some(rx);
         }
@@ -323,20 +307,19 @@ impl Agent {
                 selector: sel.to_string(),
                 what: "sibling pods",
             };
-            tokio::spawn(watch::run::<PodLite>(
+            tokio::spawn(watch::run(
                 self.api.client().clone(),
                 target,
                 tx,
                 start_delay,
+                Sibling::from_lite,
             ));
             self.sibling_rx = Some(rx);
         }
     }
 
-    fn on_node(&mut self, update: Update<NodeLite>) {
-        let (keys, images) = (&self.label_keys, &self.cfg.policy.required_images);
-        let summarize = |n: NodeLite| NodeSummary::from_lite(n, keys, images);
-        match apply_update(&mut self.nodes, update, summarize, |n| &n.name) {
+    fn on_node(&mut self, update: Update<NodeSummary>) {
+        match apply_update(&mut self.nodes, update, |n| &n.name) {
             Applied::Listed { first, count } => {
                 if first {
                     info!(count, "watching nodes: moving to newer nodes is on");
@@ -352,15 +335,15 @@ impl Agent {
         }
     }
 
-    fn on_sibling(&mut self, own: &mut OwnPod, update: Update<PodLite>) {
+    fn on_sibling(&mut self, own: &mut OwnPod, update: Update<Sibling>) {
         // The own pod is in the sibling list too: notice when it starts terminating.
-        let summarize = |p: PodLite| {
-            if p.metadata.name == own.name && p.metadata.uid == own.uid {
-                own.terminating |= p.metadata.deletion_timestamp.is_some();
-            }
-            Sibling::from_lite(p)
+        let is_own = |s: &Sibling| s.name == own.name && s.uid == own.uid && s.terminating;
+        own.terminating |= match &update {
+            Update::Reset(all) => all.iter().any(is_own),
+            Update::Upsert(s) => is_own(s),
+            Update::Remove(_) | Update::Forbidden(_) => false,
         };
-        match apply_update(&mut self.siblings, update, summarize, |s| &s.name) {
+        match apply_update(&mut self.siblings, update, |s| &s.name) {
             Applied::Listed { first, count } => {
                 if first {
                     info!(
@@ -549,22 +532,19 @@ enum Applied {
 }
 
 /// Applies a watch update to a view of summaries kept by name (`None`: no view).
-fn apply_update<L, S>(
+fn apply_update<S>(
     view: &mut Option<Vec<S>>,
-    update: Update<L>,
-    mut summarize: impl FnMut(L) -> S,
+    update: Update<S>,
     name: impl Fn(&S) -> &str,
 ) -> Applied {
     match update {
-        Update::Reset(items) => {
+        Update::Reset(list) => {
             let first = view.is_none();
-            let list: Vec<S> = items.into_iter().map(summarize).collect();
             let count = list.len();
             *view = Some(list);
             Applied::Listed { first, count }
         }
-        Update::Upsert(item) => {
-            let s = summarize(item);
+        Update::Upsert(s) => {
             let list = view.get_or_insert_with(Vec::new);
             match list.iter_mut().find(|x| name(x) == name(&s)) {
                 Some(x) => *x = s,

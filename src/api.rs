@@ -6,13 +6,13 @@ use std::time::{Duration, SystemTime};
 
 use http::{Method, Request, StatusCode};
 use http_body_util::BodyExt;
-use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use serde::Deserialize;
 use serde_json::json;
 
 use crate::config::Mode;
 use crate::decision::Outcome;
+use crate::model::OwnPodLite;
 
 /// Timeout of every non-watch request.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -129,11 +129,11 @@ impl PodApi {
     }
 
     /// Reads the own pod.
-    pub async fn get(&self) -> Result<Pod, ApiError> {
+    pub async fn get(&self) -> Result<OwnPodLite, ApiError> {
         let body = self.send(Method::GET, self.pod_path(), None).await?;
-        let pod: Pod =
+        let pod: OwnPodLite =
             serde_json::from_slice(&body).map_err(|e| ApiError::Decode(e.to_string()))?;
-        if pod.metadata.name.as_deref() != Some(self.name.as_str()) {
+        if pod.metadata.name != self.name {
             return Err(ApiError::Decode(format!(
                 "asked for pod {:?}, got {:?}",
                 self.name, pod.metadata.name
@@ -238,36 +238,52 @@ pub async fn request(
         None => Vec::new(),
     };
     let req = builder
-        .header(http::header::ACCEPT, "application/json")
         .body(kube::client::Body::from(bytes))
         .map_err(|e| ApiError::Transport(e.to_string()))?;
     let call = async {
-        let res = client
-            .send(req)
-            .await
-            .map_err(|e| ApiError::Transport(e.to_string()))?;
-        let status = res.status();
-        let retry_after = res
-            .headers()
-            .get(http::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
-        let body = res
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| ApiError::Transport(e.to_string()))?
-            .to_bytes()
-            .to_vec();
-        if status.is_success() {
-            return Ok(body);
-        }
-        Err(status_error(status, &body, retry_after))
+        let body = open(client, req).await?.into_body();
+        collect(body).await
     };
     tokio::time::timeout(REQUEST_TIMEOUT, call)
         .await
         .map_err(|_| ApiError::Timeout(REQUEST_TIMEOUT))?
+}
+
+async fn collect(body: kube::client::Body) -> Result<Vec<u8>, ApiError> {
+    Ok(body
+        .collect()
+        .await
+        .map_err(|e| ApiError::Transport(e.to_string()))?
+        .to_bytes()
+        .to_vec())
+}
+
+/// Sends a request (asking for JSON) and returns a 2xx response with its body
+/// unread, or the error with the server's `Status` and `Retry-After`.
+pub async fn open(
+    client: &Client,
+    mut req: Request<kube::client::Body>,
+) -> Result<http::Response<kube::client::Body>, ApiError> {
+    req.headers_mut().insert(
+        http::header::ACCEPT,
+        http::HeaderValue::from_static("application/json"),
+    );
+    let res = client
+        .send(req)
+        .await
+        .map_err(|e| ApiError::Transport(e.to_string()))?;
+    let status = res.status();
+    if status.is_success() {
+        return Ok(res);
+    }
+    let retry_after = res
+        .headers()
+        .get(http::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs);
+    let body = collect(res.into_body()).await?;
+    Err(status_error(status, &body, retry_after))
 }
 
 fn status_error(status: StatusCode, body: &[u8], retry_after: Option<Duration>) -> ApiError {

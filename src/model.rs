@@ -6,7 +6,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::SystemTime;
 
-use k8s_openapi::api::core::v1::Pod;
 use serde::Deserialize;
 
 use crate::images::ImageRef;
@@ -30,7 +29,8 @@ pub struct Taint {
 }
 
 /// A toleration of the own pod.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
 pub struct Toleration {
     /// Empty key with `Exists` tolerates everything.
     pub key: Option<String>,
@@ -102,75 +102,44 @@ pub struct OwnPod {
 }
 
 impl OwnPod {
-    /// Builds the summary from a Pod read from the API server.
-    pub fn from_pod(pod: &Pod) -> Self {
+    /// Builds the summary from the own pod as read from the API server.
+    pub fn from_pod(pod: &OwnPodLite) -> Self {
         let meta = &pod.metadata;
-        let spec = pod.spec.as_ref();
-        let status = pod.status.as_ref();
+        let (spec, status) = (&pod.spec, &pod.status);
         let scheduled_at = status
-            .and_then(|s| s.conditions.as_ref())
-            .and_then(|cs| {
-                cs.iter()
-                    .find(|c| c.type_ == "PodScheduled" && c.status == "True")
-            })
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == "PodScheduled" && c.status == "True")
             .and_then(|c| c.last_transition_time.as_ref())
             .map(time_of);
         let started_at = status
-            .and_then(|s| s.start_time.as_ref())
+            .start_time
+            .as_ref()
             .or(meta.creation_timestamp.as_ref())
             .map(time_of);
         let affinity = spec
-            .and_then(|s| s.affinity.as_ref())
-            .and_then(|a| a.node_affinity.as_ref())
-            .and_then(|na| {
-                na.required_during_scheduling_ignored_during_execution
-                    .as_ref()
+            .affinity
+            .node_affinity
+            .required_during_scheduling_ignored_during_execution
+            .node_selector_terms
+            .iter()
+            .map(|t| NodeTerm {
+                labels: t.match_expressions.iter().map(SelectorRequirement::to_requirement).collect(),
+                fields: t.match_fields.iter().map(SelectorRequirement::to_requirement).collect(),
             })
-            .map(|sel| {
-                sel.node_selector_terms
-                    .iter()
-                    .map(|t| NodeTerm {
-                        labels: t
-                            .match_expressions
-                            .iter()
-                            .flatten()
-                            .map(|e| requirement(&e.key, &e.operator, e.values.as_deref()))
-                            .collect(),
-                        fields: t
-                            .match_fields
-                            .iter()
-                            .flatten()
-                            .map(|e| requirement(&e.key, &e.operator, e.values.as_deref()))
-                            .collect(),
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+            .collect();
         OwnPod {
-            name: meta.name.clone().unwrap_or_default(),
+            name: meta.name.clone(),
             namespace: meta.namespace.clone().unwrap_or_default(),
-            uid: meta.uid.clone().unwrap_or_default(),
-            node_name: spec.and_then(|s| s.node_name.clone()),
+            uid: meta.uid.clone(),
+            node_name: spec.node_name.clone().filter(|n| !n.is_empty()),
             started_at,
             scheduled_at: scheduled_at.or(started_at),
             labels: meta.labels.clone().unwrap_or_default(),
-            node_selector: spec
-                .and_then(|s| s.node_selector.clone())
-                .unwrap_or_default(),
+            node_selector: spec.node_selector.clone().unwrap_or_default(),
             affinity,
-            tolerations: spec
-                .and_then(|s| s.tolerations.as_ref())
-                .map(|ts| {
-                    ts.iter()
-                        .map(|t| Toleration {
-                            key: t.key.clone(),
-                            operator: t.operator.clone(),
-                            value: t.value.clone(),
-                            effect: t.effect.clone(),
-                        })
-                        .collect()
-                })
-                .unwrap_or_default(),
+            tolerations: spec.tolerations.clone().unwrap_or_default(),
             terminating: meta.deletion_timestamp.is_some(),
         }
     }
@@ -216,22 +185,25 @@ pub fn time_of(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> Syst
     SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(ms)
 }
 
-fn requirement(key: &str, op: &str, values: Option<&[String]>) -> Requirement {
-    let values = values.unwrap_or_default().to_vec();
-    let num = || values.first().and_then(|v| v.parse::<i64>().ok());
-    match op {
-        "In" => Requirement::In(key.into(), values),
-        "NotIn" => Requirement::NotIn(key.into(), values),
-        "Exists" => Requirement::Exists(key.into()),
-        "DoesNotExist" => Requirement::DoesNotExist(key.into()),
-        // An unparsable Gt/Lt matches nothing, as in the scheduler.
-        "Gt" => num().map_or(Requirement::In(key.into(), vec![]), |n| {
-            Requirement::Gt(key.into(), n)
-        }),
-        "Lt" => num().map_or(Requirement::In(key.into(), vec![]), |n| {
-            Requirement::Lt(key.into(), n)
-        }),
-        _ => Requirement::In(key.into(), vec![]),
+impl SelectorRequirement {
+    /// As a selector requirement (an unknown operator or an unparsable Gt/Lt
+    /// value matches nothing, as in the scheduler).
+    pub fn to_requirement(&self) -> Requirement {
+        let (key, values) = (self.key.clone(), self.values.clone().unwrap_or_default());
+        let num = || values.first().and_then(|v| v.parse::<i64>().ok());
+        match self.operator.as_str() {
+            "In" => Requirement::In(key, values),
+            "NotIn" => Requirement::NotIn(key, values),
+            "Exists" => Requirement::Exists(key),
+            "DoesNotExist" => Requirement::DoesNotExist(key),
+            "Gt" => num().map_or(Requirement::In(key.clone(), vec![]), |n| {
+                Requirement::Gt(key.clone(), n)
+            }),
+            "Lt" => num().map_or(Requirement::In(key.clone(), vec![]), |n| {
+                Requirement::Lt(key.clone(), n)
+            }),
+            _ => Requirement::In(key, vec![]),
+        }
     }
 }
 
@@ -289,6 +261,9 @@ pub struct MetaLite {
     /// name
     #[serde(default)]
     pub name: String,
+    /// namespace
+    #[serde(default)]
+    pub namespace: Option<String>,
     /// uid
     #[serde(default)]
     pub uid: String,
@@ -363,6 +338,90 @@ pub struct ImageLite {
     /// names
     #[serde(default)]
     pub names: Option<Vec<String>>,
+}
+
+/// The own pod as far as the agent reads it (one GET at start-up): metadata,
+/// placement rules and start time. `k8s_openapi`'s full `Pod` would add its
+/// deserializer (every volume type, container field...) to the binary.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct OwnPodLite {
+    /// metadata
+    pub metadata: MetaLite,
+    /// spec
+    pub spec: OwnSpecLite,
+    /// status
+    pub status: OwnStatusLite,
+}
+
+/// Own pod spec fields read.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct OwnSpecLite {
+    /// spec.nodeName
+    pub node_name: Option<String>,
+    /// spec.nodeSelector
+    pub node_selector: Option<BTreeMap<String, String>>,
+    /// spec.tolerations
+    pub tolerations: Option<Vec<Toleration>>,
+    /// spec.affinity (only nodeAffinity is read)
+    pub affinity: AffinityLite,
+}
+
+/// spec.affinity
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct AffinityLite {
+    /// nodeAffinity
+    pub node_affinity: NodeAffinityLite,
+}
+
+/// spec.affinity.nodeAffinity
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct NodeAffinityLite {
+    /// requiredDuringSchedulingIgnoredDuringExecution
+    pub required_during_scheduling_ignored_during_execution: NodeSelectorLite,
+}
+
+/// A NodeSelector: its terms are ORed.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct NodeSelectorLite {
+    /// nodeSelectorTerms
+    pub node_selector_terms: Vec<NodeSelectorTermLite>,
+}
+
+/// A NodeSelectorTerm: its requirements are ANDed.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct NodeSelectorTermLite {
+    /// matchExpressions (node labels)
+    pub match_expressions: Vec<SelectorRequirement>,
+    /// matchFields (node fields)
+    pub match_fields: Vec<SelectorRequirement>,
+}
+
+/// A NodeSelectorRequirement.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct SelectorRequirement {
+    /// key
+    pub key: String,
+    /// In, NotIn, Exists, DoesNotExist, Gt, Lt
+    pub operator: String,
+    /// values
+    pub values: Option<Vec<String>>,
+}
+
+/// Own pod status fields read.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct OwnStatusLite {
+    /// status.startTime
+    pub start_time: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    /// status.conditions
+    pub conditions: Option<Vec<ConditionLite>>,
 }
 
 /// A Pod as far as the sibling watch reads it.
@@ -528,11 +587,11 @@ mod tests {
 
     #[test]
     fn own_pod_summary_never_needs_optional_fields() {
-        let empty = OwnPod::from_pod(&Pod::default());
+        let empty = OwnPod::from_pod(&OwnPodLite::default());
         assert_eq!(empty.name, "");
         assert_eq!(empty.started_at, None);
         assert!(empty.affinity.is_empty());
-        let from_fixture: Pod = serde_json::from_value(serde_json::json!({
+        let from_fixture: OwnPodLite = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "placeholder-0", "namespace": "placeholders", "uid": "u1",
                          "creationTimestamp": "2026-11-22T04:26:01Z", "labels": {"a": "b"}},
             "spec": {"nodeName": "node-a", "containers": [],

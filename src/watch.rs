@@ -6,6 +6,7 @@ use std::fmt::Debug;
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use http_body_util::BodyExt;
 use kube::Client;
 use kube::core::params::{ListParams, WatchParams};
 use kube::core::{Request, WatchEvent};
@@ -13,9 +14,13 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 
+use crate::api::ApiError;
 use crate::backoff::{Backoff, draw};
+use crate::list_items::ItemSplitter;
 use crate::model::{MetaLite, NodeLite, PodLite};
 
+/// Objects per list page (kube-apiserver's own default for clients that page is 500).
+pub const PAGE_SIZE: u32 = 500;
 /// How long a watch request may stay open (the server closes it then).
 pub const WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
 /// A watch that ends sooner than this was cut, not timed out: back off before the next.
@@ -23,7 +28,7 @@ pub const MIN_WATCH_LIFE: Duration = Duration::from_secs(5);
 /// A watch with no event (bookmarks included) for this long is considered stalled.
 pub const STALL_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// What a watcher tells the agent.
+/// What a watcher tells the agent, with the objects summarised.
 #[derive(Debug)]
 pub enum Update<T> {
     /// The full current set (after a list).
@@ -62,14 +67,12 @@ struct ListMetaLite {
     continue_token: Option<String>,
 }
 
+/// A list response without its items (they are read one by one, see [`ItemSplitter`]).
 #[derive(Deserialize)]
-#[serde(bound = "T: DeserializeOwned")]
-struct ListLite<T> {
+struct ListHead {
     #[serde(default)]
     kind: String,
     metadata: ListMetaLite,
-    #[serde(default)]
-    items: Vec<T>,
 }
 
 /// What to watch: a collection path (`/api/v1/nodes`) and a label selector.
@@ -90,10 +93,16 @@ enum Stop {
     Failed(String),
 }
 
-async fn list<T: Watched>(client: &Client, t: &Target) -> Result<(Vec<T>, String), kube::Error> {
+/// Lists all objects, page by page, summarising each item as it arrives: the
+/// response is never held whole. Returns the summaries and the resourceVersion.
+async fn list<T: Watched, S>(
+    client: &Client,
+    t: &Target,
+    summarize: &impl Fn(T) -> S,
+) -> Result<(Vec<S>, String), ApiError> {
     let (mut items, mut token) = (Vec::new(), None::<String>);
     loop {
-        let mut lp = ListParams::default().limit(500);
+        let mut lp = ListParams::default().limit(PAGE_SIZE);
         if !t.selector.is_empty() {
             lp = lp.labels(&t.selector);
         }
@@ -102,18 +111,21 @@ async fn list<T: Watched>(client: &Client, t: &Target) -> Result<(Vec<T>, String
         }
         let req = Request::new(&t.path)
             .list(&lp)
-            .map_err(kube::Error::BuildRequest)?;
-        let page: ListLite<T> =
-            tokio::time::timeout(crate::api::REQUEST_TIMEOUT, client.request(req))
-                .await
-                .map_err(|_| kube::Error::Service("list timed out".into()))??;
+            .map_err(|e| ApiError::Transport(e.to_string()))?
+            .map(kube::client::Body::from);
+        let page = tokio::time::timeout(
+            crate::api::REQUEST_TIMEOUT,
+            read_page(client, req, summarize, &mut items),
+        )
+        .await
+        .map_err(|_| ApiError::Timeout(crate::api::REQUEST_TIMEOUT))??;
         // Any object with metadata would parse as an empty list: insist on a list.
         if !page.kind.ends_with("List") {
-            return Err(kube::Error::Service(
-                format!("expected a list of {}, got kind {:?}", t.what, page.kind).into(),
-            ));
+            return Err(ApiError::Decode(format!(
+                "expected a list of {}, got kind {:?}",
+                t.what, page.kind
+            )));
         }
-        items.extend(page.items);
         match page.metadata.continue_token.filter(|c| !c.is_empty()) {
             Some(c) => token = Some(c),
             None => return Ok((items, page.metadata.resource_version.unwrap_or_default())),
@@ -121,18 +133,56 @@ async fn list<T: Watched>(client: &Client, t: &Target) -> Result<(Vec<T>, String
     }
 }
 
-fn denied(e: &kube::Error) -> Option<String> {
+/// Reads one page of a list, pushing the summary of each item onto `items`.
+async fn read_page<T: Watched, S>(
+    client: &Client,
+    req: http::Request<kube::client::Body>,
+    summarize: &impl Fn(T) -> S,
+    items: &mut Vec<S>,
+) -> Result<ListHead, ApiError> {
+    let mut body = crate::api::open(client, req).await?.into_body();
+    let mut splitter = ItemSplitter::new();
+    let mut bad = None;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| ApiError::Transport(e.to_string()))?;
+        if let Some(data) = frame.data_ref() {
+            splitter.feed(data, |item| match serde_json::from_slice::<T>(item) {
+                Ok(obj) => items.push(summarize(obj)),
+                Err(e) => bad = bad.take().or(Some(e.to_string())),
+            });
+        }
+        if let Some(e) = bad.take() {
+            return Err(ApiError::Decode(e));
+        }
+    }
+    let head = splitter.finish().map_err(ApiError::Decode)?;
+    serde_json::from_slice(&head).map_err(|e| ApiError::Decode(e.to_string()))
+}
+
+fn denied(e: &ApiError) -> Option<String> {
+    match e {
+        ApiError::Status {
+            code: 401 | 403,
+            message,
+            ..
+        } => Some(message.clone()),
+        _ => None,
+    }
+}
+
+fn denied_watch(e: &kube::Error) -> Option<String> {
     match e {
         kube::Error::Api(s) if s.code == 403 || s.code == 401 => Some(s.message.clone()),
         _ => None,
     }
 }
 
-async fn watch_from<T: Watched>(
+async fn watch_from<T: Watched, S>(
     client: &Client,
     t: &Target,
     rv: &mut String,
-    tx: &mpsc::Sender<Update<T>>,
+    tx: &mpsc::Sender<Update<S>>,
+    summarize: &impl Fn(T) -> S,
 ) -> Stop {
     let jitter = draw() * 0.5;
     let timeout = WATCH_TIMEOUT.mul_f64(1.0 - jitter);
@@ -147,7 +197,7 @@ async fn watch_from<T: Watched>(
     let stream = match client.request_events::<T>(req).await {
         Ok(s) => s,
         Err(e) => {
-            return match denied(&e) {
+            return match denied_watch(&e) {
                 Some(m) => Stop::Denied(m),
                 None => Stop::Failed(e.to_string()),
             };
@@ -178,7 +228,7 @@ async fn watch_from<T: Watched>(
                 if let Some(v) = &o.meta().resource_version {
                     rv.clone_from(v);
                 }
-                Update::Upsert(o)
+                Update::Upsert(summarize(o))
             }
             WatchEvent::Deleted(o) => {
                 if let Some(v) = &o.meta().resource_version {
@@ -204,19 +254,21 @@ async fn watch_from<T: Watched>(
     }
 }
 
-/// Runs list+watch forever, sending updates to `tx`. Ends only when `tx` closes.
-/// `start_delay` spreads the first list of a fleet that starts together.
-pub async fn run<T: Watched>(
+/// Runs list+watch forever, sending the `summarize`d objects to `tx`. Ends only
+/// when `tx` closes. `start_delay` spreads the first list of a fleet that starts
+/// together.
+pub async fn run<T: Watched, S: Send + 'static>(
     client: Client,
     target: Target,
-    tx: mpsc::Sender<Update<T>>,
+    tx: mpsc::Sender<Update<S>>,
     start_delay: Duration,
+    summarize: impl Fn(T) -> S + Send + 'static,
 ) {
     tokio::time::sleep(start_delay).await;
     let mut failures = 0u32;
     let mut told_denied = false;
     loop {
-        let (items, mut rv) = match list::<T>(&client, &target).await {
+        let (items, mut rv) = match list::<T, S>(&client, &target, &summarize).await {
             Ok(x) => x,
             Err(e) => {
                 let wait = if let Some(msg) = denied(&e) {
@@ -242,7 +294,7 @@ pub async fn run<T: Watched>(
             return;
         }
         loop {
-            match watch_from(&client, &target, &mut rv, &tx).await {
+            match watch_from(&client, &target, &mut rv, &tx, &summarize).await {
                 Stop::Resume => {
                     failures = 0;
                     continue;
