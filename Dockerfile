@@ -36,10 +36,15 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
       *) echo "unsupported TARGETARCH: ${TARGETARCH}" >&2; exit 1 ;; \
     esac; \
     rustup target add "${triple}"; \
+    RUSTFLAGS="-C relocation-model=static -C force-unwind-tables=no" \
     cargo build --release --locked --target "${triple}" \
       -p selfdestruct --bin selfdestruct; \
     mkdir -p /out; \
     cp "target/${triple}/release/selfdestruct" /out/selfdestruct
+
+# RUSTFLAGS: a static non-PIE binary (no start-up relocations: 350 KiB less on
+# disk and no dirty relocated pages; the cost is a fixed load address) without
+# unwind tables (panic = "abort" never unwinds). bench/run.sh builds with the same.
 
 # Runs the binary on an empty filesystem: it fails here, not in a cluster, if
 # the binary is not static or not for this architecture.

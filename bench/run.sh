@@ -14,7 +14,9 @@ target=${CARGO_TARGET_DIR:-$root/target}
 triple=x86_64-unknown-linux-gnu
 
 echo "bench: building selfdestruct (static, release)" >&2
-(cd "$root" && RUSTFLAGS="-C target-feature=+crt-static" CARGO_TARGET_DIR="$target" \
+# The shipped flags (see the Dockerfile): static, non-PIE (no start-up
+# relocations, no dirty relocated pages), no unwind tables (panic = "abort").
+(cd "$root" && RUSTFLAGS="-C target-feature=+crt-static -C relocation-model=static -C force-unwind-tables=no" CARGO_TARGET_DIR="$target" \
   cargo build --release --locked -p selfdestruct --bin selfdestruct --target "$triple" >&2)
 echo "bench: building pause.c (gcc -static -Os -s)" >&2
 mkdir -p "$target/bench"

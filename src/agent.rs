@@ -152,10 +152,7 @@ fn api_access(cfg: &Config) -> Result<Access, AccessError> {
 }
 
 /// Reads the own pod, retrying with backoff. `None` means a fatal identification error.
-async fn fetch_own_pod(
-    api: &PodApi,
-    id: &identity::Identity,
-) -> Option<crate::model::OwnPodLite> {
+async fn fetch_own_pod(api: &PodApi, id: &identity::Identity) -> Option<crate::model::OwnPodLite> {
     let (name, ns) = (&id.name.0, &id.namespace.0);
     let mut failures = 0u32;
     loop {

@@ -186,9 +186,7 @@ impl PodApi {
         reason: &str,
         message: &str,
     ) -> Result<(), ApiError> {
-        let now = k8s_openapi::jiff::Timestamp::try_from(SystemTime::now())
-            .map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
-            .unwrap_or_default();
+        let now = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
         let mut source = json!({ "component": "selfdestruct" });
         if let Some(n) = node {
             source["host"] = json!(n);
@@ -249,13 +247,22 @@ pub async fn request(
         .map_err(|_| ApiError::Timeout(REQUEST_TIMEOUT))?
 }
 
+/// A transport error of the kube client. Only the variants its `send` and body
+/// produce are formatted: `kube::Error`'s own `Display` reaches every variant,
+/// kubeconfig and exec-plugin errors included, and would keep all of that code
+/// (a YAML parser among it) in the binary.
+pub fn transport(e: kube::Error) -> ApiError {
+    ApiError::Transport(match e {
+        kube::Error::Service(e) => e.to_string(),
+        kube::Error::HyperError(e) => e.to_string(),
+        kube::Error::HttpError(e) => e.to_string(),
+        kube::Error::ReadEvents(e) => e.to_string(),
+        _ => "request failed".to_string(),
+    })
+}
+
 async fn collect(body: kube::client::Body) -> Result<Vec<u8>, ApiError> {
-    Ok(body
-        .collect()
-        .await
-        .map_err(|e| ApiError::Transport(e.to_string()))?
-        .to_bytes()
-        .to_vec())
+    Ok(body.collect().await.map_err(transport)?.to_bytes().to_vec())
 }
 
 /// Sends a request (asking for JSON) and returns a 2xx response with its body
@@ -268,10 +275,7 @@ pub async fn open(
         http::header::ACCEPT,
         http::HeaderValue::from_static("application/json"),
     );
-    let res = client
-        .send(req)
-        .await
-        .map_err(|e| ApiError::Transport(e.to_string()))?;
+    let res = client.send(req).await.map_err(transport)?;
     let status = res.status();
     if status.is_success() {
         return Ok(res);

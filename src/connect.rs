@@ -26,6 +26,7 @@ use hyper_util::rt::TokioExecutor;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
+use crate::resolve::Resolver;
 use crate::yaml::{self, Yaml};
 
 /// A bound service-account token is rotated by the kubelet: read it again this often.
@@ -295,7 +296,7 @@ fn tls_config(access: &Access) -> Result<rustls::ClientConfig, String> {
 /// Builds the client: hyper over rustls (plain HTTP for `http://` servers),
 /// the base URL and the `Authorization` header set on every request.
 pub fn client(access: &Access, default_namespace: &str) -> Result<kube::Client, String> {
-    let mut http = HttpConnector::new();
+    let mut http = HttpConnector::new_with_resolver(Resolver::default());
     http.enforce_http(false);
     http.set_connect_timeout(Some(CONNECT_TIMEOUT));
     http.set_nodelay(true);
@@ -352,7 +353,9 @@ impl Token {
                             h.set_sensitive(true);
                             *current = Some((h, Instant::now()));
                         }
-                        Err(_) => tracing::warn!(file = %file.display(), "the token file holds no valid token"),
+                        Err(_) => {
+                            tracing::warn!(file = %file.display(), "the token file holds no valid token")
+                        }
                     },
                     Err(e) => {
                         tracing::warn!(file = %file.display(), error = %e, "cannot read the token file")
@@ -368,10 +371,7 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 #[derive(Clone)]
 struct ApiService {
-    http: HttpClient<
-        hyper_rustls::HttpsConnector<HttpConnector>,
-        kube::client::Body,
-    >,
+    http: HttpClient<hyper_rustls::HttpsConnector<HttpConnector<Resolver>>, kube::client::Body>,
     base: Arc<Uri>,
     token: Arc<Token>,
 }
@@ -413,10 +413,8 @@ mod tests {
     use super::*;
 
     fn tmpdir(tag: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!(
-            "selfdestruct-connect-{tag}-{}",
-            std::process::id()
-        ));
+        let d =
+            std::env::temp_dir().join(format!("selfdestruct-connect-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).expect("tmp dir");
         d
@@ -458,7 +456,10 @@ current-context: ctx
         assert_eq!(a.auth, Auth::TokenFile(dir.join("token")));
         assert_eq!(a.namespace.as_deref(), Some("placeholders"));
         let inline = KUBECONFIG
-            .replace("certificate-authority: ca.pem", "certificate-authority-data: UEVN")
+            .replace(
+                "certificate-authority: ca.pem",
+                "certificate-authority-data: UEVN",
+            )
             .replace("tokenFile: token", "token: abc");
         let b = from_kubeconfig(&inline, Path::new("/nowhere/config")).expect("valid");
         assert_eq!(b.ca_pem, b"PEM");
@@ -481,7 +482,10 @@ current-context: ctx
                 "no current-context",
             ),
             (
-                KUBECONFIG.replace("certificate-authority: ca.pem", "certificate-authority-data: !!"),
+                KUBECONFIG.replace(
+                    "certificate-authority: ca.pem",
+                    "certificate-authority-data: !!",
+                ),
                 "tags and block scalars are not supported",
             ),
             (
@@ -530,7 +534,9 @@ current-context: ctx
         assert!(a.source.starts_with("kubeconfig"), "{}", a.source);
         // No kubeconfig, no service host: no API.
         let e = discover(env(vec![("KUBECONFIG", missing.clone())]), &sa).expect_err("none");
-        assert!(matches!(e, AccessError::Missing(ref m) if m.contains("no kubeconfig and no in-cluster service account")));
+        assert!(
+            matches!(e, AccessError::Missing(ref m) if m.contains("no kubeconfig and no in-cluster service account"))
+        );
         // In a cluster without a token (automountServiceAccountToken: false).
         let in_cluster_env = || {
             env(vec![
@@ -540,7 +546,9 @@ current-context: ctx
             ])
         };
         let e = discover(in_cluster_env(), &sa).expect_err("no token");
-        assert!(matches!(e, AccessError::Missing(ref m) if m.contains("automountServiceAccountToken")));
+        assert!(
+            matches!(e, AccessError::Missing(ref m) if m.contains("automountServiceAccountToken"))
+        );
         std::fs::write(sa.join("token"), "t").expect("write");
         let e = discover(in_cluster_env(), &sa).expect_err("no CA");
         assert!(matches!(e, AccessError::Invalid(ref m) if m.contains("ca.crt")));

@@ -19,6 +19,7 @@ pub mod list_items;
 pub mod logging;
 pub mod model;
 pub mod node_gate;
+pub mod resolve;
 pub mod selector;
 pub mod signals;
 pub mod watch;

@@ -125,8 +125,16 @@ impl OwnPod {
             .node_selector_terms
             .iter()
             .map(|t| NodeTerm {
-                labels: t.match_expressions.iter().map(SelectorRequirement::to_requirement).collect(),
-                fields: t.match_fields.iter().map(SelectorRequirement::to_requirement).collect(),
+                labels: t
+                    .match_expressions
+                    .iter()
+                    .map(SelectorRequirement::to_requirement)
+                    .collect(),
+                fields: t
+                    .match_fields
+                    .iter()
+                    .map(SelectorRequirement::to_requirement)
+                    .collect(),
             })
             .collect();
         OwnPod {
@@ -179,10 +187,36 @@ impl OwnPod {
     }
 }
 
-/// Converts an API timestamp to `SystemTime` (times before 1970 clamp to the epoch).
-pub fn time_of(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> SystemTime {
-    let ms = u64::try_from(t.0.as_millisecond()).unwrap_or(0);
-    SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(ms)
+/// An API timestamp: RFC 3339 in UTC, as the API server writes `Time` and
+/// `MicroTime` (`2026-11-22T04:26:01Z`, `...01.123456Z`). Read with humantime
+/// rather than `k8s_openapi`'s jiff-based `Time`, which would add a calendar
+/// library to the binary for a few fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Time(pub SystemTime);
+
+impl<'de> Deserialize<'de> for Time {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        parse_time(&text).map(Time).ok_or_else(|| {
+            serde::de::Error::custom(format_args!("not an RFC 3339 UTC time: {text:?}"))
+        })
+    }
+}
+
+/// Parses an API timestamp; times before 1970 clamp to the epoch.
+pub fn parse_time(text: &str) -> Option<SystemTime> {
+    match humantime::parse_rfc3339(text) {
+        Ok(t) => Some(t),
+        Err(humantime::TimestampError::OutOfRange) if text.get(..4)? < "1970" => {
+            Some(SystemTime::UNIX_EPOCH)
+        }
+        Err(_) => None,
+    }
+}
+
+/// The time of an API timestamp.
+pub fn time_of(t: &Time) -> SystemTime {
+    t.0
 }
 
 impl SelectorRequirement {
@@ -275,10 +309,10 @@ pub struct MetaLite {
     pub labels: Option<BTreeMap<String, String>>,
     /// creationTimestamp
     #[serde(default)]
-    pub creation_timestamp: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    pub creation_timestamp: Option<Time>,
     /// deletionTimestamp
     #[serde(default)]
-    pub deletion_timestamp: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    pub deletion_timestamp: Option<Time>,
 }
 
 /// A Node as far as the agent reads it.
@@ -329,7 +363,7 @@ pub struct ConditionLite {
     pub status: String,
     /// lastTransitionTime
     #[serde(default)]
-    pub last_transition_time: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    pub last_transition_time: Option<Time>,
 }
 
 /// One entry of status.images.
@@ -419,7 +453,7 @@ pub struct SelectorRequirement {
 #[serde(default, rename_all = "camelCase")]
 pub struct OwnStatusLite {
     /// status.startTime
-    pub start_time: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    pub start_time: Option<Time>,
     /// status.conditions
     pub conditions: Option<Vec<ConditionLite>>,
 }

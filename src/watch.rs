@@ -5,7 +5,6 @@
 use std::fmt::Debug;
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use http_body_util::BodyExt;
 use kube::Client;
 use kube::core::params::{ListParams, WatchParams};
@@ -144,7 +143,7 @@ async fn read_page<T: Watched, S>(
     let mut splitter = ItemSplitter::new();
     let mut bad = None;
     while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| ApiError::Transport(e.to_string()))?;
+        let frame = frame.map_err(crate::api::transport)?;
         if let Some(data) = frame.data_ref() {
             splitter.feed(data, |item| match serde_json::from_slice::<T>(item) {
                 Ok(obj) => items.push(summarize(obj)),
@@ -170,10 +169,64 @@ fn denied(e: &ApiError) -> Option<String> {
     }
 }
 
-fn denied_watch(e: &kube::Error) -> Option<String> {
-    match e {
-        kube::Error::Api(s) if s.code == 403 || s.code == 401 => Some(s.message.clone()),
-        _ => None,
+/// A watch event longer than this is refused (a Node is about 11 KiB).
+const MAX_EVENT: usize = 16 << 20;
+
+/// The events of a watch response, one JSON object per line, read as they arrive.
+struct Events {
+    body: kube::client::Body,
+    buf: Vec<u8>,
+    /// `buf[..scanned]` holds no newline.
+    scanned: usize,
+    ended: bool,
+}
+
+impl Events {
+    fn new(body: kube::client::Body) -> Self {
+        Events {
+            body,
+            buf: Vec::new(),
+            scanned: 0,
+            ended: false,
+        }
+    }
+
+    /// The next event; `None` when the response ends.
+    async fn next<T: DeserializeOwned>(&mut self) -> Option<Result<WatchEvent<T>, String>> {
+        loop {
+            let newline = self.buf[self.scanned..].iter().position(|&b| b == b'\n');
+            let end = match newline {
+                Some(i) => self.scanned + i,
+                None if self.ended => self.buf.len(),
+                None => {
+                    self.scanned = self.buf.len();
+                    match self.body.frame().await {
+                        None => self.ended = true,
+                        Some(Err(e)) => return Some(Err(crate::api::transport(e).to_string())),
+                        Some(Ok(frame)) => {
+                            if let Ok(data) = frame.into_data() {
+                                if self.buf.len() + data.len() > MAX_EVENT {
+                                    return Some(Err("a watch event over 16 MiB".into()));
+                                }
+                                self.buf.extend_from_slice(&data);
+                            }
+                        }
+                    }
+                    continue;
+                }
+            };
+            let line = &self.buf[..end];
+            let event = (!line.iter().all(u8::is_ascii_whitespace)).then(|| {
+                serde_json::from_slice(line).map_err(|e| format!("unreadable watch event: {e}"))
+            });
+            self.buf.drain(..(end + 1).min(self.buf.len()));
+            self.scanned = 0;
+            match event {
+                Some(event) => return Some(event),
+                None if self.ended && self.buf.is_empty() => return None,
+                None => {}
+            }
+        }
     }
 }
 
@@ -191,22 +244,21 @@ async fn watch_from<T: Watched, S>(
         wp = wp.labels(&t.selector);
     }
     let req = match Request::new(&t.path).watch(&wp, rv) {
-        Ok(r) => r,
+        Ok(r) => r.map(kube::client::Body::from),
         Err(e) => return Stop::Failed(e.to_string()),
     };
-    let stream = match client.request_events::<T>(req).await {
-        Ok(s) => s,
+    let mut events = match crate::api::open(client, req).await {
+        Ok(res) => Events::new(res.into_body()),
         Err(e) => {
-            return match denied_watch(&e) {
+            return match denied(&e) {
                 Some(m) => Stop::Denied(m),
                 None => Stop::Failed(e.to_string()),
             };
         }
     };
-    let mut stream = std::pin::pin!(stream);
     let opened = std::time::Instant::now();
     loop {
-        let next = match tokio::time::timeout(STALL_TIMEOUT, stream.next()).await {
+        let next = match tokio::time::timeout(STALL_TIMEOUT, events.next::<T>()).await {
             Err(_) => {
                 tracing::debug!(what = t.what, "watch stalled, reconnecting");
                 return Stop::Resume;
@@ -220,7 +272,7 @@ async fn watch_from<T: Watched, S>(
                 ));
             }
             Ok(None) => return Stop::Resume,
-            Ok(Some(Err(e))) => return Stop::Failed(e.to_string()),
+            Ok(Some(Err(e))) => return Stop::Failed(e),
             Ok(Some(Ok(ev))) => ev,
         };
         let update = match next {
