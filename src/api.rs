@@ -253,12 +253,27 @@ pub async fn request(
 /// (a YAML parser among it) in the binary.
 pub fn transport(e: kube::Error) -> ApiError {
     ApiError::Transport(match e {
-        kube::Error::Service(e) => e.to_string(),
-        kube::Error::HyperError(e) => e.to_string(),
-        kube::Error::HttpError(e) => e.to_string(),
-        kube::Error::ReadEvents(e) => e.to_string(),
+        kube::Error::Service(e) => with_sources(&*e),
+        kube::Error::HyperError(e) => with_sources(&e),
+        kube::Error::HttpError(e) => with_sources(&e),
+        kube::Error::ReadEvents(e) => with_sources(&e),
         _ => "request failed".to_string(),
     })
+}
+
+/// An error and its causes ("client error (Connect): invalid peer certificate: UnknownIssuer").
+fn with_sources(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let more = c.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        cause = c.source();
+    }
+    text
 }
 
 async fn collect(body: kube::client::Body) -> Result<Vec<u8>, ApiError> {

@@ -238,12 +238,12 @@ pub struct Args {
     )]
     pub min_age: String,
     /// Random delay before the first node and sibling list, so a fleet that starts
-    /// together does not list together
+    /// together does not list together (costs nothing below the 2m min age)
     #[arg(
         long,
         env = "SELFDESTRUCT_START_JITTER",
         value_name = "DURATION",
-        default_value = "10s"
+        default_value = "30s"
     )]
     pub start_jitter: String,
     /// Label selector of sibling placeholders ("none" disables) [default: the own pod's

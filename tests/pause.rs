@@ -164,6 +164,11 @@ fn zombies_left_under(init: &str) -> Option<usize> {
         .iter()
         .filter(|(_, s)| *s == 'Z')
         .count();
+    // Ending `unshare` would orphan the namespace's init: end the init, which
+    // ends the whole namespace.
+    let _ = std::process::Command::new("kill")
+        .args(["-KILL", &init_pid.to_string()])
+        .status();
     Some(zombies)
 }
 
