@@ -814,7 +814,9 @@ fn requests_per_hour(o: &Opts, t: &mut Table) -> Vec<String> {
     std::fs::create_dir_all(&dir).expect("mkdir");
     let kc = dir.join("kubeconfig");
     std::fs::write(&kc, sc.fake.kubeconfig_yaml(TOKEN, NS).replace(&sc.fake.url(), &url)).expect("write kubeconfig");
-    let agent = spawn(o, "cycle", &o.selfdestruct, &[], &sc.env_with("placeholder-0", &kc, &[]));
+    // Watch cycles are counted from the first list: no start-up jitter to wait out.
+    let no_jitter = [("SELFDESTRUCT_START_JITTER", "0")];
+    let agent = spawn(o, "cycle", &o.selfdestruct, &[], &sc.env_with("placeholder-0", &kc, &no_jitter));
     assert!(sc.fake.wait_for(|c| c.open_watches() >= 2, Duration::from_secs(10)), "no watches: {}", agent.log());
     let start: Vec<RecordedRequest> = sc.fake.requests();
     sc.fake.clear_requests();
