@@ -319,6 +319,13 @@ pub fn client(access: &Access, default_namespace: &str) -> Result<kube::Client, 
     Ok(kube::Client::new(service, default_namespace))
 }
 
+/// `Bearer <token>`, kept out of debug output.
+fn bearer(token: &str) -> Option<HeaderValue> {
+    let mut h = HeaderValue::from_str(&format!("Bearer {}", token.trim())).ok()?;
+    h.set_sensitive(true);
+    Some(h)
+}
+
 /// The `Authorization` header, re-read from a token file when stale.
 struct Token {
     file: Option<PathBuf>,
@@ -327,7 +334,6 @@ struct Token {
 
 impl Token {
     fn new(auth: &Auth) -> Self {
-        let bearer = |t: &str| HeaderValue::from_str(&format!("Bearer {}", t.trim())).ok();
         let (file, current) = match auth {
             Auth::None => (None, None),
             Auth::Token(t) => (None, bearer(t).map(|h| (h, Instant::now()))),
@@ -348,12 +354,9 @@ impl Token {
             if stale {
                 // A failed read keeps the last good token: the next request tries again.
                 match std::fs::read_to_string(file) {
-                    Ok(t) => match HeaderValue::from_str(&format!("Bearer {}", t.trim())) {
-                        Ok(mut h) => {
-                            h.set_sensitive(true);
-                            *current = Some((h, Instant::now()));
-                        }
-                        Err(_) => {
+                    Ok(t) => match bearer(&t) {
+                        Some(h) => *current = Some((h, Instant::now())),
+                        None => {
                             tracing::warn!(file = %file.display(), "the token file holds no valid token")
                         }
                     },
