@@ -249,6 +249,9 @@ async fn watch_from<T: Watched, S>(
     };
     let mut events = match crate::api::open(client, req).await {
         Ok(res) => Events::new(res.into_body()),
+        // A too-old resourceVersion can also be refused before the stream
+        // starts (HTTP 410 rather than an ERROR event): list again.
+        Err(ApiError::Status { code: 410, .. }) => return Stop::Relist,
         Err(e) => {
             return match denied(&e) {
                 Some(m) => Stop::Denied(m),

@@ -295,18 +295,24 @@ fn a_broken_or_expired_watch_is_listed_again_and_still_moves() {
         "{}",
         agent.log()
     );
-    // Compact the history and cut the watch: resuming from the old
-    // resourceVersion gets 410 Gone, so the agent must list again.
-    for _ in 0..3 {
+    // Hold the watch so the agent misses a change, compact the history and
+    // cut the watch: resuming from its resourceVersion (now older than the
+    // compaction) gets 410 Gone, so the agent must list again. Without the
+    // hold the agent could see the change first, and resuming from the newest
+    // resourceVersion is legal (no 410), as on a real API server.
+    s.fake.stall_watches();
+    std::thread::sleep(Duration::from_millis(50));
+    for i in 0..3 {
         s.fake.modify_node("node-a", |n| {
             n.metadata
                 .labels
                 .get_or_insert_default()
-                .insert("churn".into(), "x".into());
+                .insert("churn".into(), i.to_string());
         });
     }
     s.fake.compact();
     s.fake.drop_watches_mid_line();
+    s.fake.resume_watches();
     assert!(
         agent.wait_for_log("listing again", Duration::from_secs(15)),
         "no re-list after 410:\n{}",
@@ -353,11 +359,13 @@ fn the_node_selector_limits_which_nodes_count() {
         "{}",
         agent.log()
     );
+    // "watching nodes" follows the list; the watch request comes just after.
     let watch = s
         .fake
-        .requests()
-        .into_iter()
-        .find(|r| r.path == "/api/v1/nodes" && r.watch)
+        .wait_for_request(
+            |r| r.path == "/api/v1/nodes" && r.watch,
+            Duration::from_secs(10),
+        )
         .expect("a node watch");
     assert_eq!(
         watch.query_param("labelSelector").as_deref(),
