@@ -36,7 +36,7 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
       *) echo "unsupported TARGETARCH: ${TARGETARCH}" >&2; exit 1 ;; \
     esac; \
     rustup target add "${triple}"; \
-    RUSTFLAGS="-C relocation-model=static -C force-unwind-tables=no" \
+    RUSTFLAGS="-C relocation-model=static -C force-unwind-tables=no -C link-arg=-Wl,--no-eh-frame-hdr" \
     cargo build --release --locked --target "${triple}" \
       -p selfdestruct --bin selfdestruct; \
     mkdir -p /out; \
@@ -44,7 +44,9 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
 
 # RUSTFLAGS: a static non-PIE binary (no start-up relocations: 350 KiB less on
 # disk and no dirty relocated pages; the cost is a fixed load address) without
-# unwind tables (panic = "abort" never unwinds). bench/run.sh builds with the same.
+# unwind tables and without the .eh_frame_hdr lookup table (panic = "abort"
+# never unwinds; a panic still prints its message). bench/run.sh builds with
+# the same.
 
 # Runs the binary on an empty filesystem: it fails here, not in a cluster, if
 # the binary is not static or not for this architecture.

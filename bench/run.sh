@@ -16,7 +16,7 @@ triple=x86_64-unknown-linux-gnu
 echo "bench: building selfdestruct (static, release)" >&2
 # The shipped flags (see the Dockerfile): static, non-PIE (no start-up
 # relocations, no dirty relocated pages), no unwind tables (panic = "abort").
-(cd "$root" && RUSTFLAGS="-C target-feature=+crt-static -C relocation-model=static -C force-unwind-tables=no" CARGO_TARGET_DIR="$target" \
+(cd "$root" && RUSTFLAGS="-C target-feature=+crt-static -C relocation-model=static -C force-unwind-tables=no -C link-arg=-Wl,--no-eh-frame-hdr" CARGO_TARGET_DIR="$target" \
   cargo build --release --locked -p selfdestruct --bin selfdestruct --target "$triple" >&2)
 echo "bench: building pause.c (gcc -static -Os -s)" >&2
 mkdir -p "$target/bench"

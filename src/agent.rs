@@ -31,10 +31,12 @@ pub async fn run(cfg: Config, signals: Signals) -> i32 {
         Ok(ready) => ready.run(cfg, &mut signals).await,
         Err(NotReady::NoApi(why)) => {
             info!(reason = %why, "no API access: running as a plain pause container");
+            crate::memory::release_idle();
             stop(signals.terminated().await)
         }
         Err(NotReady::NoClient(e)) => {
             error!(error = %e, "cannot build an API client from the kubeconfig: running as a plain pause container");
+            crate::memory::release_idle();
             stop(signals.terminated().await)
         }
         Err(NotReady::Stopped(sig)) => stop(sig),
@@ -134,6 +136,7 @@ pub async fn run_gate(
         Ok(c) => c,
         Err(why) => {
             info!(reason = %why, "no API access: the node gate cannot remove its taint; running as a plain pause container");
+            crate::memory::release_idle();
             return stop(signals.terminated().await);
         }
     };
@@ -200,6 +203,8 @@ struct Agent {
     sibling_rx: Option<mpsc::Receiver<Update<Sibling>>>,
     last_hold: Option<Hold>,
     last_event: Option<String>,
+    /// Start-up or a list ran: give memory back before the next wait.
+    release_pending: bool,
 }
 
 impl Agent {
@@ -248,6 +253,7 @@ impl Agent {
             sibling_rx: None,
             last_hold: None,
             last_event: None,
+            release_pending: true,
         };
         agent.start_watches(own);
         agent
@@ -321,7 +327,7 @@ impl Agent {
                 if first {
                     info!(count, "watching nodes: moving to newer nodes is on");
                 }
-                release_freed_memory();
+                self.release_pending = true;
             }
             Applied::Changed => {}
             Applied::Forbidden(msg) => warn!(
@@ -348,7 +354,7 @@ impl Agent {
                         "watching sibling placeholders: no move while one is Pending"
                     );
                 }
-                release_freed_memory();
+                self.release_pending = true;
             }
             Applied::Changed => {}
             Applied::Forbidden(msg) => warn!(
@@ -399,6 +405,9 @@ impl Agent {
                     None => std::future::pending().await,
                 }
             };
+            if std::mem::take(&mut self.release_pending) {
+                crate::memory::release_idle();
+            }
             tokio::select! {
                 sig = signals.terminated() => return stop(sig),
                 () = sleep => {}
@@ -566,16 +575,5 @@ async fn recv<T>(rx: &mut Option<mpsc::Receiver<T>>) -> Option<T> {
     match rx {
         Some(rx) => rx.recv().await,
         None => std::future::pending().await,
-    }
-}
-
-/// Hands the heap pages freed after a list (the response and the full objects,
-/// now reduced to summaries) back to the kernel: glibc's malloc would keep them,
-/// and RSS would follow the size of the Node objects.
-fn release_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only walks the allocator's own free lists.
-    unsafe {
-        libc::malloc_trim(0);
     }
 }

@@ -20,6 +20,8 @@ use std::time::{Duration, Instant};
 use base64::Engine;
 use http::header::{AUTHORIZATION, HeaderValue};
 use http::{Request, Response, Uri};
+use http_body_util::BodyExt;
+use http_body_util::combinators::MapErr;
 use hyper_util::client::legacy::Client as HttpClient;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -273,8 +275,7 @@ fn tls_config(access: &Access) -> Result<rustls::ClientConfig, String> {
             return Err("the CA holds no usable certificate".into());
         }
     }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = rustls::ClientConfig::builder_with_provider(provider)
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(crate::tls::provider()))
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
         .with_root_certificates(roots);
@@ -372,9 +373,31 @@ impl Token {
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// kube's request body with its error type replaced. hyper boxes a body's
+/// errors as `dyn Error`, and boxing `kube::Error` would link its `Display`
+/// (every variant, kubeconfig YAML errors with their snippet renderer
+/// included: about 0.15 MiB). The bodies sent here are whole buffers that
+/// cannot fail.
+type ReqBody = MapErr<kube::client::Body, fn(kube::Error) -> BodyError>;
+
+#[derive(Debug)]
+struct BodyError;
+
+impl std::fmt::Display for BodyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the request body failed")
+    }
+}
+
+impl std::error::Error for BodyError {}
+
+fn body_error(_: kube::Error) -> BodyError {
+    BodyError
+}
+
 #[derive(Clone)]
 struct ApiService {
-    http: HttpClient<hyper_rustls::HttpsConnector<HttpConnector<Resolver>>, kube::client::Body>,
+    http: HttpClient<hyper_rustls::HttpsConnector<HttpConnector<Resolver>>, ReqBody>,
     base: Arc<Uri>,
     token: Arc<Token>,
 }
@@ -397,7 +420,8 @@ impl tower::Service<Request<kube::client::Body>> for ApiService {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, mut req: Request<kube::client::Body>) -> Self::Future {
+    fn call(&mut self, req: Request<kube::client::Body>) -> Self::Future {
+        let mut req = req.map(|b| b.map_err(body_error as fn(kube::Error) -> BodyError));
         let uri = join(&self.base, req.uri());
         let auth = self.token.header();
         let http = self.http.clone();

@@ -108,6 +108,7 @@ pub async fn run(cfg: GateConfig, client: Client, mut signals: Signals) -> i32 {
         }
         () = open_gate(&cfg, &client) => {}
     }
+    crate::memory::release_idle();
     let sig = signals.terminated().await;
     info!(signal = sig, "received {sig}, exiting");
     0
