@@ -294,6 +294,9 @@ fn tls_config(access: &Access) -> Result<rustls::ClientConfig, String> {
     }
 }
 
+/// The largest read buffer of a connection (see [`client`]).
+const READ_BUFFER: usize = 64 * 1024;
+
 /// Builds the client: hyper over rustls (plain HTTP for `http://` servers),
 /// the base URL and the `Authorization` header set on every request.
 pub fn client(access: &Access, default_namespace: &str) -> Result<kube::Client, String> {
@@ -313,7 +316,12 @@ pub fn client(access: &Access, default_namespace: &str) -> Result<kube::Client, 
     };
     let connector = tls.enable_http1().wrap_connector(http);
     let service = ApiService {
-        http: HttpClient::builder(TokioExecutor::new()).build(connector),
+        http: HttpClient::builder(TokioExecutor::new())
+            // hyper grows a connection's read buffer up to about 400 KiB while a
+            // large list streams in, and a pooled or watching connection keeps
+            // it: reads of at most 64 KiB keep memory flat for a few more syscalls.
+            .http1_max_buf_size(READ_BUFFER)
+            .build(connector),
         base: Arc::new(access.server.clone()),
         token: Arc::new(Token::new(&access.auth)),
     };
