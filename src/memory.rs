@@ -8,6 +8,7 @@
 //! placeholder runs a few pages of it. [`release_code_pages`] unmaps the
 //! read-only pages of the executable (`MADV_DONTNEED`): they stay in the page
 //! cache, shared and reclaimable, and come back on the next use as minor faults.
+//! (A debugger's breakpoints in those pages are lost with them.)
 
 /// Hands the heap pages freed after a list (the response and the full objects,
 /// now reduced to summaries) back to the kernel: glibc's malloc would keep them,
