@@ -31,13 +31,11 @@ pub async fn run(cfg: Config, signals: Signals) -> i32 {
         Ok(ready) => ready.run(cfg, &mut signals).await,
         Err(NotReady::NoApi(why)) => {
             info!(reason = %why, "no API access: running as a plain pause container");
-            crate::memory::release_idle();
-            stop(signals.terminated().await)
+            pause(signals.terminated()).await
         }
         Err(NotReady::NoClient(e)) => {
             error!(error = %e, "cannot build an API client from the kubeconfig: running as a plain pause container");
-            crate::memory::release_idle();
-            stop(signals.terminated().await)
+            pause(signals.terminated()).await
         }
         Err(NotReady::Stopped(sig)) => stop(sig),
         Err(NotReady::Fatal) => EXIT_CONFIG,
@@ -136,11 +134,17 @@ pub async fn run_gate(
         Ok(c) => c,
         Err(why) => {
             info!(reason = %why, "no API access: the node gate cannot remove its taint; running as a plain pause container");
-            crate::memory::release_idle();
-            return stop(signals.terminated().await);
+            return pause(signals.terminated()).await;
         }
     };
     crate::node_gate::run(gate, client, signals).await
+}
+
+/// A plain pause container: gives the start-up memory back, then waits for
+/// SIGTERM/SIGINT.
+async fn pause(terminated: impl Future<Output = &'static str>) -> i32 {
+    crate::memory::release_idle();
+    stop(terminated.await)
 }
 
 fn stop(signal: &str) -> i32 {
