@@ -16,10 +16,12 @@ use crate::connect::{self, Access, AccessError};
 use crate::decision::{Decision, Hold, Memory, Outcome, Snapshot, Trigger, decide};
 use crate::duration::format as fmt_duration;
 use crate::identity::{self, Source};
-use crate::model::{NodeLite, NodeSummary, OwnPod, Sibling};
+use crate::model::{NodeSummary, OwnPod, Sibling};
 use crate::selector::Selector;
 use crate::signals::{Signals, Stop};
 use crate::watch::{self, Target, Update};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::Api;
 
 /// Exit code for invalid configuration.
 pub const EXIT_CONFIG: i32 = 2;
@@ -38,8 +40,15 @@ pub async fn run(cfg: Config, signals: Signals) -> i32 {
             pause(signals.terminated()).await
         }
         Err(NotReady::Stopped(sig)) => stop(sig),
+        Err(NotReady::BadKubeconfig(e)) => bad_kubeconfig(&e),
         Err(NotReady::Fatal) => EXIT_CONFIG,
     }
+}
+
+/// A kubeconfig the user named cannot be used: a configuration error.
+pub fn bad_kubeconfig(e: &str) -> i32 {
+    eprintln!("selfdestruct: {e}");
+    EXIT_CONFIG
 }
 
 // --- start-up, shared by `run` and the entrypoint wrapper (src/wrapper.rs) ---
@@ -50,6 +59,9 @@ pub enum NotReady {
     NoApi(String),
     /// A kubeconfig that no client can be built from: the error.
     NoClient(String),
+    /// The kubeconfig named by `KUBECONFIG` or `--kubeconfig` cannot be used
+    /// (exit code [`EXIT_CONFIG`]): the message naming the file and the cause.
+    BadKubeconfig(String),
     /// `stop` fired first (SIGTERM/SIGINT): the signal's name.
     Stopped(&'static str),
     /// The own pod cannot be identified; already logged (exit code [`EXIT_CONFIG`]).
@@ -60,15 +72,16 @@ pub enum NotReady {
 /// loop needs to start.
 pub struct Ready {
     api: PodApi,
-    pod: crate::model::OwnPodLite,
+    pod: Pod,
     id: identity::Identity,
 }
 
 /// Finds API access, the own identity and reads the own pod (retrying), unless
 /// `stop` fires first.
 pub async fn prepare(cfg: &Config, stop: &mut Stop) -> Result<Ready, NotReady> {
-    let access = api_access(cfg).map_err(|e| match e {
+    let access = api_access(cfg).await.map_err(|e| match e {
         AccessError::Missing(why) => NotReady::NoApi(why),
+        AccessError::Named(why) => NotReady::BadKubeconfig(why),
         AccessError::Invalid(why) => NotReady::NoClient(why),
     })?;
     let id = identity::resolve(
@@ -107,7 +120,8 @@ impl Ready {
         self.id
             .uid
             .clone()
-            .unwrap_or_else(|| self.pod.metadata.uid.clone())
+            .or_else(|| self.pod.metadata.uid.clone())
+            .unwrap_or_default()
     }
 
     /// Runs the decision loop until `stop` fires (with [`Stop::Never`]: until the
@@ -127,10 +141,12 @@ pub async fn run_gate(
     cfg: Config,
     mut signals: Signals,
 ) -> i32 {
-    let client = match api_access(&cfg)
-        .map_err(|e| e.to_string())
-        .and_then(|a| connect::client(&a, "default"))
-    {
+    let client = match api_access(&cfg).await {
+        Err(AccessError::Named(e)) => return bad_kubeconfig(&e),
+        Err(e) => Err(e.to_string()),
+        Ok(a) => connect::client(&a, "default"),
+    };
+    let client = match client {
         Ok(c) => c,
         Err(why) => {
             info!(reason = %why, "no API access: the node gate cannot remove its taint; running as a plain pause container");
@@ -152,14 +168,19 @@ fn stop(signal: &str) -> i32 {
     0
 }
 
-fn api_access(cfg: &Config) -> Result<Access, AccessError> {
-    let access = connect::discover(|k| std::env::var_os(k), &cfg.identity.service_account_dir)?;
-    debug!(source = %access.source, server = %access.server, "API access");
+async fn api_access(cfg: &Config) -> Result<Access, AccessError> {
+    let access = connect::discover(
+        |k| std::env::var_os(k),
+        cfg.identity.kubeconfig.as_deref(),
+        &cfg.identity.service_account_dir,
+    )
+    .await?;
+    debug!(source = %access.source, server = %access.config.cluster_url, "API access");
     Ok(access)
 }
 
 /// Reads the own pod, retrying with backoff. `None` means a fatal identification error.
-async fn fetch_own_pod(api: &PodApi, id: &identity::Identity) -> Option<crate::model::OwnPodLite> {
+async fn fetch_own_pod(api: &PodApi, id: &identity::Identity) -> Option<Pod> {
     let (name, ns) = (&id.name.0, &id.namespace.0);
     let mut failures = 0u32;
     loop {
@@ -269,7 +290,6 @@ impl Agent {
         if self.cfg.policy.move_to_new_nodes {
             let (tx, rx) = mpsc::channel(64);
             let target = Target {
-                path: "/api/v1/nodes".into(),
                 selector: self.cfg.node_selector.to_string(),
                 what: "nodes",
             };
@@ -277,11 +297,11 @@ impl Agent {
             let keys = self.label_keys.clone();
             let images = self.cfg.policy.required_images.clone();
             tokio::spawn(watch::run(
-                self.api.client().clone(),
+                Api::<Node>::all(self.api.client().clone()),
                 target,
                 tx,
                 start_delay,
-                move |n: NodeLite| NodeSummary::from_lite(n, &keys, &images),
+                move |n: Node| NodeSummary::from_node(n, &keys, &images),
             ));
             self.node_rx = Some(rx);
         }
@@ -310,16 +330,18 @@ impl Agent {
         if let Some(sel) = selector {
             let (tx, rx) = mpsc::channel(64);
             let target = Target {
-                path: format!("/api/v1/namespaces/{}/pods", own.namespace),
                 selector: sel.to_string(),
                 what: "sibling pods",
             };
             tokio::spawn(watch::run(
-                self.api.client().clone(),
+                Api::<Pod>::namespaced(
+                    self.api.client().clone(),
+                    &crate::api::segment(&own.namespace),
+                ),
                 target,
                 tx,
                 start_delay,
-                Sibling::from_lite,
+                Sibling::from_pod,
             ));
             self.sibling_rx = Some(rx);
         }
@@ -493,7 +515,16 @@ impl Agent {
         if self.last_event.as_deref() != Some(key.as_str()) {
             match self
                 .api
-                .event(&own.uid, own.node_name.as_deref(), "SelfDestruct", &reason)
+                .event(
+                    &own.uid,
+                    if self.cfg.mode == Mode::Evict {
+                        "Evict"
+                    } else {
+                        "Delete"
+                    },
+                    "SelfDestruct",
+                    &reason,
+                )
                 .await
             {
                 Ok(()) => self.last_event = Some(key),

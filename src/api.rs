@@ -1,18 +1,26 @@
 //! The few API calls the agent makes, on its own pod only: read it, evict or
-//! delete it with a uid precondition, and post an Event about it. Requests are
-//! sent raw so the status code, `Status` body and `Retry-After` header are all seen.
+//! delete it with a uid precondition (k8s-openapi `Eviction` and
+//! `DeleteOptions` with `Preconditions`), and post an Event about it through
+//! kube's `Recorder` (events.k8s.io/v1). Paths come from kube's request
+//! builder over escaped segments; the eviction and delete go through
+//! `Client::send` so the status code, `Status` body and `Retry-After` header
+//! are all seen (kube's `Api::evict` keeps no headers).
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use http::{Method, Request, StatusCode};
+use http::{Request, StatusCode};
 use http_body_util::BodyExt;
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use k8s_openapi::api::policy::v1::Eviction;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, ObjectMeta, Preconditions};
 use kube::Client;
+use kube::Resource;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 use serde::Deserialize;
-use serde_json::json;
 
 use crate::config::Mode;
 use crate::decision::Outcome;
-use crate::model::OwnPodLite;
 
 /// Timeout of every non-watch request.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -91,21 +99,67 @@ struct StatusDetails {
     retry_after_seconds: Option<u64>,
 }
 
+/// What is escaped in a path segment: everything but RFC 3986's unreserved
+/// characters and sub-delims that a Kubernetes name may hold.
+const SEGMENT: &AsciiSet = &CONTROLS
+    .add(b' ')
+    .add(b'"')
+    .add(b'#')
+    .add(b'%')
+    .add(b'/')
+    .add(b'<')
+    .add(b'>')
+    .add(b'?')
+    .add(b'[')
+    .add(b'\\')
+    .add(b']')
+    .add(b'^')
+    .add(b'`')
+    .add(b'{')
+    .add(b'|')
+    .add(b'}');
+
+/// A name as one URL path segment: kube's request builder joins names into
+/// paths as they are, so a `/` or `?` in one would change the request.
+pub fn segment(name: &str) -> String {
+    let escaped = utf8_percent_encode(name, SEGMENT).to_string();
+    // "." and ".." would be resolved away by URL normalisation.
+    match escaped.as_str() {
+        "." => "%2E".to_string(),
+        ".." => "%2E%2E".to_string(),
+        _ => escaped,
+    }
+}
+
+/// kube's request builder for the pods of `namespace` (escaped).
+fn pods(namespace: &str) -> kube::core::Request {
+    kube::core::Request::new(Pod::url_path(&(), Some(&segment(namespace))))
+}
+
 /// The API calls on the own pod.
 #[derive(Clone)]
 pub struct PodApi {
     client: Client,
     namespace: String,
     name: String,
+    recorder: Recorder,
 }
 
 impl PodApi {
     /// Calls on pod `namespace/name`.
     pub fn new(client: Client, namespace: &str, name: &str) -> Self {
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "selfdestruct".into(),
+                instance: Some(name.to_string()),
+            },
+        );
         PodApi {
             client,
             namespace: namespace.to_string(),
             name: name.to_string(),
+            recorder,
         }
     }
 
@@ -114,26 +168,15 @@ impl PodApi {
         &self.client
     }
 
-    fn pod_path(&self) -> String {
-        format!("/api/v1/namespaces/{}/pods/{}", self.namespace, self.name)
-    }
-
-    async fn send(
-        &self,
-        method: Method,
-        path: String,
-        body: Option<serde_json::Value>,
-    ) -> Result<Vec<u8>, ApiError> {
-        let body = body.map(|b| ("application/json", b.to_string().into_bytes()));
-        request(&self.client, method, &path, body).await
-    }
-
     /// Reads the own pod.
-    pub async fn get(&self) -> Result<OwnPodLite, ApiError> {
-        let body = self.send(Method::GET, self.pod_path(), None).await?;
-        let pod: OwnPodLite =
+    pub async fn get(&self) -> Result<Pod, ApiError> {
+        let req = pods(&self.namespace)
+            .get(&segment(&self.name), &kube::api::GetParams::default())
+            .map_err(|e| ApiError::Transport(e.to_string()))?;
+        let body = request(&self.client, req).await?;
+        let pod: Pod =
             serde_json::from_slice(&body).map_err(|e| ApiError::Decode(e.to_string()))?;
-        if pod.metadata.name != self.name {
+        if pod.metadata.name.as_deref() != Some(self.name.as_str()) {
             return Err(ApiError::Decode(format!(
                 "asked for pod {:?}, got {:?}",
                 self.name, pod.metadata.name
@@ -149,95 +192,88 @@ impl PodApi {
         uid: &str,
         grace: Option<Duration>,
     ) -> Result<(), ApiError> {
-        let mut options = json!({ "preconditions": { "uid": uid } });
-        if let Some(g) = grace {
-            options["gracePeriodSeconds"] = json!(g.as_secs());
-        }
-        match mode {
+        let options = DeleteOptions {
+            preconditions: Some(Preconditions {
+                uid: Some(uid.to_string()),
+                resource_version: None,
+            }),
+            grace_period_seconds: grace.map(|g| i64::try_from(g.as_secs()).unwrap_or(i64::MAX)),
+            ..DeleteOptions::default()
+        };
+        let name = segment(&self.name);
+        let req = match mode {
             Mode::Evict => {
-                let body = json!({
-                    "apiVersion": "policy/v1",
-                    "kind": "Eviction",
-                    "metadata": { "name": self.name, "namespace": self.namespace },
-                    "deleteOptions": options,
-                });
-                self.send(
-                    Method::POST,
-                    format!("{}/eviction", self.pod_path()),
-                    Some(body),
+                let eviction = Eviction {
+                    metadata: ObjectMeta {
+                        name: Some(self.name.clone()),
+                        namespace: Some(self.namespace.clone()),
+                        ..ObjectMeta::default()
+                    },
+                    delete_options: Some(options),
+                };
+                let body =
+                    serde_json::to_vec(&eviction).map_err(|e| ApiError::Decode(e.to_string()))?;
+                pods(&self.namespace).create_subresource(
+                    "eviction",
+                    &name,
+                    &kube::api::PostParams::default(),
+                    body,
                 )
-                .await?;
             }
             Mode::Delete => {
-                options["apiVersion"] = json!("v1");
-                options["kind"] = json!("DeleteOptions");
-                self.send(Method::DELETE, self.pod_path(), Some(options))
-                    .await?;
+                let body =
+                    serde_json::to_vec(&options).map_err(|e| ApiError::Decode(e.to_string()))?;
+                pods(&self.namespace)
+                    .delete(&name, &kube::api::DeleteParams::default())
+                    .map(|r| r.map(|_| body))
             }
         }
+        .map_err(|e| ApiError::Transport(e.to_string()))?;
+        request(&self.client, req).await?;
         Ok(())
     }
 
-    /// Posts a Normal Event about the own pod.
+    /// Posts a Normal Event about the own pod (events.k8s.io/v1, through kube's
+    /// `Recorder`): `action` is what is being done (`Evict`, `Delete`).
     pub async fn event(
         &self,
         uid: &str,
-        node: Option<&str>,
+        action: &str,
         reason: &str,
         message: &str,
     ) -> Result<(), ApiError> {
-        let now = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
-        let mut source = json!({ "component": "selfdestruct" });
-        if let Some(n) = node {
-            source["host"] = json!(n);
-        }
-        let body = json!({
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": { "generateName": format!("{}.", self.name), "namespace": self.namespace },
-            "involvedObject": {
-                "apiVersion": "v1", "kind": "Pod",
-                "name": self.name, "namespace": self.namespace, "uid": uid,
-            },
-            "reason": reason,
-            "message": message,
-            "type": "Normal",
-            "source": source,
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-            "reportingComponent": "selfdestruct",
-            "reportingInstance": self.name,
-        });
-        self.send(
-            Method::POST,
-            format!("/api/v1/namespaces/{}/events", self.namespace),
-            Some(body),
-        )
-        .await?;
-        Ok(())
+        let regarding = ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            name: Some(self.name.clone()),
+            namespace: Some(self.namespace.clone()),
+            uid: Some(uid.to_string()),
+            ..ObjectReference::default()
+        };
+        let event = Event {
+            type_: EventType::Normal,
+            reason: reason.to_string(),
+            note: Some(message.to_string()),
+            action: action.to_string(),
+            secondary: None,
+        };
+        tokio::time::timeout(REQUEST_TIMEOUT, self.recorder.publish(&event, &regarding))
+            .await
+            .map_err(|_| ApiError::Timeout(REQUEST_TIMEOUT))?
+            .map_err(from_kube)
     }
 }
 
-/// Sends one request (with a `(content type, bytes)` body) and returns the body of
+/// Sends one request built by kube's request builder and returns the body of
 /// a 2xx answer, or the error with the server's `Status` and `Retry-After`.
-pub async fn request(
-    client: &Client,
-    method: Method,
-    path: &str,
-    body: Option<(&'static str, Vec<u8>)>,
-) -> Result<Vec<u8>, ApiError> {
-    let mut builder = Request::builder().method(method).uri(path);
-    let bytes = match body {
-        Some((content_type, bytes)) => {
-            builder = builder.header(http::header::CONTENT_TYPE, content_type);
-            bytes
-        }
-        None => Vec::new(),
-    };
-    let req = builder
-        .body(kube::client::Body::from(bytes))
-        .map_err(|e| ApiError::Transport(e.to_string()))?;
+pub async fn request(client: &Client, req: Request<Vec<u8>>) -> Result<Vec<u8>, ApiError> {
+    let has_body = !req.body().is_empty();
+    let mut req = req.map(kube::client::Body::from);
+    if has_body {
+        req.headers_mut()
+            .entry(http::header::CONTENT_TYPE)
+            .or_insert(http::HeaderValue::from_static("application/json"));
+    }
     let call = async {
         let body = open(client, req).await?.into_body();
         collect(body).await
@@ -247,22 +283,32 @@ pub async fn request(
         .map_err(|_| ApiError::Timeout(REQUEST_TIMEOUT))?
 }
 
-/// A transport error of the kube client. Only the variants its `send` and body
-/// produce are formatted: `kube::Error`'s own `Display` reaches every variant,
-/// kubeconfig and exec-plugin errors included, and would keep all of that code
-/// (a YAML parser among it) in the binary.
+/// An error of the kube client as an [`ApiError`]: the server's `Status`
+/// with its code, or a transport error with its causes.
+pub fn from_kube(e: kube::Error) -> ApiError {
+    match e {
+        kube::Error::Api(s) => ApiError::Status {
+            code: s.code,
+            retry_after: s
+                .details
+                .as_ref()
+                .map(|d| u64::from(d.retry_after_seconds))
+                .filter(|s| *s > 0)
+                .map(Duration::from_secs),
+            reason: s.reason,
+            message: s.message,
+        },
+        e => transport(e),
+    }
+}
+
+/// A transport error of the kube client, with its causes.
 pub fn transport(e: kube::Error) -> ApiError {
-    ApiError::Transport(match e {
-        kube::Error::Service(e) => with_sources(&*e),
-        kube::Error::HyperError(e) => with_sources(&e),
-        kube::Error::HttpError(e) => with_sources(&e),
-        kube::Error::ReadEvents(e) => with_sources(&e),
-        _ => "request failed".to_string(),
-    })
+    ApiError::Transport(transport_text(&e))
 }
 
 /// An error and its causes ("client error (Connect): invalid peer certificate: UnknownIssuer").
-fn with_sources(e: &(dyn std::error::Error + 'static)) -> String {
+pub fn transport_text(e: &(dyn std::error::Error + 'static)) -> String {
     let mut text = e.to_string();
     let mut cause = e.source();
     while let Some(c) = cause {
@@ -415,6 +461,20 @@ mod tests {
                 retry_after: Some(Duration::from_secs(9))
             }
         );
+    }
+
+    #[test]
+    fn names_are_one_escaped_path_segment() {
+        assert_eq!(segment("placeholder-0"), "placeholder-0");
+        assert_eq!(segment("n?x=1"), "n%3Fx=1");
+        assert_eq!(segment("../nodes/node-a"), "..%2Fnodes%2Fnode-a");
+        assert_eq!(segment(".."), "%2E%2E");
+        assert_eq!(segment("Place holder/0"), "Place%20holder%2F0");
+        let req = pods("a/b")
+            .get(&segment("p?q#r"), &kube::api::GetParams::default())
+            .expect("request");
+        assert_eq!(req.uri().path(), "/api/v1/namespaces/a%2Fb/pods/p%3Fq%23r");
+        assert_eq!(req.uri().query(), None);
     }
 
     #[test]

@@ -191,6 +191,9 @@ pub struct Args {
         hide = true
     )]
     pub service_account_dir: PathBuf,
+    /// Kubeconfig file [default: KUBECONFIG, else ~/.kube/config, else the in-cluster account]
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
     /// Move when a newer node is Ready (needs read access to Nodes)
     #[arg(
         long,
@@ -314,6 +317,8 @@ pub struct IdentityHints {
     pub podinfo_dir: PathBuf,
     /// service-account folder
     pub service_account_dir: PathBuf,
+    /// `--kubeconfig`
+    pub kubeconfig: Option<PathBuf>,
 }
 
 /// The validated configuration.
@@ -605,6 +610,7 @@ impl Config {
                 node_name: keep(&a.node_name),
                 podinfo_dir: a.podinfo_dir.clone(),
                 service_account_dir: a.service_account_dir.clone(),
+                kubeconfig: a.kubeconfig.clone(),
             },
             node_selector,
             siblings,

@@ -6,6 +6,7 @@
 use clap::Parser;
 use selfdestruct::agent;
 use selfdestruct::config::{Cli, Command, Config};
+use selfdestruct::connect::{self, AccessError};
 use selfdestruct::signals::{Signals, reap_zombies};
 
 fn main() {
@@ -46,6 +47,17 @@ fn main() {
         }
     };
     let code = runtime.block_on(async {
+        // A kubeconfig the user named but that cannot be used is a configuration
+        // error, found before anything else starts.
+        if let Err(AccessError::Named(e)) = connect::discover(
+            |k| std::env::var_os(k),
+            cfg.identity.kubeconfig.as_deref(),
+            &cfg.identity.service_account_dir,
+        )
+        .await
+        {
+            return agent::bad_kubeconfig(&e);
+        }
         if wrapped {
             return selfdestruct::wrapper::run(cfg, cli.exec).await;
         }

@@ -1,11 +1,16 @@
 //! What the agent knows about the cluster: small summaries of its own pod, of
-//! nodes and of sibling placeholders. Summaries are built from the JSON the API
-//! server sends, keeping only the fields the decision reads, so memory does not
-//! grow with the size of a Node object. Every Kubernetes field is optional here.
+//! nodes and of sibling placeholders. Summaries are built from the k8s-openapi
+//! objects as they arrive, keeping only the fields the decision reads, so
+//! memory does not grow with the size of a Node object. Every Kubernetes field
+//! is optional here.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::SystemTime;
 
+use k8s_openapi::api::core::v1::{
+    Node, NodeSelectorRequirement, Pod, Taint as K8sTaint, Toleration as K8sToleration,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde::Deserialize;
 
 use crate::images::ImageRef;
@@ -103,51 +108,66 @@ pub struct OwnPod {
 
 impl OwnPod {
     /// Builds the summary from the own pod as read from the API server.
-    pub fn from_pod(pod: &OwnPodLite) -> Self {
+    pub fn from_pod(pod: &Pod) -> Self {
         let meta = &pod.metadata;
-        let (spec, status) = (&pod.spec, &pod.status);
+        let spec = pod.spec.as_ref();
+        let status = pod.status.as_ref();
         let scheduled_at = status
-            .conditions
-            .iter()
+            .and_then(|s| s.conditions.as_ref())
+            .into_iter()
             .flatten()
             .find(|c| c.type_ == "PodScheduled" && c.status == "True")
             .and_then(|c| c.last_transition_time.as_ref())
             .map(time_of);
         let started_at = status
-            .start_time
-            .as_ref()
+            .and_then(|s| s.start_time.as_ref())
             .or(meta.creation_timestamp.as_ref())
             .map(time_of);
         let affinity = spec
-            .affinity
-            .node_affinity
-            .required_during_scheduling_ignored_during_execution
-            .node_selector_terms
+            .and_then(|s| s.affinity.as_ref())
+            .and_then(|a| a.node_affinity.as_ref())
+            .and_then(|a| {
+                a.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })
+            .map(|r| r.node_selector_terms.as_slice())
+            .unwrap_or_default()
             .iter()
             .map(|t| NodeTerm {
                 labels: t
                     .match_expressions
                     .iter()
-                    .map(SelectorRequirement::to_requirement)
+                    .flatten()
+                    .map(to_requirement)
                     .collect(),
                 fields: t
                     .match_fields
                     .iter()
-                    .map(SelectorRequirement::to_requirement)
+                    .flatten()
+                    .map(to_requirement)
                     .collect(),
             })
             .collect();
         OwnPod {
-            name: meta.name.clone(),
+            name: meta.name.clone().unwrap_or_default(),
             namespace: meta.namespace.clone().unwrap_or_default(),
-            uid: meta.uid.clone(),
-            node_name: spec.node_name.clone().filter(|n| !n.is_empty()),
+            uid: meta.uid.clone().unwrap_or_default(),
+            node_name: spec
+                .and_then(|s| s.node_name.clone())
+                .filter(|n| !n.is_empty()),
             started_at,
             scheduled_at: scheduled_at.or(started_at),
             labels: meta.labels.clone().unwrap_or_default(),
-            node_selector: spec.node_selector.clone().unwrap_or_default(),
+            node_selector: spec
+                .and_then(|s| s.node_selector.clone())
+                .unwrap_or_default(),
             affinity,
-            tolerations: spec.tolerations.clone().unwrap_or_default(),
+            tolerations: spec
+                .and_then(|s| s.tolerations.as_ref())
+                .into_iter()
+                .flatten()
+                .map(Toleration::from)
+                .collect(),
             terminating: meta.deletion_timestamp.is_some(),
         }
     }
@@ -187,57 +207,49 @@ impl OwnPod {
     }
 }
 
-/// An API timestamp: RFC 3339 in UTC, as the API server writes `Time` and
-/// `MicroTime` (`2026-11-22T04:26:01Z`, `...01.123456Z`). Read with humantime
-/// rather than `k8s_openapi`'s jiff-based `Time`, which would add a calendar
-/// library to the binary for a few fields.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Time(pub SystemTime);
-
-impl<'de> Deserialize<'de> for Time {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-        parse_time(&text).map(Time).ok_or_else(|| {
-            serde::de::Error::custom(format_args!("not an RFC 3339 UTC time: {text:?}"))
-        })
-    }
-}
-
-/// Parses an API timestamp; times before 1970 clamp to the epoch.
-pub fn parse_time(text: &str) -> Option<SystemTime> {
-    match humantime::parse_rfc3339(text) {
-        Ok(t) => Some(t),
-        Err(humantime::TimestampError::OutOfRange) if text.get(..4)? < "1970" => {
-            Some(SystemTime::UNIX_EPOCH)
-        }
-        Err(_) => None,
-    }
-}
-
 /// The time of an API timestamp.
 pub fn time_of(t: &Time) -> SystemTime {
-    t.0
+    SystemTime::from(t.0)
 }
 
-impl SelectorRequirement {
-    /// As a selector requirement (an unknown operator or an unparsable Gt/Lt
-    /// value matches nothing, as in the scheduler).
-    pub fn to_requirement(&self) -> Requirement {
-        let (key, values) = (self.key.clone(), self.values.clone().unwrap_or_default());
-        let num = || values.first().and_then(|v| v.parse::<i64>().ok());
-        match self.operator.as_str() {
-            "In" => Requirement::In(key, values),
-            "NotIn" => Requirement::NotIn(key, values),
-            "Exists" => Requirement::Exists(key),
-            "DoesNotExist" => Requirement::DoesNotExist(key),
-            "Gt" => num().map_or(Requirement::In(key.clone(), vec![]), |n| {
-                Requirement::Gt(key.clone(), n)
-            }),
-            "Lt" => num().map_or(Requirement::In(key.clone(), vec![]), |n| {
-                Requirement::Lt(key.clone(), n)
-            }),
-            _ => Requirement::In(key, vec![]),
+impl From<&K8sToleration> for Toleration {
+    fn from(t: &K8sToleration) -> Self {
+        Toleration {
+            key: t.key.clone(),
+            operator: t.operator.clone(),
+            value: t.value.clone(),
+            effect: t.effect.clone(),
         }
+    }
+}
+
+impl From<K8sTaint> for Taint {
+    fn from(t: K8sTaint) -> Self {
+        Taint {
+            key: t.key,
+            value: t.value,
+            effect: t.effect,
+        }
+    }
+}
+
+/// A node selector requirement as a selector requirement (an unknown operator
+/// or an unparsable Gt/Lt value matches nothing, as in the scheduler).
+pub fn to_requirement(r: &NodeSelectorRequirement) -> Requirement {
+    let (key, values) = (r.key.clone(), r.values.clone().unwrap_or_default());
+    let num = || values.first().and_then(|v| v.parse::<i64>().ok());
+    match r.operator.as_str() {
+        "In" => Requirement::In(key, values),
+        "NotIn" => Requirement::NotIn(key, values),
+        "Exists" => Requirement::Exists(key),
+        "DoesNotExist" => Requirement::DoesNotExist(key),
+        "Gt" => num().map_or(Requirement::In(key.clone(), vec![]), |n| {
+            Requirement::Gt(key.clone(), n)
+        }),
+        "Lt" => num().map_or(Requirement::In(key.clone(), vec![]), |n| {
+            Requirement::Lt(key.clone(), n)
+        }),
+        _ => Requirement::In(key, vec![]),
     }
 }
 
@@ -286,214 +298,11 @@ pub struct Sibling {
     pub terminating: bool,
 }
 
-// ----- the minimal JSON shapes read from list and watch responses -----
-
-/// Object metadata, only the fields read.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct MetaLite {
-    /// name
-    #[serde(default)]
-    pub name: String,
-    /// namespace
-    #[serde(default)]
-    pub namespace: Option<String>,
-    /// uid
-    #[serde(default)]
-    pub uid: String,
-    /// resourceVersion
-    #[serde(default)]
-    pub resource_version: Option<String>,
-    /// labels
-    #[serde(default)]
-    pub labels: Option<BTreeMap<String, String>>,
-    /// creationTimestamp
-    #[serde(default)]
-    pub creation_timestamp: Option<Time>,
-    /// deletionTimestamp
-    #[serde(default)]
-    pub deletion_timestamp: Option<Time>,
-}
-
-/// A Node as far as the agent reads it.
-#[derive(Clone, Debug, Default, Deserialize)]
-pub struct NodeLite {
-    /// metadata
-    #[serde(default)]
-    pub metadata: MetaLite,
-    /// spec
-    #[serde(default)]
-    pub spec: NodeSpecLite,
-    /// status
-    #[serde(default)]
-    pub status: NodeStatusLite,
-}
-
-/// Node spec fields read.
-#[derive(Clone, Debug, Default, Deserialize)]
-pub struct NodeSpecLite {
-    /// spec.unschedulable
-    #[serde(default)]
-    pub unschedulable: Option<bool>,
-    /// spec.taints
-    #[serde(default)]
-    pub taints: Option<Vec<Taint>>,
-}
-
-/// Node status fields read.
-#[derive(Clone, Debug, Default, Deserialize)]
-pub struct NodeStatusLite {
-    /// status.conditions
-    #[serde(default)]
-    pub conditions: Option<Vec<ConditionLite>>,
-    /// status.images
-    #[serde(default)]
-    pub images: Option<Vec<ImageLite>>,
-}
-
-/// A status condition.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ConditionLite {
-    /// type
-    #[serde(default, rename = "type")]
-    pub type_: String,
-    /// status
-    #[serde(default)]
-    pub status: String,
-    /// lastTransitionTime
-    #[serde(default)]
-    pub last_transition_time: Option<Time>,
-}
-
-/// One entry of status.images.
-#[derive(Clone, Debug, Default, Deserialize)]
-pub struct ImageLite {
-    /// names
-    #[serde(default)]
-    pub names: Option<Vec<String>>,
-}
-
-/// The own pod as far as the agent reads it (one GET at start-up): metadata,
-/// placement rules and start time. `k8s_openapi`'s full `Pod` would add its
-/// deserializer (every volume type, container field...) to the binary.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct OwnPodLite {
-    /// metadata
-    pub metadata: MetaLite,
-    /// spec
-    pub spec: OwnSpecLite,
-    /// status
-    pub status: OwnStatusLite,
-}
-
-/// Own pod spec fields read.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub struct OwnSpecLite {
-    /// spec.nodeName
-    pub node_name: Option<String>,
-    /// spec.nodeSelector
-    pub node_selector: Option<BTreeMap<String, String>>,
-    /// spec.tolerations
-    pub tolerations: Option<Vec<Toleration>>,
-    /// spec.affinity (only nodeAffinity is read)
-    pub affinity: AffinityLite,
-}
-
-/// spec.affinity
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub struct AffinityLite {
-    /// nodeAffinity
-    pub node_affinity: NodeAffinityLite,
-}
-
-/// spec.affinity.nodeAffinity
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub struct NodeAffinityLite {
-    /// requiredDuringSchedulingIgnoredDuringExecution
-    pub required_during_scheduling_ignored_during_execution: NodeSelectorLite,
-}
-
-/// A NodeSelector: its terms are ORed.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub struct NodeSelectorLite {
-    /// nodeSelectorTerms
-    pub node_selector_terms: Vec<NodeSelectorTermLite>,
-}
-
-/// A NodeSelectorTerm: its requirements are ANDed.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub struct NodeSelectorTermLite {
-    /// matchExpressions (node labels)
-    pub match_expressions: Vec<SelectorRequirement>,
-    /// matchFields (node fields)
-    pub match_fields: Vec<SelectorRequirement>,
-}
-
-/// A NodeSelectorRequirement.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct SelectorRequirement {
-    /// key
-    pub key: String,
-    /// In, NotIn, Exists, DoesNotExist, Gt, Lt
-    pub operator: String,
-    /// values
-    pub values: Option<Vec<String>>,
-}
-
-/// Own pod status fields read.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub struct OwnStatusLite {
-    /// status.startTime
-    pub start_time: Option<Time>,
-    /// status.conditions
-    pub conditions: Option<Vec<ConditionLite>>,
-}
-
-/// A Pod as far as the sibling watch reads it.
-#[derive(Clone, Debug, Default, Deserialize)]
-pub struct PodLite {
-    /// metadata
-    #[serde(default)]
-    pub metadata: MetaLite,
-    /// spec
-    #[serde(default)]
-    pub spec: PodSpecLite,
-    /// status
-    #[serde(default)]
-    pub status: PodStatusLite,
-}
-
-/// Pod spec fields read.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PodSpecLite {
-    /// spec.nodeName
-    #[serde(default)]
-    pub node_name: Option<String>,
-}
-
-/// Pod status fields read.
-#[derive(Clone, Debug, Default, Deserialize)]
-pub struct PodStatusLite {
-    /// status.phase
-    #[serde(default)]
-    pub phase: Option<String>,
-}
-
 impl NodeSummary {
     /// Summarises a node, keeping only the labels in `label_keys` and which of `required` images it holds.
-    pub fn from_lite(node: NodeLite, label_keys: &BTreeSet<String>, required: &[ImageRef]) -> Self {
-        let ready = node
-            .status
+    pub fn from_node(node: Node, label_keys: &BTreeSet<String>, required: &[ImageRef]) -> Self {
+        let status = node.status.unwrap_or_default();
+        let ready = status
             .conditions
             .iter()
             .flatten()
@@ -503,7 +312,7 @@ impl NodeSummary {
                 since: c.last_transition_time.as_ref().map(time_of),
             })
             .unwrap_or_default();
-        let images = node.status.images.unwrap_or_default();
+        let images = status.images.unwrap_or_default();
         let images_present = required
             .iter()
             .enumerate()
@@ -515,6 +324,7 @@ impl NodeSummary {
             })
             .map(|(i, _)| i)
             .collect();
+        let spec = node.spec.unwrap_or_default();
         NodeSummary {
             labels: node
                 .metadata
@@ -523,14 +333,14 @@ impl NodeSummary {
                 .into_iter()
                 .filter(|(k, _)| label_keys.contains(k))
                 .collect(),
-            name: node.metadata.name,
-            unschedulable: node.spec.unschedulable.unwrap_or(false),
-            taints: node
-                .spec
+            name: node.metadata.name.unwrap_or_default(),
+            unschedulable: spec.unschedulable.unwrap_or(false),
+            taints: spec
                 .taints
                 .unwrap_or_default()
                 .into_iter()
                 .filter(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
+                .map(Taint::from)
                 .collect(),
             ready,
             images_present,
@@ -541,13 +351,13 @@ impl NodeSummary {
 
 impl Sibling {
     /// Summarises a sibling placeholder pod.
-    pub fn from_lite(pod: PodLite) -> Self {
-        let node_name = pod.spec.node_name.filter(|n| !n.is_empty());
+    pub fn from_pod(pod: Pod) -> Self {
+        let node_name = pod.spec.and_then(|s| s.node_name).filter(|n| !n.is_empty());
+        let phase = pod.status.and_then(|s| s.phase);
         Sibling {
-            pending: node_name.is_none()
-                || pod.status.phase.as_deref().is_none_or(|p| p == "Pending"),
-            name: pod.metadata.name,
-            uid: pod.metadata.uid,
+            pending: node_name.is_none() || phase.as_deref().is_none_or(|p| p == "Pending"),
+            name: pod.metadata.name.unwrap_or_default(),
+            uid: pod.metadata.uid.unwrap_or_default(),
             created: pod.metadata.creation_timestamp.as_ref().map(time_of),
             node_name,
             terminating: pod.metadata.deletion_timestamp.is_some(),
@@ -621,11 +431,11 @@ mod tests {
 
     #[test]
     fn own_pod_summary_never_needs_optional_fields() {
-        let empty = OwnPod::from_pod(&OwnPodLite::default());
+        let empty = OwnPod::from_pod(&Pod::default());
         assert_eq!(empty.name, "");
         assert_eq!(empty.started_at, None);
         assert!(empty.affinity.is_empty());
-        let from_fixture: OwnPodLite = serde_json::from_value(serde_json::json!({
+        let from_fixture: Pod = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "placeholder-0", "namespace": "placeholders", "uid": "u1",
                          "creationTimestamp": "2026-11-22T04:26:01Z", "labels": {"a": "b"}},
             "spec": {"nodeName": "node-a", "containers": [],
@@ -649,7 +459,7 @@ mod tests {
 
     #[test]
     fn node_summary_keeps_only_what_is_needed() {
-        let node: NodeLite = serde_json::from_value(serde_json::json!({
+        let node: Node = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "n1", "labels": {"pool": "user", "noise": "x"}, "annotations": {"big": "..."}},
             "spec": {"taints": [{"key": "a", "effect": "NoSchedule"}, {"key": "b", "effect": "PreferNoSchedule"}]},
             "status": {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-22T04:26:05Z"}],
@@ -657,30 +467,32 @@ mod tests {
         }))
         .expect("valid node");
         let required = crate::images::parse_list("nginx:1.25,busybox").expect("valid");
-        let s = NodeSummary::from_lite(node, &["pool".to_string()].into(), &required);
+        let s = NodeSummary::from_node(node, &["pool".to_string()].into(), &required);
         assert_eq!(s.labels.len(), 1);
         assert_eq!(s.taints.len(), 1);
         assert!(s.ready.ready && s.ready.since.is_some());
         assert_eq!(s.images_present, vec![0]);
         assert!(!s.images_truncated);
-        let bare = NodeSummary::from_lite(NodeLite::default(), &BTreeSet::new(), &required);
+        let bare = NodeSummary::from_node(Node::default(), &BTreeSet::new(), &required);
         assert!(!bare.ready.ready);
     }
 
     #[test]
     fn sibling_pending_states() {
-        let lite = |node: Option<&str>, phase: Option<&str>| PodLite {
-            spec: PodSpecLite {
+        let lite = |node: Option<&str>, phase: Option<&str>| Pod {
+            spec: Some(k8s_openapi::api::core::v1::PodSpec {
                 node_name: node.map(Into::into),
-            },
-            status: PodStatusLite {
+                ..Default::default()
+            }),
+            status: Some(k8s_openapi::api::core::v1::PodStatus {
                 phase: phase.map(Into::into),
-            },
-            ..PodLite::default()
+                ..Default::default()
+            }),
+            ..Pod::default()
         };
-        assert!(Sibling::from_lite(lite(None, Some("Pending"))).pending);
-        assert!(Sibling::from_lite(lite(Some("n"), Some("Pending"))).pending);
-        assert!(Sibling::from_lite(lite(Some("n"), None)).pending);
-        assert!(!Sibling::from_lite(lite(Some("n"), Some("Running"))).pending);
+        assert!(Sibling::from_pod(lite(None, Some("Pending"))).pending);
+        assert!(Sibling::from_pod(lite(Some("n"), Some("Pending"))).pending);
+        assert!(Sibling::from_pod(lite(Some("n"), None)).pending);
+        assert!(!Sibling::from_pod(lite(Some("n"), Some("Running"))).pending);
     }
 }

@@ -5,12 +5,12 @@
 
 use std::time::{Duration, Instant};
 
-use http::Method;
-use kube::Client;
+use k8s_openapi::api::core::v1::Node;
+use kube::{Client, Resource};
 use serde_json::{Value, json};
 use tracing::{error, info, warn};
 
-use crate::api::{ApiError, request};
+use crate::api::{ApiError, request, segment};
 use crate::backoff::{Backoff, draw};
 use crate::images::ImageRef;
 use crate::signals::Signals;
@@ -87,9 +87,28 @@ pub fn removal_patch(v: &NodeView) -> Option<Value> {
     ]))
 }
 
+/// The own Node's URL, from kube's path for Nodes and the escaped name.
+fn node_url(name: &str) -> String {
+    format!("{}/{}", Node::url_path(&(), None), segment(name))
+}
+
+/// Reads the own Node as JSON: the guarded patch tests the taint list exactly
+/// as the server sent it.
 async fn get_node(client: &Client, name: &str) -> Result<Value, ApiError> {
-    let body = request(client, Method::GET, &format!("/api/v1/nodes/{name}"), None).await?;
+    let req = http::Request::get(node_url(name))
+        .body(Vec::new())
+        .map_err(|e| ApiError::Transport(e.to_string()))?;
+    let body = request(client, req).await?;
     serde_json::from_slice(&body).map_err(|e| ApiError::Decode(e.to_string()))
+}
+
+/// Sends a JSON patch to the own Node.
+async fn patch_node(client: &Client, name: &str, patch: &Value) -> Result<(), ApiError> {
+    let req = http::Request::patch(node_url(name))
+        .header(http::header::CONTENT_TYPE, "application/json-patch+json")
+        .body(patch.to_string().into_bytes())
+        .map_err(|e| ApiError::Transport(e.to_string()))?;
+    request(client, req).await.map(drop)
 }
 
 /// Runs the gate: wait for the images (or the timeout), remove the taint, then pause.
@@ -187,12 +206,7 @@ async fn open_gate(cfg: &GateConfig, client: &Client) {
                     let Some(patch) = removal_patch(&v) else {
                         return;
                     };
-                    let body = (
-                        "application/json-patch+json",
-                        patch.to_string().into_bytes(),
-                    );
-                    let path = format!("/api/v1/nodes/{}", cfg.node_name);
-                    match request(client, Method::PATCH, &path, Some(body)).await {
+                    match patch_node(client, &cfg.node_name, &patch).await {
                         Ok(_) => {
                             info!(
                                 node = %cfg.node_name, taint = %cfg.taint_key,
@@ -302,6 +316,13 @@ fn gate_error(e: &ApiError, step: Step, cfg: &GateConfig, failures: &mut u32) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_node_name_is_one_escaped_segment() {
+        assert_eq!(node_url("node-a"), "/api/v1/nodes/node-a");
+        assert_eq!(node_url("n?x=1"), "/api/v1/nodes/n%3Fx=1");
+        assert_eq!(node_url("../pods"), "/api/v1/nodes/..%2Fpods");
+    }
 
     fn cfg(images: &str) -> GateConfig {
         GateConfig {

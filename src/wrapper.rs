@@ -174,11 +174,13 @@ async fn agent_side(cfg: Config, handle: PodHandle) {
             ));
             ready.run(cfg, &mut never).await;
         }
-        Err(NotReady::NoApi(why) | NotReady::NoClient(why)) => info!(
-            reason = %why,
-            "no API access: running the command as a plain init (signals forwarded, zombies reaped, \
-             its exit code kept), but cannot move the pod (lifetime, new nodes) or delete it on exit"
-        ),
+        Err(NotReady::NoApi(why) | NotReady::NoClient(why) | NotReady::BadKubeconfig(why)) => {
+            info!(
+                reason = %why,
+                "no API access: running the command as a plain init (signals forwarded, zombies reaped, \
+                 its exit code kept), but cannot move the pod (lifetime, new nodes) or delete it on exit"
+            )
+        }
         Err(NotReady::Fatal) => warn!(
             "cannot identify the own pod (see above): running the command as a plain init, \
              but cannot move the pod or delete it on exit"
@@ -197,7 +199,7 @@ async fn delete_own_pod(cfg: &Config, api: &PodApi, uid: &str, namespace: &str, 
         info!(dry_run = true, reason = %reason, "dry run: would delete own pod");
         return;
     }
-    if let Err(e) = api.event(uid, None, "SelfDestruct", &reason).await {
+    if let Err(e) = api.event(uid, "Delete", "SelfDestruct", &reason).await {
         warn!(error = %e, "could not post the Event (continuing)");
     }
     for attempt in 1..=3u32 {

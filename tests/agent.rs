@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::cluster::{NS, Scene, eventually};
+use common::cluster::{NS, Scene, events_path, eventually};
 use common::*;
 use fake_apiserver::{FaultResponse, Matcher, Subject};
 
@@ -354,7 +354,7 @@ fn survives_an_api_outage_and_acts_once_it_is_back() {
 fn an_event_that_cannot_be_posted_does_not_stop_the_move() {
     let s = Scene::placeholders(2);
     s.fake.fail_next(
-        Matcher::new("POST", &format!("/api/v1/namespaces/{NS}/events")),
+        Matcher::new("POST", &events_path()),
         FaultResponse::internal_error(),
         100,
     );

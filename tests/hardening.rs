@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::cluster::{NS, Scene};
+use common::cluster::{NS, Scene, events_path, is_event_about};
 use common::*;
 use fake_apiserver::{FaultResponse, Matcher, NodeBuilder, RecordedRequest, Subject};
 use serde_json::json;
@@ -33,9 +33,7 @@ fn only_own_mutations(s: &Scene, pod: &str, uid: &str) -> Result<(), String> {
     for r in s.mutations() {
         let body = r.body.clone().unwrap_or_default();
         let ok = match r.method.as_str() {
-            "POST" if r.path == format!("/api/v1/namespaces/{NS}/events") => {
-                body["involvedObject"]["name"] == pod
-            }
+            "POST" | "PATCH" if r.path.starts_with(&events_path()) => is_event_about(&r, pod),
             "POST" => {
                 r.path == format!("{own}/eviction")
                     && body["deleteOptions"]["preconditions"]["uid"] == uid
@@ -283,7 +281,7 @@ impl Call {
             }
             Call::Eviction => Matcher::new("POST", &format!("{own}/eviction")),
             Call::Delete => Matcher::custom(move |r| r.method == "DELETE" && r.path == own),
-            Call::Event => Matcher::new("POST", &format!("/api/v1/namespaces/{NS}/events")),
+            Call::Event => Matcher::new("POST", &events_path()),
         }
     }
 

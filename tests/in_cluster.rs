@@ -73,7 +73,9 @@ fn tls_front(
 fn service_account(s: &Scene, token: &str, ca_pem: &str) -> PathBuf {
     let dir = s.home.join("serviceaccount");
     std::fs::create_dir_all(&dir).expect("mkdir");
-    std::fs::write(dir.join("token"), format!("{token}\n")).expect("token");
+    // As the kubelet writes it: no trailing newline (kube-rs, unlike client-go,
+    // sends a token file's content untrimmed).
+    std::fs::write(dir.join("token"), token).expect("token");
     std::fs::write(dir.join("ca.crt"), ca_pem).expect("ca");
     std::fs::write(dir.join("namespace"), NS).expect("namespace");
     dir

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::cluster::{Kubelet, NS, Scene};
+use common::cluster::{Kubelet, NS, Scene, events_path, is_event_about};
 use common::wait_until;
 use fake_apiserver::{FakeCluster, NodeBuilder, PodTemplate, Rule, Subject};
 use k8s_openapi::api::core::v1::{ContainerImage, Pod};
@@ -198,10 +198,8 @@ fn placeholders_move_one_at_a_time_onto_a_new_node_once_it_is_ready_with_images(
     for r in s.mutations() {
         let target = r.path.split('/').nth(6).unwrap_or_default();
         let body = r.body.clone().unwrap_or_default();
-        let ok = if r.path.ends_with("/events") {
-            allowed
-                .iter()
-                .any(|(n, _)| body["involvedObject"]["name"] == *n)
+        let ok = if r.path.starts_with(&events_path()) {
+            allowed.iter().any(|(n, _)| is_event_about(&r, n))
         } else {
             allowed
                 .iter()
@@ -209,7 +207,8 @@ fn placeholders_move_one_at_a_time_onto_a_new_node_once_it_is_ready_with_images(
         };
         assert!(ok, "foreign mutation {} {}", r.method, r.path);
         assert!(
-            r.path.starts_with(&format!("/api/v1/namespaces/{NS}/")),
+            r.path.starts_with(&format!("/api/v1/namespaces/{NS}/"))
+                || r.path.starts_with(&events_path()),
             "outside the namespace: {}",
             r.path
         );

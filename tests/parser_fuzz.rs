@@ -7,12 +7,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::{Node, Pod};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::Config as PtConfig;
 use selfdestruct::config::IdentityHints;
 use selfdestruct::images::{self, ImageRef};
-use selfdestruct::model::{NodeLite, NodeSummary, PodLite, Sibling};
+use selfdestruct::model::{NodeSummary, Sibling};
 use selfdestruct::selector::Selector;
 use selfdestruct::{duration, identity};
 use serde_json::{Value, json};
@@ -164,12 +165,12 @@ fn mutate(v: &mut Value, pick: usize, with: Value) {
 }
 
 fn summarise_node(bytes: &[u8]) {
-    if let Ok(node) = serde_json::from_slice::<NodeLite>(bytes) {
+    if let Ok(node) = serde_json::from_slice::<Node>(bytes) {
         let required =
             images::parse_list("nginx:1.25,quay.io/x/y@sha256:0123456789abcdef0123456789abcdef")
                 .expect("valid");
         let keys: BTreeSet<String> = ["pool".to_string()].into();
-        let s = NodeSummary::from_lite(node, &keys, &required);
+        let s = NodeSummary::from_node(node, &keys, &required);
         assert!(s.images_present.iter().all(|i| *i < required.len()));
         assert!(s.labels.keys().all(|k| keys.contains(k)));
         assert!(
@@ -181,8 +182,8 @@ fn summarise_node(bytes: &[u8]) {
 }
 
 fn summarise_pod(bytes: &[u8]) {
-    if let Ok(pod) = serde_json::from_slice::<PodLite>(bytes) {
-        let s = Sibling::from_lite(pod);
+    if let Ok(pod) = serde_json::from_slice::<Pod>(bytes) {
+        let s = Sibling::from_pod(pod);
         // Not bound to a node means Pending, whatever the phase says.
         if s.node_name.is_none() {
             assert!(s.pending);

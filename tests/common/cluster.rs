@@ -12,6 +12,30 @@ use super::{Proc, bin, command, tempdir, wait_until};
 
 pub const NS: &str = "placeholders";
 
+/// Where the agent posts its Events: kube's `Recorder` speaks events.k8s.io/v1.
+#[allow(dead_code)]
+pub fn events_path() -> String {
+    format!("/apis/events.k8s.io/v1/namespaces/{NS}/events")
+}
+
+/// Whether `r` creates (POST) or updates as a series (PATCH) an Event about `pod`.
+#[allow(dead_code)]
+pub fn is_event_about(r: &RecordedRequest, pod: &str) -> bool {
+    let events = events_path();
+    let path_ok = match r.method.as_str() {
+        "POST" => r.path == events,
+        "PATCH" => r
+            .path
+            .strip_prefix(&format!("{events}/"))
+            .is_some_and(|n| n.starts_with(&format!("{pod}."))),
+        _ => false,
+    };
+    path_ok
+        && r.body
+            .as_ref()
+            .is_some_and(|b| b["regarding"]["name"] == pod)
+}
+
 /// A fake cluster holding `replicas` placeholders of the StatefulSet `placeholder`.
 pub struct Scene {
     pub fake: FakeCluster,
@@ -121,12 +145,8 @@ impl Scene {
     pub fn assert_only_own_mutations(&self, allowed: &[(&str, &str)]) {
         for r in self.mutations() {
             let ok = match r.method.as_str() {
-                "POST" if r.path == format!("/api/v1/namespaces/{NS}/events") => {
-                    let name = r
-                        .body
-                        .as_ref()
-                        .and_then(|b| b["involvedObject"]["name"].as_str().map(String::from));
-                    allowed.iter().any(|(p, _)| Some(p.to_string()) == name)
+                "POST" | "PATCH" if r.path.starts_with(&events_path()) => {
+                    allowed.iter().any(|(p, _)| is_event_about(&r, p))
                 }
                 "POST" | "DELETE" => allowed.iter().any(|(pod, uid)| {
                     let own = format!("/api/v1/namespaces/{NS}/pods/{pod}");

@@ -39,7 +39,6 @@ pub fn command(program: &str, args: &[&str], env: &[(&str, &str)], home: &Path) 
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("HOME", home)
-        .env("KUBECONFIG", home.join("no-kubeconfig"))
         .env("SELFDESTRUCT_PODINFO_DIR", home.join("no-podinfo"))
         .env(
             "SELFDESTRUCT_SERVICE_ACCOUNT_DIR",

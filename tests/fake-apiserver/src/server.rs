@@ -14,6 +14,7 @@ use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use k8s_openapi::Metadata;
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
+use k8s_openapi::api::events::v1::Event as NewEvent;
 use k8s_openapi::api::policy::v1::Eviction;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, ObjectMeta};
 use serde::Serialize;
@@ -367,6 +368,9 @@ enum Res {
     PodEviction(String),
     Events,
     Event(String),
+    /// events.k8s.io/v1: the same Events as another version.
+    NewEvents,
+    NewEvent(String),
     Nodes,
     Node(String),
     Pdbs,
@@ -438,6 +442,18 @@ fn route(shared: &Arc<Shared>, ctx: &Ctx) -> HResult {
         ["api", "v1", "events"] => ("", "", Res::Events),
         ["api", "v1", "namespaces", ns, "events"] => ("", ns, Res::Events),
         ["api", "v1", "namespaces", ns, "events", name] => ("", ns, Res::Event(name.to_string())),
+        ["apis", "events.k8s.io", "v1", "namespaces", ns, "events"] => {
+            ("events.k8s.io", ns, Res::NewEvents)
+        }
+        [
+            "apis",
+            "events.k8s.io",
+            "v1",
+            "namespaces",
+            ns,
+            "events",
+            name,
+        ] => ("events.k8s.io", ns, Res::NewEvent(name.to_string())),
         ["api", "v1", "nodes"] => ("", "", Res::Nodes),
         ["api", "v1", "nodes", name] | ["api", "v1", "nodes", name, "status"] => {
             ("", "", Res::Node(name.to_string()))
@@ -474,6 +490,8 @@ fn route(shared: &Arc<Shared>, ctx: &Ctx) -> HResult {
         (Res::Events, "GET") => ("events", "", "", if watch { "watch" } else { "list" }),
         (Res::Events, "POST") => ("events", "", "", "create"),
         (Res::Event(n), "GET") => ("events", "", n.as_str(), "get"),
+        (Res::NewEvents, "POST") => ("events", "", "", "create"),
+        (Res::NewEvent(n), "GET" | "PATCH") => ("events", "", n.as_str(), verb_of(m)?),
         (Res::Nodes, "GET") => ("nodes", "", "", if watch { "watch" } else { "list" }),
         (Res::Node(n), _) => ("nodes", "", n.as_str(), verb_of(m)?),
         (Res::Pdbs, "GET") => ("poddisruptionbudgets", "", "", "list"),
@@ -514,6 +532,15 @@ fn route(shared: &Arc<Shared>, ctx: &Ctx) -> HResult {
                 None => Err(Status::not_found("events", "", &name).into()),
             }
         }
+        (Res::NewEvents, _) => create_new_event(shared, ctx, &ns),
+        (Res::NewEvent(name), "GET") => {
+            let st = shared.lock();
+            match st.events.get(&(ns, name.clone())) {
+                Some(e) => Ok(Reply::json(200, &to_json(&to_new_event(e)))),
+                None => Err(Status::not_found("events", "events.k8s.io", &name).into()),
+            }
+        }
+        (Res::NewEvent(name), _) => patch_new_event(shared, ctx, &(ns, name)),
         (Res::Nodes, _) => list_or_watch(shared, ctx, Kind::Node, ""),
         (Res::Node(name), "GET") => get_object(shared, Kind::Node, &(String::new(), name)),
         (Res::Node(name), "DELETE") => shared.mutate(|st, now| match st.remove_node(&name, now) {
@@ -805,6 +832,159 @@ fn create_event(shared: &Arc<Shared>, ctx: &Ctx, ns: &str) -> HResult {
         st.counters.events_created += 1;
         st.events.insert(key, event.clone());
         Ok(Reply::json(201, &to_json(&event)))
+    })
+}
+
+/// Whether `name` is a DNS-1123 subdomain, as object names must be.
+fn is_dns_subdomain(name: &str) -> bool {
+    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.starts_with(alnum)
+                && label.ends_with(alnum)
+                && label.chars().all(|c| alnum(c) || c == '-')
+        })
+}
+
+/// The core/v1 view of an events.k8s.io/v1 Event (as the API server keeps one
+/// object for both versions).
+fn from_new_event(e: NewEvent) -> Event {
+    Event {
+        metadata: e.metadata,
+        action: e.action,
+        count: e.deprecated_count,
+        event_time: e.event_time,
+        first_timestamp: e.deprecated_first_timestamp,
+        involved_object: e.regarding.unwrap_or_default(),
+        last_timestamp: e.deprecated_last_timestamp,
+        message: e.note,
+        reason: e.reason,
+        related: e.related,
+        reporting_component: e.reporting_controller,
+        reporting_instance: e.reporting_instance,
+        series: e.series.map(|s| k8s_openapi::api::core::v1::EventSeries {
+            count: Some(s.count),
+            last_observed_time: Some(s.last_observed_time),
+        }),
+        source: e.deprecated_source,
+        type_: e.type_,
+    }
+}
+
+/// The events.k8s.io/v1 view of a stored Event.
+fn to_new_event(e: &Event) -> NewEvent {
+    let e = e.clone();
+    NewEvent {
+        metadata: e.metadata,
+        action: e.action,
+        deprecated_count: e.count,
+        deprecated_first_timestamp: e.first_timestamp,
+        deprecated_last_timestamp: e.last_timestamp,
+        deprecated_source: e.source,
+        event_time: e.event_time,
+        note: e.message,
+        reason: e.reason,
+        regarding: Some(e.involved_object),
+        related: e.related,
+        reporting_controller: e.reporting_component,
+        reporting_instance: e.reporting_instance,
+        series: e.series.and_then(|s| {
+            Some(k8s_openapi::api::events::v1::EventSeries {
+                count: s.count?,
+                last_observed_time: s.last_observed_time?,
+            })
+        }),
+        type_: e.type_,
+    }
+}
+
+/// POST an events.k8s.io/v1 Event. Like the real server, names (and
+/// `generateName` prefixes) must be DNS-1123 subdomains: `placeholder-0.` is
+/// refused with 422 (`events-k8s-io-create-201.json`), and `eventTime`,
+/// `reportingController`, `reportingInstance` and `action` are required.
+fn create_new_event(shared: &Arc<Shared>, ctx: &Ctx, ns: &str) -> HResult {
+    let mut event: NewEvent = parse_body(ctx)?;
+    check_namespace(&mut event.metadata, ns)?;
+    let shown = event.metadata.name.clone().unwrap_or_default();
+    if let Some(n) = event.metadata.name.as_deref().filter(|n| !n.is_empty()) {
+        if !is_dns_subdomain(n) {
+            return Err(Status::invalid("Event", n, "metadata.name", "Invalid value: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character").into());
+        }
+    } else if let Some(g) = event
+        .metadata
+        .generate_name
+        .as_deref()
+        .filter(|g| !g.is_empty())
+    {
+        // The server checks the prefix with a trailing '-' masked.
+        let masked = match g.strip_suffix('-') {
+            Some(p) => format!("{p}a"),
+            None => g.to_string(),
+        };
+        if !is_dns_subdomain(&masked) {
+            return Err(Status::invalid("Event", "", "metadata.generateName", "Invalid value: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character").into());
+        }
+    }
+    for (missing, field) in [
+        (event.event_time.is_none(), "eventTime"),
+        (
+            event
+                .reporting_controller
+                .as_deref()
+                .is_none_or(str::is_empty),
+            "reportingController",
+        ),
+        (
+            event
+                .reporting_instance
+                .as_deref()
+                .is_none_or(str::is_empty),
+            "reportingInstance",
+        ),
+        (event.action.as_deref().is_none_or(str::is_empty), "action"),
+    ] {
+        if missing {
+            return Err(Status::invalid("Event", &shown, field, "Required value").into());
+        }
+    }
+    shared.mutate(|st, _| {
+        let name = assign_name(st, &mut event.metadata, "Event")?;
+        let key = (ns.to_string(), name.clone());
+        if st.events.contains_key(&key) {
+            return Err(Status::already_exists("events", &name).into());
+        }
+        event.metadata.uid = Some(st.rng.uuid());
+        event.metadata.creation_timestamp = Some(now_time());
+        let rv = st.next_rv();
+        event.metadata.resource_version = Some(rv.to_string());
+        let stored = from_new_event(event);
+        st.counters.events_created += 1;
+        st.events.insert(key, stored.clone());
+        Ok(Reply::json(201, &to_json(&to_new_event(&stored))))
+    })
+}
+
+/// PATCH an events.k8s.io/v1 Event (kube's Recorder updates a series this way).
+fn patch_new_event(shared: &Arc<Shared>, ctx: &Ctx, key: &Key) -> HResult {
+    shared.mutate(|st, _| {
+        let current = st
+            .events
+            .get(key)
+            .map(to_new_event)
+            .ok_or_else(|| Reply::from(Status::not_found("events", "events.k8s.io", &key.1)))?;
+        let event = match updated_object(ctx, &current, "events", &key.1)? {
+            Some(mut e) => {
+                let rv = st.next_rv();
+                e.metadata.resource_version = Some(rv.to_string());
+                let stored = from_new_event(e);
+                st.events.insert(key.clone(), stored.clone());
+                to_new_event(&stored)
+            }
+            None => current,
+        };
+        Ok(Reply::json(200, &to_json(&event)))
     })
 }
 
