@@ -15,9 +15,9 @@ use k8s_openapi::api::policy::v1::Eviction;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, ObjectMeta, Preconditions};
 use kube::Client;
 use kube::Resource;
+use kube::core::Status;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
-use serde::Deserialize;
 
 use crate::config::Mode;
 use crate::decision::Outcome;
@@ -77,26 +77,6 @@ pub fn outcome_of(result: &Result<(), ApiError>) -> Outcome {
         },
         Err(_) => Outcome::Failed,
     }
-}
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct StatusBody {
-    #[serde(default)]
-    kind: String,
-    #[serde(default)]
-    reason: String,
-    #[serde(default)]
-    message: String,
-    #[serde(default)]
-    details: Option<StatusDetails>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct StatusDetails {
-    #[serde(default)]
-    retry_after_seconds: Option<u64>,
 }
 
 /// What is escaped in a path segment: everything but RFC 3986's unreserved
@@ -352,21 +332,22 @@ pub async fn open(
 }
 
 fn status_error(status: StatusCode, body: &[u8], retry_after: Option<Duration>) -> ApiError {
-    let parsed: StatusBody = serde_json::from_slice(body).unwrap_or_default();
+    // Any JSON object reads as a Status of empty fields: then the body is the message.
+    let parsed: Status = serde_json::from_slice(body).unwrap_or_default();
     let retry_after = retry_after.or_else(|| {
         parsed
             .details
             .as_ref()
-            .and_then(|d| d.retry_after_seconds)
+            .map(|d| u64::from(d.retry_after_seconds))
             .filter(|s| *s > 0)
             .map(Duration::from_secs)
     });
-    let message = if parsed.kind == "Status" && !parsed.message.is_empty() {
-        parsed.message
-    } else {
+    let message = if parsed.message.is_empty() {
         String::from_utf8_lossy(&body[..body.len().min(300)])
             .trim()
             .to_string()
+    } else {
+        parsed.message
     };
     ApiError::Status {
         code: status.as_u16(),

@@ -66,12 +66,23 @@ async fn from_files(paths: &[PathBuf]) -> Result<(kube::Config, Option<String>),
         merged = merged.merge(kc).map_err(|e| chain(&e))?;
     }
     let current = merged.current_context.clone().unwrap_or_default();
-    let namespace = merged
+    let context = merged
         .contexts
         .iter()
         .find(|c| c.name == current)
-        .and_then(|c| c.context.as_ref())
-        .and_then(|c| c.namespace.clone());
+        .and_then(|c| c.context.as_ref());
+    // kube takes a user that is not there for no credentials; kubectl refuses it.
+    if let Some(user) = context
+        .and_then(|c| c.user.as_deref())
+        .filter(|u| !u.is_empty())
+    {
+        if !merged.auth_infos.iter().any(|a| a.name == user) {
+            return Err(format!(
+                "the user {user:?} of context {current:?} is not in users"
+            ));
+        }
+    }
+    let namespace = context.and_then(|c| c.namespace.clone());
     let config = kube::Config::from_custom_kubeconfig(merged, &KubeConfigOptions::default())
         .await
         .map_err(|e| chain(&e))?;

@@ -1,0 +1,218 @@
+//! Start-up outcomes (issue "What users meet first", item 3) and the kubeconfigs
+//! kube accepts: a `KUBECONFIG` (or `--kubeconfig`) that cannot be used exits 2
+//! with one message naming the file and the cause, before anything else; no API
+//! access at all is a plain pause; a flow-style kubeconfig and an `exec` user
+//! work against the fake API server.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::time::Duration;
+
+use common::cluster::{NS, Scene};
+use common::*;
+use fake_apiserver::Subject;
+
+/// Settings that move the own pod at once on its lifetime.
+const MOVE_NOW: &[(&str, &str)] = &[
+    ("SELFDESTRUCT_MIN_LIFETIME", "1s"),
+    ("SELFDESTRUCT_MAX_LIFETIME", "1s"),
+    ("SELFDESTRUCT_MOVE_TO_NEW_NODES", "false"),
+    ("SELFDESTRUCT_SIBLING_SELECTOR", "none"),
+];
+
+fn unusable(name: &str, text: Option<&str>) -> std::path::PathBuf {
+    let dir = tempdir("startup");
+    let path = dir.join(name);
+    if let Some(t) = text {
+        std::fs::write(&path, t).expect("write kubeconfig");
+    }
+    path
+}
+
+const CLUSTER: &str = "clusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:1\n";
+const USER: &str = "users:\n- name: u\n  user:\n    token: t\n";
+
+#[test]
+fn a_kubeconfig_that_cannot_be_used_exits_2_naming_the_file_and_the_cause() {
+    let no_context =
+        format!("{CLUSTER}{USER}contexts:\n- name: x\n  context:\n    cluster: c\n    user: u\n");
+    let missing_cluster = format!(
+        "{USER}contexts:\n- name: x\n  context:\n    cluster: nope\n    user: u\ncurrent-context: x\n"
+    );
+    let missing_user = format!(
+        "{CLUSTER}contexts:\n- name: x\n  context:\n    cluster: c\n    user: nobody\ncurrent-context: x\n"
+    );
+    let cases = [
+        ("missing", None, "No such file"),
+        ("invalid", Some("clusters: [1\n"), "kubeconfig"),
+        ("no-context", Some(no_context.as_str()), "context"),
+        ("missing-cluster", Some(missing_cluster.as_str()), "nope"),
+        ("missing-user", Some(missing_user.as_str()), "nobody"),
+    ];
+    for (name, text, cause) in cases {
+        let path = unusable(name, text);
+        let shown = path.display().to_string();
+        for via_flag in [false, true] {
+            let env = [
+                ("KUBECONFIG", shown.as_str()),
+                ("SELFDESTRUCT_LOG_LEVEL", "debug"),
+            ];
+            let (code, out) = if via_flag {
+                run_to_exit(&["--kubeconfig", &shown], &env[1..])
+            } else {
+                run_to_exit(&[], &env)
+            };
+            assert_eq!(code, Some(2), "{name} (flag: {via_flag}):\n{out}");
+            let lines: Vec<&str> = out
+                .lines()
+                .filter(|l| l.starts_with("selfdestruct:"))
+                .collect();
+            assert_eq!(lines.len(), 1, "one message ({name}):\n{out}");
+            let line = lines[0];
+            assert!(line.contains(&shown), "names the file ({name}): {line}");
+            assert!(
+                line.contains(cause),
+                "names the cause {cause:?} ({name}): {line}"
+            );
+            let var = if via_flag {
+                "--kubeconfig"
+            } else {
+                "KUBECONFIG"
+            };
+            assert!(line.contains(var), "names {var} ({name}): {line}");
+            // Before anything else: no log line of the agent (the runtime, the signal handlers).
+            assert!(
+                !out.contains("running as a plain pause") && !out.contains("selfdestruct started"),
+                "{out}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_wrapper_and_the_gate_exit_2_too_and_run_nothing() {
+    let path = unusable("missing", None);
+    let shown = path.display().to_string();
+    let marker = tempdir("wrapped").join("ran");
+    let touch = format!("touch {}", marker.display());
+    let (code, out) = run_to_exit(&["--", "sh", "-c", &touch], &[("KUBECONFIG", &shown)]);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(!marker.exists(), "the command was not started");
+    let (code, out) = run_to_exit(
+        &["node-gate"],
+        &[("KUBECONFIG", &shown), ("NODE_NAME", "node-a")],
+    );
+    assert_eq!(code, Some(2), "{out}");
+}
+
+#[test]
+fn no_api_access_at_all_is_a_plain_pause() {
+    let home = tempdir("no-api");
+    // Neither KUBECONFIG nor ~/.kube/config nor KUBERNETES_SERVICE_HOST; and in
+    // a cluster without a token (automountServiceAccountToken: false).
+    for env in [
+        vec![("POD_NAME", "p"), ("POD_NAMESPACE", NS)],
+        vec![
+            ("POD_NAME", "p"),
+            ("POD_NAMESPACE", NS),
+            ("KUBERNETES_SERVICE_HOST", "127.0.0.1"),
+            ("KUBERNETES_SERVICE_PORT", "1"),
+        ],
+        // An empty KUBECONFIG names no file.
+        vec![("POD_NAME", "p"), ("POD_NAMESPACE", NS), ("KUBECONFIG", "")],
+    ] {
+        let mut p = Proc::spawn(command(bin(), &[], &env, &home));
+        assert!(
+            p.wait_for_log("running as a plain pause", Duration::from_secs(10)),
+            "{env:?}:\n{}",
+            p.log()
+        );
+        assert!(p.is_running());
+        let (status, _) = p.terminate();
+        assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", p.log());
+    }
+}
+
+#[test]
+fn a_flow_style_kubeconfig_works() {
+    let s = Scene::placeholders(1);
+    let uid = s.uid("placeholder-0");
+    let token = "flow-token";
+    s.fake.add_token(
+        token,
+        Subject::placeholder_agent(NS, "placeholder").bound_to("placeholder-0"),
+    );
+    let path = s.home.join("flow-kubeconfig");
+    std::fs::write(
+        &path,
+        format!(
+            "clusters: [{{name: t, cluster: {{server: \"{}\"}}}}]\n\
+             users: [{{name: u, user: {{token: {token}}}}}]\n\
+             contexts: [{{name: c, context: {{cluster: t, user: u, namespace: {NS}}}}}]\n\
+             current-context: c\n",
+            s.fake.url()
+        ),
+    )
+    .expect("write");
+    let kc = path.display().to_string();
+    let mut env = vec![("KUBECONFIG", kc.as_str())];
+    env.extend_from_slice(MOVE_NOW);
+    let mut agent = s.agent("placeholder-0", &env);
+    let ev = s
+        .fake
+        .wait_for_request(|r| r.is_eviction(), Duration::from_secs(20))
+        .unwrap_or_else(|| panic!("no eviction:\n{}", agent.log()));
+    assert_eq!(ev.status, 201, "{}", agent.log());
+    s.assert_only_own_mutations(&[("placeholder-0", &uid)]);
+    let (status, _) = agent.terminate();
+    assert_eq!(status.and_then(|s| s.code()), Some(0));
+}
+
+#[test]
+fn a_kubeconfig_with_an_exec_user_works() {
+    let s = Scene::placeholders(1);
+    let uid = s.uid("placeholder-0");
+    let token = "token-from-exec-plugin";
+    s.fake.add_token(
+        token,
+        Subject::placeholder_agent(NS, "placeholder").bound_to("placeholder-0"),
+    );
+    let script = s.home.join("credential-plugin.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\ncat <<EOF\n{{\"apiVersion\": \"client.authentication.k8s.io/v1\", \
+             \"kind\": \"ExecCredential\", \"status\": {{\"token\": \"{token}\"}}}}\nEOF\n"
+        ),
+    )
+    .expect("write");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let path = s.home.join("exec-kubeconfig");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: {}\n\
+             users:\n- name: u\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n\
+             \x20     command: {}\n      interactiveMode: Never\n\
+             contexts:\n- name: c\n  context:\n    cluster: t\n    user: u\n    namespace: {NS}\n\
+             current-context: c\n",
+            s.fake.url(),
+            script.display()
+        ),
+    )
+    .expect("write");
+    let kc = path.display().to_string();
+    let mut env = vec![("KUBECONFIG", kc.as_str())];
+    env.extend_from_slice(MOVE_NOW);
+    let mut agent = s.agent("placeholder-0", &env);
+    let ev = s
+        .fake
+        .wait_for_request(|r| r.is_eviction(), Duration::from_secs(20))
+        .unwrap_or_else(|| panic!("no eviction:\n{}", agent.log()));
+    // The fake knows only the plugin's token: any other is 401.
+    assert_eq!(ev.status, 201, "{}", agent.log());
+    s.assert_only_own_mutations(&[("placeholder-0", &uid)]);
+    let (status, _) = agent.terminate();
+    assert_eq!(status.and_then(|s| s.code()), Some(0));
+}
