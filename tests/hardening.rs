@@ -1056,3 +1056,132 @@ fn absurd_durations_are_refused_or_harmless_never_a_crash() {
         "an absurd duration must exit 2 naming the variable, or be harmless: {failures:#?}"
     );
 }
+
+// ---------------------------------------------------------------------------
+// Lists and watches that never settle (issue 17, items 1 and 7)
+// ---------------------------------------------------------------------------
+
+/// How a node list or watch misbehaves, every time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Endless {
+    /// Every watch request is answered HTTP 410 Gone.
+    GoneOnOpen,
+    /// Every watch answers 200 with one ERROR event, code 410.
+    GoneInStream,
+    /// Every list page carries the same `continue` token (and the same node).
+    ContinueForever,
+}
+
+/// The window over which LIST requests are counted, from the first faulted request.
+const WINDOW: Duration = Duration::from_secs(16);
+
+fn run_endless(case: Endless) -> CaseResult {
+    let t = Instant::now();
+    let mut problems = Vec::new();
+    let s = Scene::placeholders(1);
+    let gone = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                      "message": "too old resource version: 1 (2)", "reason": "Expired", "code": 410});
+    let (matcher, response) = match case {
+        Endless::GoneOnOpen => (
+            Matcher::custom(|r| r.path == "/api/v1/nodes" && r.watch),
+            FaultResponse::json(410, gone),
+        ),
+        Endless::GoneInStream => (
+            Matcher::custom(|r| r.path == "/api/v1/nodes" && r.watch),
+            FaultResponse::raw(
+                200,
+                format!("{}\n", json!({"type": "ERROR", "object": gone})).into_bytes(),
+            ),
+        ),
+        Endless::ContinueForever => {
+            let node = json!({"metadata": {"name": "node-0", "resourceVersion": "5"}});
+            (
+                Matcher::custom(|r| r.path == "/api/v1/nodes" && !r.watch),
+                FaultResponse::json(
+                    200,
+                    json!({"kind": "NodeList", "apiVersion": "v1",
+                           "metadata": {"resourceVersion": "5", "continue": "the-same-token"},
+                           "items": [node]}),
+                ),
+            )
+        }
+    };
+    s.fake.fail_next(matcher, response, 1_000_000);
+    let mut agent = s.agent(
+        "placeholder-0",
+        &[
+            ("SELFDESTRUCT_LOG_LEVEL", "info"),
+            ("SELFDESTRUCT_MAX_LIFETIME", "1h"),
+        ],
+    );
+    let Some(first) = s
+        .fake
+        .wait_for_request(|r| r.path == "/api/v1/nodes", Duration::from_secs(15))
+    else {
+        problems.push(format!("no node request:\n{}", agent.log()));
+        return CaseResult {
+            name: format!("{case:?}"),
+            problems,
+            took: t.elapsed(),
+        };
+    };
+    // The window is counted in the fake's request log, from the first faulted request.
+    s.fake.wait_for(
+        |c| {
+            c.requests()
+                .last()
+                .is_some_and(|r| r.at >= first.at + WINDOW)
+                || Instant::now() >= first.at + WINDOW
+        },
+        WINDOW + Duration::from_secs(5),
+    );
+    let lists = s.fake.count_requests(|r| {
+        r.path == "/api/v1/nodes" && !r.watch && r.at >= first.at && r.at < first.at + WINDOW
+    });
+    eprintln!("{case:?}: {lists} node LIST requests in {WINDOW:?}");
+    // Backing off from 0.5-1 s and doubling, at most 5 list cycles fit in 16 s
+    // (0.5 + 1 + 2 + 4 + 8 = 15.5 s); a re-list every 1-2 s makes 8 or more. A
+    // list that pages forever makes hundreds; abandoned at its second page, each
+    // cycle is 2 requests.
+    let bound = if case == Endless::ContinueForever {
+        12
+    } else {
+        6
+    };
+    if lists > bound {
+        problems.push(format!(
+            "{lists} LIST requests in {WINDOW:?} (at most {bound}): no backoff"
+        ));
+    }
+    if case == Endless::ContinueForever && !agent.log().contains("never ends") {
+        problems.push("no log line about the endless list".into());
+    }
+    if !agent.is_running() || agent.log().contains("panicked") {
+        problems.push("died".into());
+    }
+    if !problems.is_empty() {
+        problems.push(format!("log:\n{}", agent.log()));
+    }
+    CaseResult {
+        name: format!("{case:?}"),
+        problems,
+        took: t.elapsed(),
+    }
+}
+
+#[test]
+fn lists_and_watches_that_never_settle_back_off() {
+    let results = run_parallel(
+        &[
+            Endless::GoneOnOpen,
+            Endless::GoneInStream,
+            Endless::ContinueForever,
+        ],
+        3,
+        run_endless,
+    );
+    for r in &results {
+        eprintln!("{}: {:?} {}", r.name, r.took, r.problems.join("; "));
+    }
+    assert!(results.iter().all(|r| r.problems.is_empty()));
+}
