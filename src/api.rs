@@ -122,24 +122,15 @@ pub struct PodApi {
     client: Client,
     namespace: String,
     name: String,
-    recorder: Recorder,
 }
 
 impl PodApi {
     /// Calls on pod `namespace/name`.
     pub fn new(client: Client, namespace: &str, name: &str) -> Self {
-        let recorder = Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: "selfdestruct".into(),
-                instance: Some(name.to_string()),
-            },
-        );
         PodApi {
             client,
             namespace: namespace.to_string(),
             name: name.to_string(),
-            recorder,
         }
     }
 
@@ -214,7 +205,10 @@ impl PodApi {
     }
 
     /// Posts a Normal Event about the own pod (events.k8s.io/v1, through kube's
-    /// `Recorder`): `action` is what is being done (`Evict`, `Delete`).
+    /// `Recorder`): `action` is what is being done (`Evict`, `Delete`). Each
+    /// Event is a new one: kube's series aggregation keys on reason and action
+    /// but keeps the first note, and every Event here has its own note (the
+    /// agent posts one per trigger), so the Role needs only `create`.
     pub async fn event(
         &self,
         uid: &str,
@@ -237,7 +231,14 @@ impl PodApi {
             action: action.to_string(),
             secondary: None,
         };
-        tokio::time::timeout(REQUEST_TIMEOUT, self.recorder.publish(&event, &regarding))
+        let recorder = Recorder::new(
+            self.client.clone(),
+            Reporter {
+                controller: "selfdestruct".into(),
+                instance: Some(self.name.clone()),
+            },
+        );
+        tokio::time::timeout(REQUEST_TIMEOUT, recorder.publish(&event, &regarding))
             .await
             .map_err(|_| ApiError::Timeout(REQUEST_TIMEOUT))?
             .map_err(from_kube)

@@ -62,7 +62,7 @@ impl Subject {
     }
 
     /// The placeholder agent's permissions as in the project's RBAC manifests:
-    /// pods get/list/watch/delete, pods/eviction create and events create/patch (core and events.k8s.io) in
+    /// pods get/list/watch/delete, pods/eviction create and events create (core and events.k8s.io) in
     /// `namespace`; nodes get/list/watch cluster-wide. User
     /// `system:serviceaccount:{namespace}:{service_account}`.
     pub fn placeholder_agent(namespace: &str, service_account: &str) -> Self {
