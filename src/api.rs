@@ -17,7 +17,7 @@ use kube::Client;
 use kube::Resource;
 use kube::core::Status;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
 use crate::config::Mode;
 use crate::decision::Outcome;
@@ -79,25 +79,12 @@ pub fn outcome_of(result: &Result<(), ApiError>) -> Outcome {
     }
 }
 
-/// What is escaped in a path segment: everything but RFC 3986's unreserved
-/// characters and sub-delims that a Kubernetes name may hold.
-const SEGMENT: &AsciiSet = &CONTROLS
-    .add(b' ')
-    .add(b'"')
-    .add(b'#')
-    .add(b'%')
-    .add(b'/')
-    .add(b'<')
-    .add(b'>')
-    .add(b'?')
-    .add(b'[')
-    .add(b'\\')
-    .add(b']')
-    .add(b'^')
-    .add(b'`')
-    .add(b'{')
-    .add(b'|')
-    .add(b'}');
+/// What is escaped in a path segment: all but RFC 3986's unreserved characters.
+const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
 
 /// A name as one URL path segment: kube's request builder joins names into
 /// paths as they are, so a `/` or `?` in one would change the request.
@@ -245,19 +232,42 @@ impl PodApi {
     }
 }
 
-/// Sends one request built by kube's request builder and returns the body of
-/// a 2xx answer, or the error with the server's `Status` and `Retry-After`.
+/// Sends one request built by kube's request builder (asking for JSON) and
+/// returns the body of a 2xx answer, or the error with the server's `Status`
+/// and `Retry-After`.
 pub async fn request(client: &Client, req: Request<Vec<u8>>) -> Result<Vec<u8>, ApiError> {
     let has_body = !req.body().is_empty();
     let mut req = req.map(kube::client::Body::from);
+    let headers = req.headers_mut();
+    headers.insert(
+        http::header::ACCEPT,
+        http::HeaderValue::from_static("application/json"),
+    );
     if has_body {
-        req.headers_mut()
+        headers
             .entry(http::header::CONTENT_TYPE)
             .or_insert(http::HeaderValue::from_static("application/json"));
     }
     let call = async {
-        let body = open(client, req).await?.into_body();
-        collect(body).await
+        let res = client.send(req).await.map_err(from_kube)?;
+        let status = res.status();
+        let retry_after = res
+            .headers()
+            .get(http::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let body = res
+            .into_body()
+            .collect()
+            .await
+            .map_err(from_kube)?
+            .to_bytes();
+        if status.is_success() {
+            Ok(body.to_vec())
+        } else {
+            Err(status_error(status, &body, retry_after))
+        }
     };
     tokio::time::timeout(REQUEST_TIMEOUT, call)
         .await
@@ -279,13 +289,8 @@ pub fn from_kube(e: kube::Error) -> ApiError {
             reason: s.reason,
             message: s.message,
         },
-        e => transport(e),
+        e => ApiError::Transport(transport_text(&e)),
     }
-}
-
-/// A transport error of the kube client, with its causes.
-pub fn transport(e: kube::Error) -> ApiError {
-    ApiError::Transport(transport_text(&e))
 }
 
 /// An error and its causes ("client error (Connect): invalid peer certificate: UnknownIssuer").
@@ -301,35 +306,6 @@ pub fn transport_text(e: &(dyn std::error::Error + 'static)) -> String {
         cause = c.source();
     }
     text
-}
-
-async fn collect(body: kube::client::Body) -> Result<Vec<u8>, ApiError> {
-    Ok(body.collect().await.map_err(transport)?.to_bytes().to_vec())
-}
-
-/// Sends a request (asking for JSON) and returns a 2xx response with its body
-/// unread, or the error with the server's `Status` and `Retry-After`.
-pub async fn open(
-    client: &Client,
-    mut req: Request<kube::client::Body>,
-) -> Result<http::Response<kube::client::Body>, ApiError> {
-    req.headers_mut().insert(
-        http::header::ACCEPT,
-        http::HeaderValue::from_static("application/json"),
-    );
-    let res = client.send(req).await.map_err(transport)?;
-    let status = res.status();
-    if status.is_success() {
-        return Ok(res);
-    }
-    let retry_after = res
-        .headers()
-        .get(http::header::RETRY_AFTER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(Duration::from_secs);
-    let body = collect(res.into_body()).await?;
-    Err(status_error(status, &body, retry_after))
 }
 
 fn status_error(status: StatusCode, body: &[u8], retry_after: Option<Duration>) -> ApiError {
@@ -448,7 +424,7 @@ mod tests {
     #[test]
     fn names_are_one_escaped_path_segment() {
         assert_eq!(segment("placeholder-0"), "placeholder-0");
-        assert_eq!(segment("n?x=1"), "n%3Fx=1");
+        assert_eq!(segment("n?x=1"), "n%3Fx%3D1");
         assert_eq!(segment("../nodes/node-a"), "..%2Fnodes%2Fnode-a");
         assert_eq!(segment(".."), "%2E%2E");
         assert_eq!(segment("Place holder/0"), "Place%20holder%2F0");

@@ -25,10 +25,7 @@ use std::time::{Duration, Instant};
 
 use crate::backoff::Backoff;
 
-use kube::config::{
-    AuthInfo, Cluster, Context, KubeConfigOptions, Kubeconfig, NamedAuthInfo, NamedCluster,
-    NamedContext,
-};
+use kube::config::{KubeConfigOptions, Kubeconfig};
 
 /// Why there is no API access.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -59,42 +56,33 @@ use crate::api::transport_text as chain;
 
 /// Reads and merges kubeconfig files as kubectl does, and builds kube's
 /// configuration for its current context.
-async fn from_files(paths: &[PathBuf]) -> Result<(kube::Config, Option<String>), String> {
+async fn from_files(paths: &[PathBuf]) -> Result<Access, String> {
     let mut merged = Kubeconfig::default();
     for p in paths {
         let kc = Kubeconfig::read_from(p).map_err(|e| chain(&e))?;
         merged = merged.merge(kc).map_err(|e| chain(&e))?;
     }
     let current = merged.current_context.clone().unwrap_or_default();
-    let context = merged
-        .contexts
-        .iter()
-        .find(|c| c.name == current)
-        .and_then(|c| c.context.as_ref());
+    let context = merged.contexts.iter().find(|c| c.name == current);
+    let context = context.and_then(|c| c.context.as_ref());
     // kube takes a user that is not there for no credentials; kubectl refuses it.
-    if let Some(user) = context
-        .and_then(|c| c.user.as_deref())
-        .filter(|u| !u.is_empty())
-    {
-        if !merged.auth_infos.iter().any(|a| a.name == user) {
-            return Err(format!(
-                "the user {user:?} of context {current:?} is not in users"
-            ));
-        }
+    let user = context.and_then(|c| c.user.as_deref()).unwrap_or_default();
+    if !user.is_empty() && !merged.auth_infos.iter().any(|a| a.name == user) {
+        return Err(format!(
+            "the user {user:?} of context {current:?} is not in users"
+        ));
     }
     let namespace = context.and_then(|c| c.namespace.clone());
     let config = kube::Config::from_custom_kubeconfig(merged, &KubeConfigOptions::default())
         .await
         .map_err(|e| chain(&e))?;
-    Ok((config, namespace))
-}
-
-fn shown(paths: &[PathBuf]) -> String {
-    paths
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect::<Vec<_>>()
-        .join(":")
+    let source = paths.iter().map(|p| p.display().to_string());
+    let source = format!("kubeconfig {}", source.collect::<Vec<_>>().join(":"));
+    Ok(Access {
+        config,
+        namespace,
+        source,
+    })
 }
 
 /// Finds API access: the kubeconfig named by `--kubeconfig` (`flag`) or
@@ -106,47 +94,29 @@ pub async fn discover(
     flag: Option<&Path>,
     service_account_dir: &Path,
 ) -> Result<Access, AccessError> {
-    let named: Vec<PathBuf> = match flag {
-        Some(p) => vec![p.to_path_buf()],
-        None => env("KUBECONFIG")
-            .map(|v| {
-                std::env::split_paths(&v)
-                    .filter(|p| !p.as_os_str().is_empty())
-                    .collect()
-            })
-            .unwrap_or_default(),
+    let (what, named): (&str, Vec<PathBuf>) = match flag {
+        Some(p) => ("--kubeconfig", vec![p.to_path_buf()]),
+        None => {
+            let list = env("KUBECONFIG").unwrap_or_default();
+            let paths = std::env::split_paths(&list).filter(|p| !p.as_os_str().is_empty());
+            ("KUBECONFIG", paths.collect())
+        }
     };
     if !named.is_empty() {
-        let what = if flag.is_some() {
-            "--kubeconfig"
-        } else {
-            "KUBECONFIG"
-        };
-        return from_files(&named)
-            .await
-            .map(|(config, namespace)| Access {
-                config,
-                namespace,
-                source: format!("kubeconfig {}", shown(&named)),
-            })
-            .map_err(|e| {
-                AccessError::Named(format!(
-                    "{what}={}: the kubeconfig cannot be used: {e}",
-                    shown(&named)
-                ))
-            });
+        return from_files(&named).await.map_err(|e| {
+            let files = std::env::join_paths(&named).unwrap_or_default();
+            AccessError::Named(format!(
+                "{what}={}: the kubeconfig cannot be used: {e}",
+                files.to_string_lossy()
+            ))
+        });
     }
     let home = env("HOME").map(|h| PathBuf::from(h).join(".kube").join("config"));
     if let Some(path) = home.filter(|p| p.is_file()) {
         let paths = [path];
         return from_files(&paths)
             .await
-            .map(|(config, namespace)| Access {
-                config,
-                namespace,
-                source: format!("kubeconfig {}", shown(&paths)),
-            })
-            .map_err(|e| AccessError::Invalid(format!("kubeconfig {}: {e}", shown(&paths))));
+            .map_err(|e| AccessError::Invalid(format!("kubeconfig {}: {e}", paths[0].display())));
     }
     let host = env("KUBERNETES_SERVICE_HOST").and_then(|h| h.into_string().ok());
     let port = env("KUBERNETES_SERVICE_PORT").and_then(|p| p.into_string().ok());
@@ -189,37 +159,13 @@ pub async fn in_cluster(
         host.to_string()
     };
     let server = format!("https://{host}:{}", port.unwrap_or("443"));
-    let name = "in-cluster".to_string();
-    let kc = Kubeconfig {
-        clusters: vec![NamedCluster {
-            name: name.clone(),
-            cluster: Some(Cluster {
-                server: Some(server.clone()),
-                certificate_authority: Some(ca.display().to_string()),
-                ..Cluster::default()
-            }),
-            other: Default::default(),
-        }],
-        auth_infos: vec![NamedAuthInfo {
-            name: name.clone(),
-            auth_info: Some(AuthInfo {
-                token_file: Some(token.display().to_string()),
-                ..AuthInfo::default()
-            }),
-            other: Default::default(),
-        }],
-        contexts: vec![NamedContext {
-            name: name.clone(),
-            context: Some(Context {
-                cluster: name.clone(),
-                user: Some(name.clone()),
-                ..Context::default()
-            }),
-            other: Default::default(),
-        }],
-        current_context: Some(name),
-        ..Kubeconfig::default()
-    };
+    let kc: Kubeconfig = serde_json::from_value(serde_json::json!({
+        "clusters": [{"name": "in-cluster", "cluster": {"server": server, "certificate-authority": ca}}],
+        "users": [{"name": "in-cluster", "user": {"tokenFile": token}}],
+        "contexts": [{"name": "in-cluster", "context": {"cluster": "in-cluster", "user": "in-cluster"}}],
+        "current-context": "in-cluster",
+    }))
+    .map_err(|e| AccessError::Invalid(format!("in-cluster service account: {e}")))?;
     let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await
         .map_err(|e| AccessError::Invalid(format!("in-cluster service account: {}", chain(&e))))?;
@@ -297,8 +243,6 @@ impl<S> PaceWatches<S> {
         if *short == 1 {
             let what = if path.ends_with("/pods") {
                 "sibling pods"
-            } else if path.ends_with("/nodes") {
-                "nodes"
             } else {
                 path
             };
@@ -363,55 +307,6 @@ mod tests {
 
     fn env(vars: Vec<(&'static str, OsString)>) -> impl Fn(&str) -> Option<OsString> {
         move |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone())
-    }
-
-    #[tokio::test]
-    async fn a_named_kubeconfig_wins_and_a_broken_one_is_an_error() {
-        let dir = tmpdir("named");
-        let sa = dir.join("sa");
-        let good = dir.join("good");
-        std::fs::write(
-            &good,
-            "clusters: [{name: t, cluster: {server: \"http://127.0.0.1:1\"}}]\n\
-             users: [{name: u, user: {token: abc}}]\n\
-             contexts: [{name: c, context: {cluster: t, user: u, namespace: ns1}}]\n\
-             current-context: c\n",
-        )
-        .expect("write");
-        let a = discover(
-            env(vec![
-                ("KUBECONFIG", good.clone().into_os_string()),
-                ("KUBERNETES_SERVICE_HOST", "10.0.0.1".into()),
-            ]),
-            None,
-            &sa,
-        )
-        .await
-        .map_err(|e| e.to_string())
-        .expect("flow-style kubeconfig");
-        assert_eq!(a.namespace.as_deref(), Some("ns1"));
-        assert_eq!(a.config.cluster_url, "http://127.0.0.1:1/");
-        let missing = dir.join("missing");
-        let e = discover(
-            env(vec![("KUBECONFIG", missing.clone().into_os_string())]),
-            None,
-            &sa,
-        )
-        .await
-        .err()
-        .expect("missing file");
-        assert!(
-            matches!(&e, AccessError::Named(m) if m.contains(&missing.display().to_string())),
-            "{e}"
-        );
-        let e = discover(env(vec![]), Some(&missing), &sa)
-            .await
-            .err()
-            .expect("missing file");
-        assert!(
-            matches!(&e, AccessError::Named(m) if m.starts_with("--kubeconfig=")),
-            "{e}"
-        );
     }
 
     #[tokio::test]

@@ -61,18 +61,8 @@ fn read_trimmed(path: &Path) -> Option<String> {
 
 /// The machine's hostname.
 pub fn hostname() -> Option<String> {
-    let mut buf = [0u8; 256];
-    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates on success.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return None;
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    std::str::from_utf8(&buf[..end])
-        .ok()
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_string)
+    let name = hostname::get().ok()?.into_string().ok()?;
+    Some(name.trim().to_string()).filter(|s| !s.is_empty())
 }
 
 /// Resolves the identity. `kubeconfig_namespace` is the namespace of the kubeconfig

@@ -11,7 +11,6 @@ use k8s_openapi::api::core::v1::{
     Node, NodeSelectorRequirement, Pod, Taint as K8sTaint, Toleration as K8sToleration,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use serde::Deserialize;
 
 use crate::images::ImageRef;
 use crate::selector::Requirement;
@@ -20,22 +19,18 @@ use crate::selector::Requirement;
 pub const KUBELET_MAX_IMAGES: usize = 50;
 
 /// A taint on a node.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Taint {
     /// Taint key.
-    #[serde(default)]
     pub key: String,
     /// Taint value.
-    #[serde(default)]
     pub value: Option<String>,
     /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`.
-    #[serde(default)]
     pub effect: String,
 }
 
 /// A toleration of the own pod.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Toleration {
     /// Empty key with `Exists` tolerates everything.
     pub key: Option<String>,

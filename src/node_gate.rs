@@ -320,7 +320,7 @@ mod tests {
     #[test]
     fn the_node_name_is_one_escaped_segment() {
         assert_eq!(node_url("node-a"), "/api/v1/nodes/node-a");
-        assert_eq!(node_url("n?x=1"), "/api/v1/nodes/n%3Fx=1");
+        assert_eq!(node_url("n?x=1"), "/api/v1/nodes/n%3Fx%3D1");
         assert_eq!(node_url("../pods"), "/api/v1/nodes/..%2Fpods");
     }
 
