@@ -10,85 +10,19 @@
 //! always gives the same decision. Case counts are small for CI
 //! (`PROPTEST_CASES` raises them for a longer local run).
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
+use common::props::*;
 use proptest::prelude::*;
-use proptest::test_runner::{Config as PtConfig, TestRunner};
+use proptest::test_runner::TestRunner;
 use selfdestruct::decision::{
     Armed, Decision, Hold, Memory, Outcome, Policy, Snapshot, Trigger, decide,
 };
 use selfdestruct::images::ImageRef;
 use selfdestruct::model::{NodeSummary, OwnPod, Readiness, Sibling, Taint, Toleration};
-
-const T0: u64 = 1_800_000_000;
-const HOUR: Duration = Duration::from_secs(3600);
-const OWN: &str = "placeholder-0";
-const OWN_UID: &str = "uid-own";
-
-fn at(secs: u64) -> SystemTime {
-    SystemTime::UNIX_EPOCH + Duration::from_secs(T0) + Duration::from_secs(secs)
-}
-
-fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(512)
-}
-
-fn config() -> PtConfig {
-    PtConfig {
-        cases: cases(),
-        failure_persistence: None,
-        ..PtConfig::default()
-    }
-}
-
-/// Everything a snapshot borrows, owned.
-#[derive(Clone, Debug)]
-struct World {
-    now: SystemTime,
-    own: OwnPod,
-    nodes: Option<Vec<NodeSummary>>,
-    siblings: Option<Vec<Sibling>>,
-    policy: Policy,
-    memory: Memory,
-    draw: f64,
-}
-
-impl World {
-    fn snapshot(&self) -> Snapshot<'_> {
-        Snapshot {
-            now: self.now,
-            own: &self.own,
-            nodes: self.nodes.as_deref(),
-            siblings: self.siblings.as_deref(),
-            policy: &self.policy,
-            memory: &self.memory,
-            draw: self.draw,
-        }
-    }
-
-    fn decide(&self) -> Decision {
-        decide(&self.snapshot())
-    }
-
-    fn sibling_busy(&self) -> bool {
-        self.siblings.iter().flatten().any(|s| {
-            let is_self = s.name == self.own.name || (!s.uid.is_empty() && s.uid == self.own.uid);
-            !is_self && (s.pending || s.terminating)
-        })
-    }
-
-    fn recent_attempts(&self) -> usize {
-        self.memory
-            .attempts
-            .iter()
-            .filter(|t| self.now.duration_since(**t).is_ok_and(|d| d < HOUR) || **t > self.now)
-            .count()
-    }
-}
 
 /// Times within about six hours of T0: enough to cross every boundary
 /// (settle, min age, an hour of attempts) without overflowing.
@@ -429,7 +363,7 @@ fn check(w: &World) -> Result<Decision, String> {
 
 #[test]
 fn every_decision_keeps_the_structural_guarantees() {
-    let mut runner = TestRunner::new(config());
+    let mut runner = TestRunner::new(proptest_config(512));
     let seen = std::cell::RefCell::new(BTreeMap::<&str, u32>::new());
     runner
         .run(&world(), |w| {
@@ -453,7 +387,7 @@ fn every_decision_keeps_the_structural_guarantees() {
 }
 
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(proptest_config(512))]
 
     /// A snapshot that would move: holding any one guard back stops the move.
     #[test]

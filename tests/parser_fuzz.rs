@@ -4,34 +4,22 @@
 //! where a printed form exists, printing and parsing again gives the same value.
 //! Case counts are small for CI (`PROPTEST_CASES` raises them locally).
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
+
+use common::props::proptest_config;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
-use proptest::test_runner::Config as PtConfig;
 use selfdestruct::config::IdentityHints;
 use selfdestruct::images::{self, ImageRef};
 use selfdestruct::model::{NodeSummary, Sibling};
 use selfdestruct::selector::Selector;
 use selfdestruct::{duration, identity};
 use serde_json::{Value, json};
-
-fn cases(default: u32) -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn config(default: u32) -> PtConfig {
-    PtConfig {
-        cases: cases(default),
-        failure_persistence: None,
-        ..PtConfig::default()
-    }
-}
 
 /// Text that looks like a duration often enough to reach the parser's insides.
 fn duration_like() -> impl Strategy<Value = String> {
@@ -193,7 +181,7 @@ fn summarise_pod(bytes: &[u8]) {
 }
 
 proptest! {
-    #![proptest_config(config(1000))]
+    #![proptest_config(proptest_config(1000))]
 
     #[test]
     fn durations_never_panic_and_print_back(input in duration_like()) {
@@ -298,7 +286,7 @@ proptest! {
 
 proptest! {
     // Each case writes three files: fewer cases.
-    #![proptest_config(config(256))]
+    #![proptest_config(proptest_config(256))]
 
     #[test]
     fn downward_api_files_of_any_content_never_panic(
@@ -355,7 +343,7 @@ fn podinfo_dir() -> std::path::PathBuf {
 /// that the generator is not vacuous.
 #[test]
 fn generators_reach_valid_inputs() {
-    let mut runner = proptest::test_runner::TestRunner::new(config(300));
+    let mut runner = proptest::test_runner::TestRunner::new(proptest_config(300));
     let (mut sel_ok, mut img_ok, mut dur_ok) = (0, 0, 0);
     for _ in 0..300 {
         let s = selector_like()

@@ -138,12 +138,7 @@ fn every_invalid_setting_exits_2_naming_the_variable() {
 fn zombies_left_under(init: &str) -> Option<usize> {
     let home = tempdir("pid1");
     let script = format!("for i in 1 2 3 4 5; do sh -c 'sleep 1 &'; done; exec {init}");
-    let mut cmd = command(
-        "unshare",
-        &["--pid", "--fork", "--mount-proc", "sh", "-c", &script],
-        &[],
-        &home,
-    );
+    let mut cmd = in_pid_namespace(&["sh", "-c", &script], &[], &home);
     cmd.stdout(std::process::Stdio::null());
     let p = Proc::spawn(cmd);
     let found = wait_until(Duration::from_secs(5), || {
@@ -174,10 +169,7 @@ fn zombies_left_under(init: &str) -> Option<usize> {
 
 #[test]
 fn reaps_zombies_as_pid_1() {
-    let probe = std::process::Command::new("unshare")
-        .args(["--pid", "--fork", "--mount-proc", "true"])
-        .status();
-    if !probe.is_ok_and(|s| s.success()) {
+    if !pid_namespaces_allowed() {
         eprintln!("SKIPPED: this machine does not allow PID namespaces (unshare --pid)");
         return;
     }

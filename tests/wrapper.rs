@@ -110,10 +110,7 @@ fn exit_codes_are_propagated() {
 
 #[test]
 fn reaps_orphans_as_pid_1_and_keeps_the_childs_status() {
-    let probe = std::process::Command::new("unshare")
-        .args(["--pid", "--fork", "--mount-proc", "true"])
-        .status();
-    if !probe.is_ok_and(|s| s.success()) {
+    if !pid_namespaces_allowed() {
         eprintln!("SKIPPED: this machine does not allow PID namespaces (unshare --pid)");
         return;
     }
@@ -121,18 +118,8 @@ fn reaps_orphans_as_pid_1_and_keeps_the_childs_status() {
     // The child orphans five `sleep 1` grandchildren, which become the wrapper's
     // (PID 1's) children, then keeps running.
     let child = "for i in 1 2 3 4 5; do sh -c 'sleep 1 &'; done; echo child ready; exec sleep 30";
-    let mut p = Proc::spawn(command(
-        "unshare",
-        &[
-            "--pid",
-            "--fork",
-            "--mount-proc",
-            bin(),
-            "--",
-            "sh",
-            "-c",
-            child,
-        ],
+    let mut p = Proc::spawn(in_pid_namespace(
+        &[bin(), "--", "sh", "-c", child],
         &[],
         &home,
     ));
@@ -141,12 +128,7 @@ fn reaps_orphans_as_pid_1_and_keeps_the_childs_status() {
         "{}",
         p.log()
     );
-    let mut init = None;
-    assert!(wait_until(Duration::from_secs(5), || {
-        init = children_of(p.pid()).first().map(|c| c.0);
-        init.is_some()
-    }));
-    let init = init.expect("the wrapper as PID 1");
+    let init = init_of(&p, Duration::from_secs(5)).expect("the wrapper as PID 1");
     assert!(
         p.log().contains("pid1=true"),
         "not PID 1 in its namespace:\n{}",

@@ -317,7 +317,6 @@ fn spawn(o: &Opts, tag: &str, program: &Path, args: &[&str], env: &[(String, Str
         .env_clear()
         .env("PATH", "/usr/bin:/bin")
         .env("HOME", &o.work)
-        .env("KUBECONFIG", o.work.join("no-kubeconfig"))
         .env("SELFDESTRUCT_PODINFO_DIR", o.work.join("no-podinfo"))
         .env("SELFDESTRUCT_SERVICE_ACCOUNT_DIR", o.work.join("no-serviceaccount"))
         .stdin(Stdio::null())

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod props;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -204,4 +205,30 @@ pub fn children_of(pid: u32) -> Vec<(u32, char)> {
         }
     }
     out
+}
+
+/// Whether this machine lets the tests start a new PID namespace (`unshare --pid`).
+pub fn pid_namespaces_allowed() -> bool {
+    Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "true"])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// `argv` run as PID 1 of a new PID namespace (with its own /proc), in the
+/// clean environment of [`command`].
+pub fn in_pid_namespace(argv: &[&str], env: &[(&str, &str)], home: &Path) -> Command {
+    let mut args = vec!["--pid", "--fork", "--mount-proc"];
+    args.extend_from_slice(argv);
+    command("unshare", &args, env, home)
+}
+
+/// The PID (outside) of the init of the PID namespace `unshare` started, once it runs.
+pub fn init_of(unshare: &Proc, timeout: Duration) -> Option<u32> {
+    let mut init = None;
+    wait_until(timeout, || {
+        init = children_of(unshare.pid()).first().map(|c| c.0);
+        init.is_some()
+    });
+    init
 }
