@@ -99,6 +99,30 @@ fn delete_mode_deletes_with_the_uid_precondition() {
 }
 
 #[test]
+fn a_grace_period_under_a_second_is_never_sent_as_a_force_deletion() {
+    // 0 through the API is a force deletion for pods (shared/k8s-fixtures): the
+    // object goes at once and the StatefulSet may start the successor while the
+    // old container still runs. Without the opt-in, 0 and 500ms are sent as 1.
+    for (grace, force, want) in [("500ms", "false", 1), ("0", "false", 1), ("0", "true", 0)] {
+        let s = Scene::placeholders(1);
+        let agent = s.agent(
+            "placeholder-0",
+            &with(&[
+                ("SELFDESTRUCT_MODE", "delete"),
+                ("SELFDESTRUCT_GRACE_PERIOD", grace),
+                ("SELFDESTRUCT_FORCE_DELETE", force),
+            ]),
+        );
+        let del = s
+            .fake
+            .wait_for_request(|r| r.is_pod_delete(), Duration::from_secs(15))
+            .unwrap_or_else(|| panic!("no delete:\n{}", agent.log()));
+        let body = del.body.clone().expect("delete options");
+        assert_eq!(body["gracePeriodSeconds"], want, "{grace} force={force}");
+    }
+}
+
+#[test]
 fn lifetime_counts_from_the_pod_start_not_the_process_start() {
     let s = Scene::placeholders(2);
     // The pod started an hour ago (the container restarted since): a 30m lifetime
@@ -434,6 +458,26 @@ fn a_conflict_other_than_the_uid_precondition_is_retried() {
     );
     let statuses: Vec<u16> = s.evictions().iter().map(|r| r.status).collect();
     assert_eq!(statuses, [409, 201], "{}", agent.log());
+}
+
+#[test]
+fn retry_after_zero_does_not_bypass_the_backoff() {
+    // A server that says `Retry-After: 0` on every 429 once drew hundreds of
+    // evictions a minute: Retry-After is a floor under the backoff, not a bypass.
+    let (s, agent) = against_fault(FaultResponse::throttled(0));
+    assert!(
+        wait_until(Duration::from_secs(40), || s.evictions().len() >= 2),
+        "{}",
+        agent.log()
+    );
+    let ev = s.evictions();
+    let gap = ev[1].at.duration_since(ev[0].at);
+    // The first backoff after a 429 is 5-10 s; a slow machine only makes it longer.
+    assert!(
+        gap >= Duration::from_secs(4),
+        "retried after {gap:?}:\n{}",
+        agent.log()
+    );
 }
 
 #[test]
