@@ -19,6 +19,7 @@ pub mod logging;
 pub mod memory;
 pub mod model;
 pub mod node_gate;
+pub mod pdb;
 pub mod selector;
 pub mod signals;
 pub mod watch;

@@ -181,7 +181,7 @@ async fn agent_side(cfg: Config, handle: PodHandle) {
                  its exit code kept), but cannot move the pod (lifetime, new nodes) or delete it on exit"
             )
         }
-        Err(NotReady::Fatal) => warn!(
+        Err(NotReady::Fatal | NotReady::NotOurs) => warn!(
             "cannot identify the own pod (see above): running the command as a plain init, \
              but cannot move the pod or delete it on exit"
         ),
