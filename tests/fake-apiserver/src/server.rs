@@ -662,20 +662,60 @@ fn list_or_watch(shared: &Arc<Shared>, ctx: &Ctx, kind: Kind, ns: &str) -> HResu
             headers: Vec::new(),
         });
     }
+    // Paging as kube-apiserver does it (`nodes-list-paged-1.json`, `-2.json`):
+    // at most `limit` items, then `metadata.continue` (an opaque token: here the
+    // list's resourceVersion and the last key) and `remainingItemCount`; the
+    // pages of one list carry the resourceVersion of its first page.
+    let limit = match ctx.param("limit").unwrap_or("") {
+        "" | "0" => None,
+        l => Some(
+            l.parse::<usize>()
+                .map_err(|_| Reply::from(Status::bad_request(format!("invalid limit: {l:?}"))))?,
+        ),
+    };
+    let after = match ctx.param("continue").filter(|c| !c.is_empty()) {
+        None => None,
+        Some(token) => Some(parse_continue(token).ok_or_else(|| {
+            Reply::from(Status::bad_request(
+                "continue key is not valid: illegal base64 data at input byte 0",
+            ))
+        })?),
+    };
     let st = shared.lock();
+    let rv = after.as_ref().map_or(st.rv, |(rv, _)| *rv);
     let hist = st.history(kind);
     let mut objs: Vec<(&Key, &Arc<Value>)> = hist.current.iter().collect();
     objs.sort_by(|a, b| a.0.cmp(b.0));
-    let items: Vec<Value> = objs
+    let matching: Vec<(&Key, &Arc<Value>)> = objs
         .into_iter()
+        .filter(|(k, _)| after.as_ref().is_none_or(|(_, last)| *k > last))
         .filter(|(_, v)| filter.matches(v))
-        .map(|(_, v)| strip_type((**v).clone()))
         .collect();
+    let take = limit.unwrap_or(matching.len()).min(matching.len());
+    let rest = matching.len() - take;
+    let items: Vec<Value> = matching[..take]
+        .iter()
+        .map(|(_, v)| strip_type((***v).clone()))
+        .collect();
+    let mut metadata = json!({"resourceVersion": rv.to_string()});
+    if rest > 0 {
+        if let Some((last, _)) = matching[..take].last() {
+            metadata["continue"] = json!(format!("{rv}:{}/{}", last.0, last.1));
+            metadata["remainingItemCount"] = json!(rest);
+        }
+    }
     let list_kind = format!("{}List", kind.name());
     Ok(Reply::json(
         200,
-        &json!({"kind": list_kind, "apiVersion": "v1", "metadata": {"resourceVersion": st.rv.to_string()}, "items": items}),
+        &json!({"kind": list_kind, "apiVersion": "v1", "metadata": metadata, "items": items}),
     ))
+}
+
+/// A continue token of [`list_or_watch`]: `RV:NAMESPACE/NAME`.
+fn parse_continue(token: &str) -> Option<(u64, Key)> {
+    let (rv, key) = token.split_once(':')?;
+    let (ns, name) = key.split_once('/')?;
+    Some((rv.parse().ok()?, (ns.to_string(), name.to_string())))
 }
 
 fn get_object(shared: &Arc<Shared>, kind: Kind, key: &Key) -> HResult {

@@ -968,3 +968,51 @@ fn kubeconfig_and_pod_creation() {
     assert_eq!(r.status, 409);
     assert_eq!(r.json()["reason"], "AlreadyExists");
 }
+
+#[test]
+fn lists_page_at_limit_with_a_continue_token_as_the_real_server() {
+    let c = FakeCluster::start_with(fast_config());
+    c.add_token("admin", Subject::admin());
+    for i in 0..5 {
+        c.add_node(fake_apiserver::NodeBuilder::new(&format!("node-{i}")));
+    }
+    let client = c.client(Some("admin"));
+    let first = client.get("/api/v1/nodes?limit=2").unwrap().json();
+    assert_eq!(first["items"].as_array().map(Vec::len), Some(2));
+    assert_eq!(first["metadata"]["remainingItemCount"], 3);
+    let rv = first["metadata"]["resourceVersion"].clone();
+    let mut names = Vec::new();
+    let mut page = first;
+    loop {
+        for item in page["items"].as_array().unwrap() {
+            names.push(item["metadata"]["name"].as_str().unwrap().to_string());
+        }
+        // Every page of one list carries the first page's resourceVersion.
+        assert_eq!(page["metadata"]["resourceVersion"], rv);
+        let Some(token) = page["metadata"]["continue"].as_str() else {
+            assert!(page["metadata"].get("remainingItemCount").is_none());
+            break;
+        };
+        let token: String = token
+            .bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' => {
+                    (b as char).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect();
+        page = client
+            .get(&format!("/api/v1/nodes?limit=2&continue={token}"))
+            .unwrap()
+            .json();
+    }
+    assert_eq!(names, ["node-0", "node-1", "node-2", "node-3", "node-4"]);
+    let bad = client
+        .get("/api/v1/nodes?limit=2&continue=garbage")
+        .unwrap();
+    assert_eq!(bad.status, 400);
+    let all = client.get("/api/v1/nodes").unwrap().json();
+    assert_eq!(all["items"].as_array().map(Vec::len), Some(5));
+    assert!(all["metadata"].get("continue").is_none());
+}
