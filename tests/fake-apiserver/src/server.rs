@@ -698,11 +698,9 @@ fn list_or_watch(shared: &Arc<Shared>, ctx: &Ctx, kind: Kind, ns: &str) -> HResu
         .map(|(_, v)| strip_type((***v).clone()))
         .collect();
     let mut metadata = json!({"resourceVersion": rv.to_string()});
-    if rest > 0 {
-        if let Some((last, _)) = matching[..take].last() {
-            metadata["continue"] = json!(format!("{rv}:{}/{}", last.0, last.1));
-            metadata["remainingItemCount"] = json!(rest);
-        }
+    if let Some((last, _)) = matching[..take].last().filter(|_| rest > 0) {
+        metadata["continue"] = json!(format!("{rv}:{}/{}", last.0, last.1));
+        metadata["remainingItemCount"] = json!(rest);
     }
     let list_kind = format!("{}List", kind.name());
     Ok(Reply::json(
