@@ -36,6 +36,8 @@ pub const PAGE_SIZE: u32 = 100;
 /// The most objects one list may hold (1,000 pages): more is a server that
 /// never ends its list.
 pub const MAX_LIST_OBJECTS: usize = 1000 * PAGE_SIZE as usize;
+/// The longest a watch request asks for (`timeoutSeconds`, minus up to half of it as jitter).
+pub const WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
 /// After this long without an error, the next error backs off from the start again.
 pub const QUIET: Duration = Duration::from_secs(600);
 
@@ -106,7 +108,14 @@ pub async fn run<K, S>(
     S: Send + 'static,
 {
     tokio::time::sleep(start_delay).await;
-    let mut wc = watcher::Config::default().page_size(PAGE_SIZE);
+    // Each watch asks for 15-30 min (kube's default is 290 s: 12 re-opened
+    // watches an hour instead of 2.7); a silently dropped connection is then
+    // noticed after the watch's timeout plus 5 s.
+    let timeout = WATCH_TIMEOUT.as_secs_f64() * (1.0 - 0.5 * draw());
+    let timeout = u32::try_from(timeout as u64).unwrap_or(u32::MAX);
+    let mut wc = watcher::Config::default()
+        .page_size(PAGE_SIZE)
+        .timeout(timeout);
     if !target.selector.is_empty() {
         wc = wc.labels(&target.selector);
     }
