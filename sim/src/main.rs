@@ -8,8 +8,8 @@ use clap::Parser;
 use selfdestruct::decision::Policy;
 use selfdestruct_sim::recommend::{self, Target};
 use selfdestruct_sim::report;
-use selfdestruct_sim::trace::{ReadOptions, Trace};
 use selfdestruct_sim::scenario::{self, HOUR, Load, Scenario, Setup, ms};
+use selfdestruct_sim::trace::{ReadOptions, Trace};
 
 /// Simulates JupyterHub/Binder placeholder pods running the selfdestruct agent
 /// (its real decision function) and compares policies on the same users.
@@ -33,7 +33,7 @@ struct Args {
     /// Random seed (arrivals, node delays, agent draws)
     #[arg(long, value_name = "N", default_value_t = 1)]
     seed: u64,
-    /// Independent runs (seeds SEED, SEED+1, ...); counts are summed over them [10; 1 with --arrivals]
+    /// Independent runs (seeds SEED, SEED+1, ...); counts are summed over them [10; with --arrivals, about a week of replayed days: 7 for one day, 1 for 7 days or more]
     #[arg(long, value_name = "N")]
     seeds: Option<u64>,
     /// Measured hours (after the warm-up) [scenario default]
@@ -72,7 +72,12 @@ struct Args {
     #[arg(long, value_name = "FILE", num_args = 1.., help_heading = "Replay")]
     arrivals: Vec<PathBuf>,
     /// Keep only the launches of this federation member (the events' origin field)
-    #[arg(long, value_name = "NAME", requires = "arrivals", help_heading = "Replay")]
+    #[arg(
+        long,
+        value_name = "NAME",
+        requires = "arrivals",
+        help_heading = "Replay"
+    )]
     origin: Option<String>,
     /// Skip lines that are not launch records and count them, instead of failing
     #[arg(long, requires = "arrivals", help_heading = "Replay")]
@@ -81,7 +86,12 @@ struct Args {
     #[arg(long, help_heading = "Replay")]
     recommend: bool,
     /// Target: at most N users wait for room (delayed) in every run [0 unless only --target-cold is given]
-    #[arg(long, value_name = "N", requires = "recommend", help_heading = "Replay")]
+    #[arg(
+        long,
+        value_name = "N",
+        requires = "recommend",
+        help_heading = "Replay"
+    )]
     target_wait: Option<u64>,
     /// Target: at most this share of users start cold (e.g. 1%)
     #[arg(long, value_name = "PCT", value_parser = percent, requires = "recommend", help_heading = "Replay")]
@@ -104,16 +114,36 @@ struct Args {
     #[arg(long, value_name = "GIB", help_heading = "Scenario")]
     user_mem_gib: Option<f64>,
     /// Launches per 10 minutes at the quietest hour (burst: the background rate)
-    #[arg(long, value_name = "N", conflicts_with = "arrivals", help_heading = "Scenario")]
+    #[arg(
+        long,
+        value_name = "N",
+        conflicts_with = "arrivals",
+        help_heading = "Scenario"
+    )]
     rate_low: Option<f64>,
     /// Launches per 10 minutes at the peak
-    #[arg(long, value_name = "N", conflicts_with = "arrivals", help_heading = "Scenario")]
+    #[arg(
+        long,
+        value_name = "N",
+        conflicts_with = "arrivals",
+        help_heading = "Scenario"
+    )]
     rate_high: Option<f64>,
     /// Hour of the daily peak (0-24)
-    #[arg(long, value_name = "H", conflicts_with = "arrivals", help_heading = "Scenario")]
+    #[arg(
+        long,
+        value_name = "H",
+        conflicts_with = "arrivals",
+        help_heading = "Scenario"
+    )]
     peak_hour: Option<f64>,
     /// Class size (burst scenario)
-    #[arg(long, value_name = "N", conflicts_with = "arrivals", help_heading = "Scenario")]
+    #[arg(
+        long,
+        value_name = "N",
+        conflicts_with = "arrivals",
+        help_heading = "Scenario"
+    )]
     class_size: Option<u32>,
     /// Class start after the warm-up (burst scenario)
     #[arg(long, value_name = "DURATION", value_parser = duration, conflicts_with = "arrivals", help_heading = "Scenario")]
@@ -490,7 +520,10 @@ fn main() -> ExitCode {
         }
         rows.retain(|r| wanted.contains(&r.name.as_str()));
     }
-    let n_seeds = args.seeds.unwrap_or(if trace.is_some() { 1 } else { 10 });
+    let n_seeds = args.seeds.unwrap_or(match &trace {
+        Some(t) => 7u64.div_ceil(t.days.max(1)),
+        None => 10,
+    });
     if n_seeds == 0 || n_seeds > 1000 {
         return fail("--seeds must be in 1..=1000");
     }

@@ -283,7 +283,13 @@ pub fn table(rec: &Recommendation) -> String {
         ]);
     }
     let widths: Vec<usize> = (0..head.len())
-        .map(|c| lines.iter().map(|l| l[c].chars().count()).max().unwrap_or(0))
+        .map(|c| {
+            lines
+                .iter()
+                .map(|l| l[c].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
         .collect();
     for (i, l) in lines.iter().enumerate() {
         let mut line = String::new();

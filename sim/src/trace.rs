@@ -540,7 +540,8 @@ impl Trace {
             .iter()
             .map(|l| (l.at - (total - warm), l));
         let body = self.launches.iter().map(|l| (l.at + sc.warmup, l));
-        let mut out: Vec<Arrival> = Vec::with_capacity(self.launches.len() - start + self.launches.len());
+        let mut out: Vec<Arrival> =
+            Vec::with_capacity(self.launches.len() - start + self.launches.len());
         for (at, l) in tail.chain(body) {
             let jitter = if l.spread {
                 (rng.uniform() * MIN as f64) as Ms
