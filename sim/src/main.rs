@@ -46,7 +46,7 @@ struct Args {
     #[arg(long)]
     json: bool,
     /// Write an SVG of nodes, users and placeholders over time for the configured policy
-    #[arg(long, value_name = "FILE.svg")]
+    #[arg(long, value_name = "FILE.svg", conflicts_with = "recommend")]
     plot: Option<PathBuf>,
     /// A row per replica count (static and configured), e.g. 0..40
     #[arg(long, value_name = "A..B")]
@@ -464,9 +464,19 @@ fn main() -> ExitCode {
             origin: args.origin.clone(),
             skip_bad_lines: args.skip_bad_lines,
         };
+        let started = Instant::now();
         match Trace::read(&args.arrivals, &opts) {
             Ok(t) => {
                 t.apply(&mut sc, args.origin.as_deref());
+                if !args.json {
+                    let lines: u64 = t.files.iter().map(|f| f.lines).sum();
+                    eprintln!(
+                        "simulate: read {lines} lines ({} launches, {} days) in {:.1}s",
+                        t.launches.len(),
+                        t.days,
+                        started.elapsed().as_secs_f64()
+                    );
+                }
                 Some(t)
             }
             Err(e) => return fail(&e.to_string()),

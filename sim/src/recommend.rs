@@ -1,7 +1,8 @@
 //! `--recommend`: the smallest placeholder replica count that meets a target, per policy.
 //!
-//! A binary search per policy over `lo..=hi`, all policies advancing in lockstep so that every
-//! round runs in parallel: evaluate `hi` (not met there: "not met"), then `lo` (met: `lo`), then
+//! A search per policy over `lo..=hi`, all policies advancing in lockstep so that every round
+//! runs in parallel: start at the rule of thumb (launches in one node-ready time at the busiest
+//! rate), double while the target is not met (up to `hi`: "not met"), or try `lo` when it is, then
 //! halve the bracket between a failing and a meeting count. It assumes that more placeholders never
 //! make the target worse, which holds for the count of users waiting for room (each placeholder is
 //! one more user's room while a node is added) up to the noise of a single seed's draws; the table
@@ -78,6 +79,8 @@ pub struct Recommendation {
     pub target: Target,
     /// The range searched.
     pub range: (u32, u32),
+    /// The first count tried (the rule of thumb, within the range).
+    pub guess: u32,
     /// Without placeholders.
     pub none: Summary,
     /// One per policy, in the order given.
@@ -91,44 +94,51 @@ pub struct Recommendation {
 struct Search {
     lo: u32,
     hi: u32,
+    /// The first count to run.
+    guess: u32,
     /// Largest count known to fail.
     fail: Option<(u32, RowResult)>,
     /// Smallest count known to meet.
     meet: Option<(u32, RowResult)>,
-    done: bool,
     tried: Vec<(u32, bool)>,
 }
 
 impl Search {
-    /// The next count to run, or None when the search is over.
-    fn next(&self) -> Option<u32> {
-        if self.done {
-            return None;
+    fn new(lo: u32, hi: u32, guess: u32) -> Search {
+        Search {
+            lo,
+            hi,
+            guess: guess.clamp(lo, hi),
+            fail: None,
+            meet: None,
+            tried: Vec::new(),
         }
-        match (&self.meet, &self.fail) {
-            _ if self.tried.is_empty() => Some(self.hi),
-            (Some(_), None) if self.tried.len() == 1 => Some(self.lo),
-            (Some((m, _)), Some((f, _))) if m - f > 1 => Some(f + (m - f) / 2),
-            _ => None,
+    }
+
+    /// The next count to run, or None when the search is over: the guess; then, from a failing
+    /// count, doubling up to `hi`; from a meeting count, `lo`; then halving the bracket.
+    fn next(&self) -> Option<u32> {
+        let fail = self.fail.as_ref().map(|f| f.0);
+        let meet = self.meet.as_ref().map(|m| m.0);
+        match (fail, meet) {
+            (None, None) => Some(self.guess),
+            (Some(f), None) if f >= self.hi => None,
+            (Some(f), None) => Some(f.saturating_mul(2).max(f + 1).min(self.hi)),
+            (None, Some(m)) if m <= self.lo => None,
+            (None, Some(_)) => Some(self.lo),
+            (Some(f), Some(m)) if m > f + 1 => Some(f + (m - f) / 2),
+            (Some(_), Some(_)) => None,
         }
     }
 
     fn record(&mut self, r: u32, result: RowResult, met: bool) {
         self.tried.push((r, met));
         if met {
-            self.meet = Some((r, result));
-        } else {
-            let first = self.tried.len() == 1;
-            self.fail = Some((r, result));
-            if first {
-                self.done = true; // not met at the top of the range
+            if self.meet.as_ref().is_none_or(|m| r < m.0) {
+                self.meet = Some((r, result));
             }
-        }
-        if met && r == self.lo {
-            self.done = true;
-        }
-        if self.next().is_none() {
-            self.done = true;
+        } else if self.fail.as_ref().is_none_or(|f| r > f.0) {
+            self.fail = Some((r, result));
         }
     }
 }
@@ -152,16 +162,12 @@ pub fn recommend(
         gate: false,
     };
     let mut none = None;
+    // Start at the rule of thumb (launches in one node-ready time at the busiest rate): large
+    // counts are slow to simulate (every placeholder's agent watches every other one).
+    let guess = sc.rule_of_thumb().ceil() as u32;
     let mut searches: Vec<Search> = policies
         .iter()
-        .map(|_| Search {
-            lo,
-            hi,
-            fail: None,
-            meet: None,
-            done: false,
-            tried: Vec::new(),
-        })
+        .map(|_| Search::new(lo, hi, guess))
         .collect();
     loop {
         let mut batch: Vec<Setup> = Vec::new();
@@ -228,6 +234,7 @@ pub fn recommend(
     Recommendation {
         target,
         range,
+        guess: guess.clamp(lo, hi),
         none,
         policies: found,
         manifest_policy,
@@ -244,10 +251,11 @@ pub fn table(rec: &Recommendation) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "target: {}; replicas searched {}..={} (binary search)",
+        "target: {}; replicas searched in {}..={} from {} (the rule of thumb), doubling, then halving",
         rec.target.describe(),
         rec.range.0,
-        rec.range.1
+        rec.range.1,
+        rec.guess
     );
     let _ = writeln!(
         out,
@@ -412,20 +420,26 @@ mod tests {
 
     #[test]
     fn the_search_halves_the_bracket() {
-        // Met from 13 on: the counts run are 40, 0, then halving.
-        let mut s = Search {
-            lo: 0,
-            hi: 40,
-            fail: None,
-            meet: None,
-            done: false,
-            tried: Vec::new(),
+        let search = |lo, hi, guess, knee: u32| {
+            let mut s = Search::new(lo, hi, guess);
+            while let Some(r) = s.next() {
+                assert!(s.tried.iter().all(|t| t.0 != r), "{r} twice: {:?}", s.tried);
+                s.record(r, result(&[], 0, 0), r >= knee);
+            }
+            (s.meet.map(|m| m.0), s.fail.map(|f| f.0), s.tried)
         };
-        while let Some(r) = s.next() {
-            s.record(r, result(&[], 0, 0), r >= 13);
-        }
-        assert_eq!(s.meet.as_ref().map(|m| m.0), Some(13));
-        assert_eq!(s.fail.as_ref().map(|f| f.0), Some(12));
-        assert!(s.tried.len() <= 2 + 6, "{:?}", s.tried);
+        // Met from 13 on; from a guess of 4: 4, 8, 16 (met), 12, 14, 13.
+        let (meet, fail, tried) = search(0, 400, 4, 13);
+        assert_eq!((meet, fail), (Some(13), Some(12)), "{tried:?}");
+        assert_eq!(tried[..3], [(4, false), (8, false), (16, true)]);
+        assert!(tried.len() <= 6, "{tried:?}");
+        // A guess above the knee goes to the bottom of the range first.
+        let (meet, fail, tried) = search(0, 400, 100, 13);
+        assert_eq!((meet, fail), (Some(13), Some(12)), "{tried:?}");
+        assert_eq!(tried[..2], [(100, true), (0, false)]);
+        // Met at the bottom; never met.
+        assert_eq!(search(5, 40, 9, 0).0, Some(5));
+        let (meet, fail, tried) = search(0, 40, 9, 1000);
+        assert_eq!((meet, fail), (None, Some(40)), "{tried:?}");
     }
 }
