@@ -110,7 +110,8 @@ fn post_render(kubectl: &Path, python: &Path, input: &str, variant: &str) -> Vec
             .arg(root().join("manifests/jupyterhub/post-render.sh"))
             .arg(NAMESPACE)
             .env("KUBECTL", kubectl)
-            .env("SELFDESTRUCT_VARIANT", variant),
+            .env("SELFDESTRUCT_VARIANT", variant)
+            .env_remove("SELFDESTRUCT_IMAGE"),
         input,
     );
     yaml_docs(python, &out)
@@ -316,4 +317,58 @@ fn the_post_renderer_leaves_other_charts_alone_and_needs_a_namespace() {
         .status()
         .expect("run post-render.sh");
     assert!(!status.success(), "no namespace: refuses");
+}
+
+#[test]
+fn the_post_renderer_takes_the_image_from_selfdestruct_image() {
+    let Some((kubectl, python)) = tools() else {
+        return;
+    };
+    let render = |image: &str, variant: &str| {
+        Command::new("bash")
+            .arg(root().join("manifests/jupyterhub/post-render.sh"))
+            .arg(NAMESPACE)
+            .env("KUBECTL", &kubectl)
+            .env("SELFDESTRUCT_VARIANT", variant)
+            .env("SELFDESTRUCT_IMAGE", image)
+            .stdin(
+                std::fs::File::open(
+                    root().join("manifests/jupyterhub/testdata/user-placeholder.yaml"),
+                )
+                .expect("test data"),
+            )
+            .output()
+            .expect("run post-render.sh")
+    };
+    let digest = format!("sha256:{}", "0123456789abcdef".repeat(4));
+    for variant in ["full", "minimal"] {
+        for image in [
+            "registry.example:5000/team/selfdestruct:dev-1".to_string(),
+            format!("registry.example/selfdestruct@{digest}"),
+        ] {
+            let out = render(&image, variant);
+            assert!(
+                out.status.success(),
+                "{image}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let docs = yaml_docs(&python, &String::from_utf8_lossy(&out.stdout));
+            let sts = find(&docs, "StatefulSet");
+            assert_eq!(
+                sts["spec"]["template"]["spec"]["containers"][0]["image"],
+                image.as_str(),
+                "{variant}"
+            );
+        }
+    }
+    // Neither a tag nor a digest: refused, naming the variable.
+    for bad in ["registry.example/selfdestruct", "a b:c", "x:y/z"] {
+        let out = render(bad, "full");
+        assert!(!out.status.success(), "{bad} was accepted");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("SELFDESTRUCT_IMAGE"),
+            "{bad}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
