@@ -13,7 +13,7 @@ use crate::api::{PodApi, outcome_of, rbac_hint};
 use crate::backoff::Backoff;
 use crate::config::{Config, Mode, Siblings};
 use crate::connect::{self, Access, AccessError};
-use crate::decision::{Decision, Hold, Memory, Outcome, Snapshot, Trigger, decide};
+use crate::decision::{Decision, Hold, Memory, Outcome, Reject, Snapshot, Trigger, decide};
 use crate::duration::format as fmt_duration;
 use crate::identity::{self, Source};
 use crate::model::{NodeLite, NodeSummary, OwnPod, Sibling};
@@ -39,6 +39,7 @@ pub async fn run(cfg: Config, signals: Signals) -> i32 {
         }
         Err(NotReady::Stopped(sig)) => stop(sig),
         Err(NotReady::Fatal) => EXIT_CONFIG,
+        Err(NotReady::NotOurs) => pause(signals.terminated()).await,
     }
 }
 
@@ -54,6 +55,9 @@ pub enum NotReady {
     Stopped(&'static str),
     /// The own pod cannot be identified; already logged (exit code [`EXIT_CONFIG`]).
     Fatal,
+    /// Without `POD_UID`, the pod under the own name was created after this process
+    /// started: a successor, not ours (already logged). Nothing may be done to it.
+    NotOurs,
 }
 
 /// The own pod, read once, with an API client bound to it: what the decision
@@ -67,6 +71,7 @@ pub struct Ready {
 /// Finds API access, the own identity and reads the own pod (retrying), unless
 /// `stop` fires first.
 pub async fn prepare(cfg: &Config, stop: &mut Stop) -> Result<Ready, NotReady> {
+    let process_start = SystemTime::now();
     let access = api_access(cfg).map_err(|e| match e {
         AccessError::Missing(why) => NotReady::NoApi(why),
         AccessError::Invalid(why) => NotReady::NoClient(why),
@@ -87,6 +92,19 @@ pub async fn prepare(cfg: &Config, stop: &mut Stop) -> Result<Ready, NotReady> {
         pod = fetch_own_pod(&api, &id) => pod,
     };
     let pod = pod.ok_or(NotReady::Fatal)?;
+    let created = pod
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(crate::model::time_of);
+    if id.uid.is_none() && !identity::may_be_own(created, process_start) {
+        warn!(
+            pod = %id.name.0, uid = %pod.metadata.uid,
+            "the pod under this name was created after this process started: a successor, not ours; \
+             doing nothing to it (set POD_UID from the Downward API: fieldPath: metadata.uid)"
+        );
+        return Err(NotReady::NotOurs);
+    }
     Ok(Ready { api, pod, id })
 }
 
@@ -207,6 +225,8 @@ struct Agent {
     sibling_rx: Option<mpsc::Receiver<Update<Sibling>>>,
     last_hold: Option<Hold>,
     last_event: Option<String>,
+    /// New nodes already reported as full (a sibling landed on an older node instead).
+    full_nodes: BTreeSet<String>,
     /// Start-up or a list ran: give memory back before the next wait.
     release_pending: bool,
 }
@@ -257,6 +277,7 @@ impl Agent {
             sibling_rx: None,
             last_hold: None,
             last_event: None,
+            full_nodes: BTreeSet::new(),
             release_pending: true,
         };
         agent.start_watches(own);
@@ -372,7 +393,7 @@ impl Agent {
         let mut rng = SmallRng::from_os_rng();
         loop {
             let now = SystemTime::now();
-            let decision = decide(&Snapshot {
+            let snapshot = Snapshot {
                 now,
                 own: &own,
                 nodes: self.nodes.as_deref(),
@@ -380,7 +401,9 @@ impl Agent {
                 policy: &self.cfg.policy,
                 memory: &self.memory,
                 draw: rng.random(),
-            });
+            };
+            let decision = decide(&snapshot);
+            report_full_nodes(&snapshot, &mut self.full_nodes);
             self.log_decision(&decision, now);
             self.memory.apply(now, &decision);
             let wake = match decision {
@@ -528,6 +551,25 @@ impl Agent {
             (_, Ok(())) => {}
         }
         outcome
+    }
+}
+
+/// Says once per node when a sibling's placement shows that a new node is full:
+/// the one wasted move per new node has happened, and no more moves go there.
+fn report_full_nodes(snapshot: &Snapshot, reported: &mut BTreeSet<String>) {
+    if snapshot.memory.finished || snapshot.siblings.is_none() {
+        return;
+    }
+    for node in snapshot.nodes.into_iter().flatten() {
+        if let Err(Reject::Full { sibling }) = snapshot.node_verdict(node) {
+            if reported.insert(node.name.clone()) {
+                info!(
+                    node = %node.name, sibling = %sibling,
+                    "node {} is full: sibling {sibling}, created after it became Ready, was scheduled \
+                     onto an older node; not moving there", node.name
+                );
+            }
+        }
     }
 }
 

@@ -58,9 +58,16 @@ pub fn outcome_of(result: &Result<(), ApiError>) -> Outcome {
     match result {
         Ok(()) => Outcome::Done,
         Err(ApiError::Status {
-            code, retry_after, ..
+            code,
+            retry_after,
+            message,
+            ..
         }) => match code {
-            404 | 409 => Outcome::Gone,
+            404 => Outcome::Gone,
+            // Only a failed uid precondition means "replaced"; any other conflict (a
+            // PodDisruptionBudget update race: "the object has been modified") leaves
+            // the pod in place, so back off and try again.
+            409 if is_uid_precondition_failure(message) => Outcome::Gone,
             429 => Outcome::Busy {
                 retry_after: *retry_after,
             },
@@ -69,6 +76,13 @@ pub fn outcome_of(result: &Result<(), ApiError>) -> Outcome {
         },
         Err(_) => Outcome::Failed,
     }
+}
+
+/// Whether a 409 `Status` message is the uid-precondition failure (the name now
+/// belongs to a successor), as kube-apiserver words it for DELETE and eviction:
+/// "the UID in the precondition (...) does not match the UID in record (...)".
+pub fn is_uid_precondition_failure(message: &str) -> bool {
+    message.contains("UID in the precondition") || message.contains("Precondition failed: UID")
 }
 
 #[derive(Deserialize, Default)]
@@ -415,6 +429,27 @@ mod tests {
                 retry_after: Some(Duration::from_secs(9))
             }
         );
+    }
+
+    #[test]
+    fn only_a_uid_conflict_means_replaced() {
+        let conflict = |message: &str| ApiError::Status {
+            code: 409,
+            reason: "Conflict".into(),
+            message: message.into(),
+            retry_after: None,
+        };
+        let pdb_race = conflict(
+            "Operation cannot be fulfilled on poddisruptionbudgets.policy \"placeholder\": \
+             the object has been modified; please apply your changes to the latest version and try again",
+        );
+        assert_eq!(outcome_of(&Err(pdb_race)), Outcome::Failed);
+        assert_eq!(outcome_of(&Err(conflict(""))), Outcome::Failed);
+        let replaced = conflict(
+            "Operation cannot be fulfilled on Pod \"placeholder-0\": the UID in the precondition (a) \
+             does not match the UID in record (b). The object might have been deleted and then recreated",
+        );
+        assert_eq!(outcome_of(&Err(replaced)), Outcome::Gone);
     }
 
     #[test]

@@ -91,6 +91,7 @@ impl GateArgs {
                 )
             })?
             .to_string();
+        check_name("NODE_NAME", "--node-name", &node_name, Name::Subdomain)?;
         let taint_key = self.gate_taint.trim().to_string();
         Selector::parse(&taint_key)
             .ok()
@@ -148,9 +149,15 @@ pub struct Args {
     #[arg(long, env = "SELFDESTRUCT_DRY_RUN", value_name = "BOOL", num_args = 0..=1,
           default_missing_value = "true", default_value = "false")]
     pub dry_run: String,
-    /// Grace period of the deletion [default: the pod's terminationGracePeriodSeconds]
+    /// Grace period of the deletion, rounded up to whole seconds, at least 1s
+    /// [default: the pod's terminationGracePeriodSeconds]
     #[arg(long, env = "SELFDESTRUCT_GRACE_PERIOD", value_name = "DURATION")]
     pub grace_period: Option<String>,
+    /// Let SELFDESTRUCT_GRACE_PERIOD=0 force-delete the pod (the StatefulSet may then start
+    /// its successor while this container still runs)
+    #[arg(long, env = "SELFDESTRUCT_FORCE_DELETE", value_name = "BOOL", num_args = 0..=1,
+          default_missing_value = "true", default_value = "false")]
+    pub force_delete: String,
     /// Log format
     #[arg(
         long,
@@ -368,6 +375,40 @@ impl fmt::Display for ConfigError {
 
 const DURATION_FORM: &str = "a duration such as 90s, 15m or 1h30m";
 
+/// Which Kubernetes name rule a value follows.
+#[derive(Clone, Copy)]
+enum Name {
+    /// DNS-1123 subdomain (pod and node names).
+    Subdomain,
+    /// DNS-1123 label (namespaces).
+    Label,
+}
+
+fn check_name(
+    var: &'static str,
+    flag: &'static str,
+    value: &str,
+    rule: Name,
+) -> Result<(), ConfigError> {
+    let (ok, form) = match rule {
+        Name::Subdomain => (
+            crate::identity::is_dns1123_subdomain(value),
+            "a DNS-1123 subdomain: lower-case letters, digits, '-' and '.', starting and ending \
+             with a letter or digit, at most 253 characters (the Downward API value)",
+        ),
+        Name::Label => (
+            crate::identity::is_dns1123_label(value),
+            "a DNS-1123 label: lower-case letters, digits and '-', starting and ending with a \
+             letter or digit, at most 63 characters (the Downward API value)",
+        ),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(err(var, flag, value, form))
+    }
+}
+
 fn err(
     var: &'static str,
     flag: &'static str,
@@ -407,10 +448,23 @@ fn parse_duration(
     Ok(d)
 }
 
+/// The grace period as the API takes it: whole seconds, rounded up. For pods, 0 is a
+/// force deletion (the object goes at once, the StatefulSet may start the successor
+/// while this container still runs), so it is sent only with `force` (as kubectl
+/// sends 1 for `--grace-period=0` without `--force`).
+pub fn whole_grace_seconds(grace: Duration, force: bool) -> Duration {
+    let secs = grace.as_secs() + u64::from(grace.subsec_nanos() > 0);
+    if secs == 0 && force {
+        Duration::ZERO
+    } else {
+        Duration::from_secs(secs.max(1))
+    }
+}
+
 fn parse_bool(var: &'static str, flag: &'static str, value: &str) -> Result<bool, ConfigError> {
     match value.trim().to_ascii_lowercase().as_str() {
         "true" | "1" | "yes" | "on" => Ok(true),
-        "false" | "0" | "no" | "off" | "" => Ok(false),
+        "false" | "0" | "no" | "off" => Ok(false),
         _ => Err(err(var, flag, value, "true or false")),
     }
 }
@@ -451,6 +505,8 @@ impl Config {
             .transpose()?;
         let lifetime = match (min, max) {
             (None, None) => None,
+            // SELFDESTRUCT_MAX_LIFETIME=0 turns the timer off, whatever the minimum.
+            (_, Some(hi)) if hi.is_zero() => None,
             (Some(m), None) | (None, Some(m)) => Some((m, m)),
             (Some(lo), Some(hi)) if lo > hi => {
                 return Err(err(
@@ -480,9 +536,15 @@ impl Config {
             }
         };
         let dry_run = parse_bool("SELFDESTRUCT_DRY_RUN", "--dry-run", &a.dry_run)?;
+        let force_delete = parse_bool(
+            "SELFDESTRUCT_FORCE_DELETE",
+            "--force-delete",
+            &a.force_delete,
+        )?;
         let grace_period = non_empty(&a.grace_period)
             .map(|v| parse_duration("SELFDESTRUCT_GRACE_PERIOD", "--grace-period", v))
-            .transpose()?;
+            .transpose()?
+            .map(|g| whole_grace_seconds(g, force_delete));
         let log_format = match a.log_format.trim().to_ascii_lowercase().as_str() {
             "text" | "" => LogFormat::Text,
             "json" => LogFormat::Json,
@@ -550,7 +612,7 @@ impl Config {
         )?;
         let siblings = match non_empty(&a.sibling_selector) {
             None => Siblings::FromLabels,
-            Some("none") => Siblings::Off,
+            Some(v) if v.eq_ignore_ascii_case("none") => Siblings::Off,
             Some(v) => Siblings::Selector(Selector::parse(v).map_err(|e| {
                 err(
                     "SELFDESTRUCT_SIBLING_SELECTOR",
@@ -560,6 +622,20 @@ impl Config {
                 )
             })?),
         };
+        for (var, flag, value, check) in [
+            ("POD_NAME", "--pod-name", &a.pod_name, Name::Subdomain),
+            (
+                "POD_NAMESPACE",
+                "--pod-namespace",
+                &a.pod_namespace,
+                Name::Label,
+            ),
+            ("NODE_NAME", "--node-name", &a.node_name, Name::Subdomain),
+        ] {
+            if let Some(v) = non_empty(value) {
+                check_name(var, flag, v, check)?;
+            }
+        }
         if let Some(uid) = non_empty(&a.pod_uid) {
             if uid.chars().any(|c| c.is_whitespace() || c.is_control()) || uid.len() > 128 {
                 return Err(err(
@@ -732,6 +808,60 @@ mod tests {
     }
 
     #[test]
+    fn settings_nits() {
+        // MAX_LIFETIME=0 is "off", whatever the minimum says.
+        let off = parse(&[("min-lifetime", "1h"), ("max-lifetime", "0")]).expect("0 means off");
+        assert_eq!(off.policy.lifetime, None);
+        // `none` in any case turns sibling awareness off.
+        for none in ["none", "NONE", "None"] {
+            assert_eq!(
+                parse(&[("sibling-selector", none)])
+                    .expect("valid")
+                    .siblings,
+                Siblings::Off
+            );
+        }
+        // Names from the Downward API.
+        let c = parse(&[
+            ("pod-name", "user-placeholder-3"),
+            ("pod-namespace", "jhub"),
+            ("node-name", "ip-10-0-0-1.ec2.internal"),
+        ])
+        .expect("valid names");
+        assert_eq!(c.identity.pod_name.as_deref(), Some("user-placeholder-3"));
+    }
+
+    #[test]
+    fn grace_period_is_whole_seconds_and_never_a_silent_force_delete() {
+        let grace = |pairs: &[(&str, &str)]| parse(pairs).expect("valid").grace_period;
+        assert_eq!(grace(&[]), None);
+        for (value, want) in [
+            ("0", 1),
+            ("0s", 1),
+            ("500ms", 1),
+            ("1s", 1),
+            ("1500ms", 2),
+            ("30s", 30),
+        ] {
+            assert_eq!(
+                grace(&[("grace-period", value)]),
+                Some(Duration::from_secs(want)),
+                "{value}"
+            );
+        }
+        // 0 (a force deletion) only with the explicit opt-in.
+        assert_eq!(
+            grace(&[("grace-period", "0"), ("force-delete", "true")]),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(
+            grace(&[("grace-period", "500ms"), ("force-delete", "true")]),
+            Some(Duration::from_secs(1)),
+            "only an explicit 0 is 0"
+        );
+    }
+
+    #[test]
     fn every_invalid_value_names_its_variable() {
         let table: &[(&str, &str, &str, &str)] = &[
             (
@@ -830,6 +960,34 @@ mod tests {
                 "label selector",
             ),
             ("pod-uid", "a b", "POD_UID", "metadata.uid"),
+            (
+                "pod-name",
+                "Place holder/0",
+                "POD_NAME",
+                "DNS-1123 subdomain",
+            ),
+            (
+                "pod-name",
+                "../nodes/node-a",
+                "POD_NAME",
+                "DNS-1123 subdomain",
+            ),
+            ("pod-namespace", "a.b", "POD_NAMESPACE", "DNS-1123 label"),
+            ("pod-namespace", "Jhub", "POD_NAMESPACE", "DNS-1123 label"),
+            ("node-name", "n?x=1", "NODE_NAME", "DNS-1123 subdomain"),
+            (
+                "move-to-new-nodes",
+                "",
+                "SELFDESTRUCT_MOVE_TO_NEW_NODES",
+                "true or false",
+            ),
+            ("dry-run", "", "SELFDESTRUCT_DRY_RUN", "true or false"),
+            (
+                "force-delete",
+                "perhaps",
+                "SELFDESTRUCT_FORCE_DELETE",
+                "true or false",
+            ),
             (
                 "on-exit",
                 "restart",

@@ -142,18 +142,20 @@ impl Memory {
                 self.retry_at = None;
                 return;
             }
-            Outcome::Busy {
-                retry_after: Some(after),
-            } => {
-                self.failures = self.failures.saturating_add(1);
-                self.retry_at = Some(later(now, (*after).min(Backoff::BUSY.cap)));
-                return;
-            }
-            Outcome::Busy { retry_after: None } => Backoff::BUSY,
+            Outcome::Busy { .. } => Backoff::BUSY,
             Outcome::Denied => Backoff::DENIED,
             Outcome::Failed => Backoff::TRANSIENT,
         };
-        self.retry_at = Some(later(now, backoff.delay(self.failures, draw)));
+        let mut wait = backoff.delay(self.failures, draw);
+        // A server's Retry-After is a floor under the backoff, never a way around it
+        // (`Retry-After: 0` must not turn the retries into a tight loop).
+        if let Outcome::Busy {
+            retry_after: Some(after),
+        } = outcome
+        {
+            wait = wait.max((*after).min(Backoff::BUSY.cap));
+        }
+        self.retry_at = Some(later(now, wait));
         self.failures = self.failures.saturating_add(1);
     }
 }
@@ -247,9 +249,10 @@ pub enum Reject {
     OwnScheduleUnknown,
     /// Not Ready (or no Ready condition, or no transition time).
     NotReady,
-    /// Became Ready before the own pod was scheduled: nothing new.
+    /// Created before the own pod was scheduled (or creation time unknown): nothing new,
+    /// however recently its Ready condition changed.
     NotNewer,
-    /// Ready, but for less than `node_settle`.
+    /// New and Ready, but Ready for less than `node_settle`.
     Settling {
         /// When it will have settled.
         until: SystemTime,
@@ -307,7 +310,10 @@ impl Snapshot<'_> {
             (true, Some(since)) => since,
             _ => return Err(Reject::NotReady),
         };
-        if since <= scheduled {
+        // New means created after the own pod was scheduled: an old node whose Ready
+        // condition blips (kubelet restart, upgrade) gets a fresh transition time but
+        // is not a new node.
+        if node.created.is_none_or(|created| created <= scheduled) {
             return Err(Reject::NotNewer);
         }
         let settled = later(since, self.policy.node_settle);
@@ -393,16 +399,17 @@ impl Snapshot<'_> {
         (trigger, next)
     }
 
+    /// Until when `min_age` holds node moves back (`None`: old enough, or start unknown).
+    /// The lifetime is the user's explicit promise and is not held by it.
+    fn too_young_until(&self) -> Option<SystemTime> {
+        let start = self.own.started_at?;
+        Some(later(start, self.policy.min_age)).filter(|old_enough| self.now < *old_enough)
+    }
+
     fn hold(&self) -> Option<(Hold, Option<SystemTime>)> {
         let (now, memory, policy) = (self.now, self.memory, self.policy);
         if let Some(at) = memory.retry_at.filter(|at| *at > now) {
             return Some((Hold::Backoff, Some(at)));
-        }
-        if let Some(start) = self.own.started_at {
-            let old_enough = later(start, policy.min_age);
-            if now < old_enough {
-                return Some((Hold::TooYoung, Some(old_enough)));
-            }
         }
         if policy.max_moves_per_hour > 0 {
             let recent: Vec<SystemTime> = memory
@@ -441,17 +448,22 @@ pub fn decide(s: &Snapshot) -> Decision {
         _ => None,
     };
     let (node_trigger, next_settled) = s.node_trigger();
-    let trigger = node_trigger.or_else(|| {
-        deadline
-            .filter(|(at, _)| *at <= s.now)
-            .map(|(_, lifetime)| Trigger::Lifetime { lifetime })
-    });
+    let lifetime_trigger = deadline
+        .filter(|(at, _)| *at <= s.now)
+        .map(|(_, lifetime)| Trigger::Lifetime { lifetime });
+    // MIN_AGE holds node moves only: a replacement must not chase a node at once.
+    let young = node_trigger.as_ref().and(s.too_young_until());
+    let trigger = match young {
+        None => node_trigger.or(lifetime_trigger),
+        Some(_) => lifetime_trigger,
+    };
     let Some(trigger) = trigger else {
-        let until = [deadline.map(|(at, _)| at), next_settled]
+        let until = [deadline.map(|(at, _)| at), next_settled, young]
             .into_iter()
             .flatten()
             .min();
-        return Decision::Wait { until, hold: None };
+        let hold = young.map(|_| Hold::TooYoung);
+        return Decision::Wait { until, hold };
     };
     if let Some((hold, until)) = s.hold() {
         return Decision::Wait {
@@ -500,6 +512,7 @@ mod tests {
     fn node(name: &str, ready_at: u64) -> NodeSummary {
         NodeSummary {
             name: name.into(),
+            created: Some(at(ready_at)),
             ready: Readiness {
                 ready: true,
                 since: Some(at(ready_at)),
@@ -936,6 +949,112 @@ mod tests {
         ));
     }
 
+    #[test]
+    fn min_age_holds_node_moves_but_not_the_lifetime() {
+        let mut c = Case::new();
+        c.policy.min_age = Duration::from_secs(120);
+        c.policy.lifetime = Some((Duration::from_secs(3), Duration::from_secs(3)));
+        c.memory.lifetime = Some(Duration::from_secs(3));
+        // A 3 s lifetime fires at 3 s although the pod is younger than MIN_AGE.
+        c.nodes = Some(vec![node("old", 0)]);
+        c.now = at(2);
+        assert_eq!(
+            c.decide(),
+            Decision::Wait {
+                until: Some(at(3)),
+                hold: None
+            }
+        );
+        c.now = at(3);
+        assert_eq!(
+            c.decide(),
+            Decision::Move {
+                trigger: Trigger::Lifetime {
+                    lifetime: Duration::from_secs(3)
+                }
+            }
+        );
+        // ... through the move jitter and the sibling discipline like any move.
+        c.policy.move_jitter = Duration::from_secs(10);
+        assert!(matches!(
+            c.decide(),
+            Decision::Arm { at: a, trigger: Trigger::Lifetime { .. } } if a == at(8)
+        ));
+        c.siblings = Some(vec![sibling("placeholder-1", 1, None, true)]);
+        assert_eq!(
+            c.decide(),
+            Decision::Wait {
+                until: None,
+                hold: Some(Hold::SiblingBusy("placeholder-1".into()))
+            }
+        );
+        // A node move still waits for MIN_AGE, even with the lifetime set.
+        let mut c = Case::new();
+        c.policy.min_age = Duration::from_secs(120);
+        c.memory.lifetime = Some(Duration::from_secs(3600));
+        c.nodes = Some(vec![node("old", 0), node("new", 10)]);
+        c.now = at(60);
+        assert_eq!(
+            c.decide(),
+            Decision::Wait {
+                until: Some(at(120)),
+                hold: Some(Hold::TooYoung)
+            }
+        );
+        c.now = at(120);
+        assert_eq!(moves_to(&c.decide()), Some("new"));
+        // Both due while young: the lifetime goes, the node move does not take its place.
+        let mut c = Case::new();
+        c.policy.min_age = Duration::from_secs(120);
+        c.memory.lifetime = Some(Duration::from_secs(30));
+        c.nodes = Some(vec![node("old", 0), node("new", 10)]);
+        c.now = at(60);
+        assert!(matches!(
+            c.decide(),
+            Decision::Move {
+                trigger: Trigger::Lifetime { .. }
+            }
+        ));
+    }
+
+    #[test]
+    fn an_old_node_whose_ready_condition_blips_is_not_new() {
+        let mut c = Case::new();
+        // node-b exists since before the own pod was scheduled (at 0) and flips
+        // NotReady -> Ready at 900 (kubelet restart): a fresh lastTransitionTime.
+        let blip = NodeSummary {
+            created: Some(at(0) - Duration::from_secs(86_400)),
+            ..node("node-b", 900)
+        };
+        c.nodes = Some(vec![node("old", 0), blip.clone()]);
+        assert_eq!(c.verdict(&blip), Err(Reject::NotNewer));
+        assert_eq!(
+            c.decide(),
+            Decision::Wait {
+                until: None,
+                hold: None
+            }
+        );
+        // No creation time known: not provably new.
+        let unknown = NodeSummary {
+            created: None,
+            ..node("node-c", 900)
+        };
+        assert_eq!(c.verdict(&unknown), Err(Reject::NotNewer));
+        // Created after the own pod was scheduled, Ready for the settle time: new.
+        let fresh = node("node-d", 900);
+        assert_eq!(c.verdict(&fresh), Ok(Duration::from_secs(100)));
+        // A new node that blips settles again from its new Ready time.
+        let reblip = NodeSummary {
+            created: Some(at(500)),
+            ..node("node-e", 990)
+        };
+        assert_eq!(
+            c.verdict(&reblip),
+            Err(Reject::Settling { until: at(1020) })
+        );
+    }
+
     fn sibling(name: &str, created: u64, node: Option<&str>, pending: bool) -> Sibling {
         Sibling {
             name: name.into(),
@@ -1069,7 +1188,38 @@ mod tests {
             },
             0.0,
         );
-        assert_eq!(m.retry_at, Some(at(7)));
+        assert_eq!(
+            m.retry_at,
+            Some(at(20)),
+            "Retry-After is a floor, not a way around the backoff"
+        );
+        // Retry-After: 0 (seen on hostile servers) still backs off, and keeps doubling.
+        let mut zero = Memory::default();
+        let busy0 = Outcome::Busy {
+            retry_after: Some(Duration::ZERO),
+        };
+        zero.record(now, &busy0, 0.0);
+        assert_eq!(zero.retry_at, Some(at(5)));
+        zero.record(now, &busy0, 0.0);
+        assert_eq!(zero.retry_at, Some(at(10)));
+        // A Retry-After longer than the backoff is honoured (up to the cap).
+        let mut long = Memory::default();
+        long.record(
+            now,
+            &Outcome::Busy {
+                retry_after: Some(Duration::from_secs(100)),
+            },
+            0.0,
+        );
+        assert_eq!(long.retry_at, Some(at(100)));
+        long.record(
+            now,
+            &Outcome::Busy {
+                retry_after: Some(Duration::from_secs(100_000)),
+            },
+            0.0,
+        );
+        assert_eq!(long.retry_at, Some(at(300)), "capped");
         let mut denied = Memory::default();
         denied.record(now, &Outcome::Denied, 0.0);
         assert!(denied.retry_at >= Some(at(300)), "403 retries rarely");

@@ -50,6 +50,56 @@ pub enum IdentityError {
          (env: - name: POD_NAMESPACE, valueFrom: fieldRef: fieldPath: metadata.namespace)"
     )]
     NoNamespace,
+    /// A name or namespace from a file, the hostname or the kubeconfig that is not a
+    /// Kubernetes name (values from the environment are checked with the settings).
+    #[error(
+        "the own pod's {what} {value:?} (from {from:?}) is not a valid Kubernetes name: \
+         set {var} from the Downward API"
+    )]
+    Invalid {
+        /// "name" or "namespace".
+        what: &'static str,
+        /// The variable to set instead.
+        var: &'static str,
+        /// The value found.
+        value: String,
+        /// Where it was found.
+        from: Source,
+    },
+}
+
+/// A DNS-1123 label (RFC 1123, as Kubernetes checks namespace names): 1-63 of
+/// `[a-z0-9-]`, starting and ending with a letter or digit. No maintained crate
+/// offers Kubernetes' name rules, so they are written out here.
+pub fn is_dns1123_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    (1..=63).contains(&b.len())
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b[0] != b'-'
+        && b[b.len() - 1] != b'-'
+}
+
+/// A DNS-1123 subdomain (pod and node names): at most 253 characters of
+/// dot-separated labels.
+pub fn is_dns1123_subdomain(s: &str) -> bool {
+    s.len() <= 253 && s.split('.').all(is_dns1123_label)
+}
+
+/// Clock skew allowed between this node and the API server when comparing a pod's
+/// creation time with this process's start.
+pub const CLOCK_SKEW: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Without `POD_UID`, whether a pod read under the own name can be this process's
+/// pod: it must have been created before the process started (allowing for
+/// [`CLOCK_SKEW`]). A later one is a successor that took the name while the first
+/// reads failed (a force deletion and re-creation), and adopting its uid would
+/// delete it. An unknown creation time proves nothing either way: refuse.
+pub fn may_be_own(
+    created: Option<std::time::SystemTime>,
+    process_start: std::time::SystemTime,
+) -> bool {
+    created.is_some_and(|c| c <= crate::decision::later(process_start, CLOCK_SKEW))
 }
 
 fn read_trimmed(path: &Path) -> Option<String> {
@@ -105,6 +155,22 @@ pub fn resolve(
                 .map(|n| (n.to_string(), Source::Kubeconfig))
         })
         .ok_or(IdentityError::NoNamespace)?;
+    if !is_dns1123_subdomain(&name.0) {
+        return Err(IdentityError::Invalid {
+            what: "name",
+            var: "POD_NAME",
+            value: name.0,
+            from: name.1,
+        });
+    }
+    if !is_dns1123_label(&namespace.0) {
+        return Err(IdentityError::Invalid {
+            what: "namespace",
+            var: "POD_NAMESPACE",
+            value: namespace.0,
+            from: namespace.1,
+        });
+    }
     Ok(Identity {
         name,
         namespace,
@@ -126,6 +192,102 @@ mod tests {
         let _ = fs::remove_dir_all(&d);
         fs::create_dir_all(&d).expect("tmp dir");
         d
+    }
+
+    #[test]
+    fn a_pod_created_after_the_process_started_is_not_adopted() {
+        use std::time::{Duration, SystemTime};
+        let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let at = |s: i64| {
+            Some(if s >= 0 {
+                start + Duration::from_secs(s.unsigned_abs())
+            } else {
+                start - Duration::from_secs(s.unsigned_abs())
+            })
+        };
+        assert!(
+            may_be_own(at(-3600), start),
+            "the pod the container started in"
+        );
+        assert!(may_be_own(at(0), start));
+        assert!(may_be_own(at(60), start), "within the clock skew");
+        assert!(
+            !may_be_own(at(61), start),
+            "a successor under the same name"
+        );
+        assert!(!may_be_own(None, start));
+    }
+
+    #[test]
+    fn kubernetes_name_rules() {
+        for ok in [
+            "a",
+            "placeholder-0",
+            "user-placeholder-12",
+            "0",
+            &"a".repeat(63),
+        ] {
+            assert!(is_dns1123_label(ok), "{ok}");
+            assert!(is_dns1123_subdomain(ok), "{ok}");
+        }
+        for ok in ["node-a.example.com", "ip-10-0-0-1.ec2.internal"] {
+            assert!(is_dns1123_subdomain(ok), "{ok}");
+            assert!(!is_dns1123_label(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "Place holder/0",
+            "../nodes/node-a",
+            "n?x=1",
+            "-a",
+            "a-",
+            "A",
+            "a_b",
+            "a..b",
+            ".a",
+            "a.",
+            "ä",
+            &"a".repeat(64),
+        ] {
+            assert!(!is_dns1123_label(bad), "{bad}");
+            assert!(!is_dns1123_subdomain(bad), "{bad}");
+        }
+        let long = vec!["a".repeat(63); 4].join(".");
+        assert!(is_dns1123_subdomain(&long[..253]));
+        assert!(!is_dns1123_subdomain(&long));
+    }
+
+    #[test]
+    fn names_found_in_files_are_checked_too() {
+        let dir = tmpdir("invalid");
+        fs::write(dir.join("name"), "Place_holder").expect("write");
+        let hints = IdentityHints {
+            namespace: Some("placeholders".into()),
+            podinfo_dir: dir.clone(),
+            service_account_dir: dir.join("none"),
+            ..IdentityHints::default()
+        };
+        assert!(matches!(
+            resolve(&hints, None, None),
+            Err(IdentityError::Invalid {
+                what: "name",
+                from: Source::PodInfo,
+                ..
+            })
+        ));
+        let hints = IdentityHints {
+            pod_name: Some("p".into()),
+            podinfo_dir: dir.join("nope"),
+            service_account_dir: dir.join("none"),
+            ..IdentityHints::default()
+        };
+        assert!(matches!(
+            resolve(&hints, None, Some("../x")),
+            Err(IdentityError::Invalid {
+                what: "namespace",
+                ..
+            })
+        ));
     }
 
     #[test]

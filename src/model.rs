@@ -255,6 +255,9 @@ pub struct Readiness {
 pub struct NodeSummary {
     /// Node name.
     pub name: String,
+    /// `metadata.creationTimestamp`: a node is new only if it was created after the own
+    /// pod was scheduled (a Ready blip of an old node is not a new node).
+    pub created: Option<SystemTime>,
     /// Only the labels the own pod's placement rules read.
     pub labels: BTreeMap<String, String>,
     /// `spec.unschedulable` (cordoned).
@@ -524,6 +527,7 @@ impl NodeSummary {
                 .filter(|(k, _)| label_keys.contains(k))
                 .collect(),
             name: node.metadata.name,
+            created: node.metadata.creation_timestamp.as_ref().map(time_of),
             unschedulable: node.spec.unschedulable.unwrap_or(false),
             taints: node
                 .spec

@@ -179,7 +179,7 @@ async fn agent_side(cfg: Config, handle: PodHandle) {
             "no API access: running the command as a plain init (signals forwarded, zombies reaped, \
              its exit code kept), but cannot move the pod (lifetime, new nodes) or delete it on exit"
         ),
-        Err(NotReady::Fatal) => warn!(
+        Err(NotReady::Fatal | NotReady::NotOurs) => warn!(
             "cannot identify the own pod (see above): running the command as a plain init, \
              but cannot move the pod or delete it on exit"
         ),

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::cluster::{NS, Scene, eventually};
 use common::*;
-use fake_apiserver::{FaultResponse, Matcher, Subject};
+use fake_apiserver::{FaultResponse, Matcher, NodeBuilder, PodTemplate, Subject};
 
 const TIMER_ONLY: &[(&str, &str)] = &[
     ("SELFDESTRUCT_MIN_LIFETIME", "1s"),
@@ -245,8 +245,15 @@ fn against_fault(fault: FaultResponse) -> (Scene, Proc) {
 
 #[test]
 fn gone_or_replaced_stops_trying_and_keeps_pausing() {
-    for (code, reason) in [(404, "NotFound"), (409, "Conflict")] {
-        let (s, mut agent) = against_fault(FaultResponse::failure(code, reason, "gone"));
+    // As kube-apiserver words them (shared/k8s-fixtures): only these two mean "gone or replaced".
+    let replaced = "Operation cannot be fulfilled on Pod \"placeholder-0\": the UID in the \
+                    precondition (a) does not match the UID in record (b). The object might have \
+                    been deleted and then recreated";
+    for (code, reason, message) in [
+        (404, "NotFound", "pods \"placeholder-0\" not found"),
+        (409, "Conflict", replaced),
+    ] {
+        let (s, mut agent) = against_fault(FaultResponse::failure(code, reason, message));
         assert!(
             agent.wait_for_log("already gone or replaced", Duration::from_secs(3)),
             "{}",
@@ -257,6 +264,176 @@ fn gone_or_replaced_stops_trying_and_keeps_pausing() {
         assert_eq!(s.evictions().len(), 1, "{code}: no retry after {code}");
         assert_eq!(agent.terminate().0.and_then(|s| s.code()), Some(0));
     }
+}
+
+/// The shipped defaults of the two settings that hold moves back (the scene's fast
+/// test settings turn them off).
+const DEFAULT_HOLDS: &[(&str, &str)] = &[
+    ("SELFDESTRUCT_MIN_AGE", "2m"),
+    ("SELFDESTRUCT_MOVE_JITTER", "10s"),
+];
+
+#[test]
+fn a_lifetime_shorter_than_the_default_min_age_is_honoured() {
+    let s = Scene::placeholders(2);
+    let mut env = DEFAULT_HOLDS.to_vec();
+    env.push(("SELFDESTRUCT_MAX_LIFETIME", "3s"));
+    let agent = s.agent("placeholder-0", &env);
+    // 3 s + up to 10 s of jitter; the bound is only how long to wait for it.
+    let ev = s
+        .fake
+        .wait_for_request(|r| r.is_eviction(), Duration::from_secs(60))
+        .unwrap_or_else(|| panic!("the lifetime was not honoured:\n{}", agent.log()));
+    assert_eq!(ev.status, 201, "{}", agent.log());
+    assert!(
+        agent.log().contains("lifetime 3s reached"),
+        "{}",
+        agent.log()
+    );
+    assert!(
+        !agent.log().contains("younger than SELFDESTRUCT_MIN_AGE"),
+        "MIN_AGE does not hold the lifetime:\n{}",
+        agent.log()
+    );
+}
+
+#[test]
+fn a_node_move_still_waits_for_min_age() {
+    let s = Scene::with_nodes(
+        1,
+        &[NodeBuilder::new("node-a").cpu("8").memory("32Gi")],
+        PodTemplate::placeholder("placeholder", "1", "4Gi"),
+    );
+    let started = s
+        .fake
+        .get_pod(NS, "placeholder-0")
+        .and_then(|p| p.status?.start_time)
+        .map(|t| {
+            std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(t.0.as_second().unsigned_abs())
+        })
+        .expect("a start time");
+    let agent = s.agent(
+        "placeholder-0",
+        &[
+            ("SELFDESTRUCT_MIN_AGE", "8s"),
+            ("SELFDESTRUCT_NODE_SETTLE", "0"),
+            ("SELFDESTRUCT_SIBLING_SELECTOR", "none"),
+        ],
+    );
+    assert!(
+        agent.wait_for_log("watching nodes", Duration::from_secs(10)),
+        "{}",
+        agent.log()
+    );
+    // A new node, created after the placeholder was scheduled (times have second precision).
+    assert!(wait_until(Duration::from_secs(5), || {
+        std::time::SystemTime::now() >= started + Duration::from_secs(1)
+    }));
+    s.fake
+        .add_node(NodeBuilder::new("node-b").cpu("8").memory("32Gi"));
+    let ev = s
+        .fake
+        .wait_for_request(|r| r.is_eviction(), Duration::from_secs(60))
+        .unwrap_or_else(|| panic!("no move to the new node:\n{}", agent.log()));
+    assert!(agent.log().contains("node node-b Ready"), "{}", agent.log());
+    // Held until the pod was 8 s old (start time has second precision).
+    let age = ev.time.duration_since(started).unwrap_or_default();
+    assert!(
+        age >= Duration::from_secs(7),
+        "moved at age {age:?}, before MIN_AGE:\n{}",
+        agent.log()
+    );
+    assert!(
+        agent.log().contains("younger than SELFDESTRUCT_MIN_AGE"),
+        "{}",
+        agent.log()
+    );
+}
+
+#[test]
+fn without_pod_uid_a_successor_created_after_the_agent_started_is_not_adopted() {
+    let s = Scene::placeholders(2);
+    let old_uid = s.uid("placeholder-0");
+    let get = || {
+        Matcher::new(
+            "GET",
+            &format!("/api/v1/namespaces/{NS}/pods/placeholder-0"),
+        )
+    };
+    // The agent's first reads of its pod fail ...
+    s.fake.fail_next(get(), FaultResponse::unavailable(), 1000);
+    let mut agent = s.agent(
+        "placeholder-0",
+        &with(&[("POD_UID", ""), ("SELFDESTRUCT_MOVE_JITTER", "0")]),
+    );
+    assert!(
+        s.fake
+            .wait_for_request(
+                |r| r.method == "GET" && r.path.ends_with("/pods/placeholder-0") && r.status == 503,
+                Duration::from_secs(10)
+            )
+            .is_some(),
+        "{}",
+        agent.log()
+    );
+    // ... while its pod is replaced under the same name by one created an hour later
+    // than this process started (past any clock skew).
+    assert!(s.fake.delete_pod(NS, "placeholder-0"));
+    assert!(eventually(&s, Duration::from_secs(10), |s| {
+        s.fake
+            .get_pod(NS, "placeholder-0")
+            .and_then(|p| p.metadata.uid)
+            .is_some_and(|u| u != old_uid)
+    }));
+    let later = std::time::SystemTime::now() + Duration::from_secs(3600);
+    s.fake.modify_pod(NS, "placeholder-0", |p| {
+        p.metadata.creation_timestamp = Some(fake_apiserver::objects::time_of(later));
+    });
+    let successor = s.uid("placeholder-0");
+    s.fake.clear_faults();
+    assert!(
+        agent.wait_for_log("a successor, not ours", Duration::from_secs(15)),
+        "{}",
+        agent.log()
+    );
+    // Its 1-2 s lifetime (no jitter) is long up: it must not have acted on the successor.
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(s.evictions().is_empty(), "{}", agent.log());
+    assert_eq!(s.uid("placeholder-0"), successor);
+    assert!(agent.is_running(), "keeps pausing");
+    assert_eq!(agent.terminate().0.and_then(|s| s.code()), Some(0));
+}
+
+#[test]
+fn a_conflict_other_than_the_uid_precondition_is_retried() {
+    let s = Scene::placeholders(2);
+    // A PodDisruptionBudget update race: the pod is still there, the eviction may be retried.
+    s.fake.fail_next(
+        Matcher::new(
+            "POST",
+            &format!("/api/v1/namespaces/{NS}/pods/placeholder-0/eviction"),
+        ),
+        FaultResponse::failure(
+            409,
+            "Conflict",
+            "Operation cannot be fulfilled on poddisruptionbudgets.policy \"placeholder\": the \
+             object has been modified; please apply your changes to the latest version and try again",
+        ),
+        1,
+    );
+    let agent = s.agent("placeholder-0", TIMER_ONLY);
+    assert!(
+        s.fake
+            .wait_for_request(
+                |r| r.is_eviction() && r.status == 201,
+                Duration::from_secs(20)
+            )
+            .is_some(),
+        "retried after the conflict:\n{}",
+        agent.log()
+    );
+    let statuses: Vec<u16> = s.evictions().iter().map(|r| r.status).collect();
+    assert_eq!(statuses, [409, 201], "{}", agent.log());
 }
 
 #[test]

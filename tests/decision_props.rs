@@ -166,6 +166,8 @@ fn node() -> impl Strategy<Value = NodeSummary> {
             |(name, labels, unschedulable, taints, ready, since, images_present, trunc)| {
                 NodeSummary {
                     name,
+                    // Registered around the time it first became Ready (None now and then).
+                    created: since.filter(|_| !trunc || ready),
                     labels,
                     unschedulable: unschedulable && trunc, // cordoned now and then
                     taints,
@@ -360,15 +362,16 @@ fn check(w: &World) -> Result<Decision, String> {
         // Several summaries may carry one name; one of them must qualify.
         let ok = nodes.iter().filter(|x| x.name == *node).any(|x| {
             x.ready.ready
+                && x.created.is_some_and(|c| c > scheduled)
                 && x.ready
                     .since
-                    .is_some_and(|s| s > scheduled && s + w.policy.node_settle <= w.now)
+                    .is_some_and(|s| s + w.policy.node_settle <= w.now)
                 && !x.unschedulable
         });
         if !ok {
             return Err(format!(
-                "node {node} (Ready since {:?}) is no newer than the own scheduling {scheduled:?} or not settled: {n:?}",
-                n.ready.since
+                "node {node} (created {:?}, Ready since {:?}) is no newer than the own scheduling {scheduled:?} or not settled: {n:?}",
+                n.created, n.ready.since
             ));
         }
     }
@@ -389,9 +392,10 @@ fn check(w: &World) -> Result<Decision, String> {
         {
             return Err("moves beyond SELFDESTRUCT_MAX_MOVES_PER_HOUR".into());
         }
-        if let Some(start) = w.own.started_at {
+        // MIN_AGE holds node moves only; the lifetime is the user's explicit promise.
+        if let (Some(start), Some(Trigger::NewNode { .. })) = (w.own.started_at, trigger_of(&d)) {
             if w.now < start + w.policy.min_age {
-                return Err("moves while younger than SELFDESTRUCT_MIN_AGE".into());
+                return Err("moves to a node while younger than SELFDESTRUCT_MIN_AGE".into());
             }
         }
         if w.memory.retry_at.is_some_and(|r| r > w.now) {
@@ -475,6 +479,7 @@ proptest! {
         w.now = w.now.max(w.own.started_at.unwrap_or(w.now));
         w.nodes.get_or_insert_with(Vec::new).push(NodeSummary {
             name: "node-fresh".into(),
+            created: Some(scheduled + Duration::from_secs(1)),
             ready: Readiness { ready: true, since: Some(scheduled + Duration::from_secs(1)) },
             ..NodeSummary::default()
         });
@@ -500,19 +505,22 @@ proptest! {
         prop_assert!(matches!(d2, Decision::Wait { hold: Some(_), .. }), "guard {which}: {d2:?}");
     }
 
-    /// A placeholder scheduled at or after a node became Ready never moves towards it,
+    /// A placeholder scheduled at or after a node was created never moves towards it,
+    /// however recently its Ready condition changed (a kubelet restart, an upgrade),
     /// and never towards its own node, whatever else holds.
     #[test]
     fn an_older_or_own_node_is_never_a_trigger(
         mut w in world(),
         node in node(),
         lag in 0u64..5000,
+        blip in 0u64..100_000,
         own_node in any::<bool>(),
     ) {
         let mut node = node;
         node.ready.ready = true;
-        let since = node.ready.since.unwrap_or(at(100));
-        node.ready.since = Some(since);
+        let since = node.created.or(node.ready.since).unwrap_or(at(100));
+        node.created = Some(since);
+        node.ready.since = Some(since + Duration::from_secs(blip));
         if own_node {
             w.own.node_name = Some(node.name.clone());
             w.own.scheduled_at = Some(since - Duration::from_secs(lag.min(100) + 1));
@@ -559,6 +567,7 @@ proptest! {
         };
         let nodes = vec![NodeSummary {
             name: "node-new".into(),
+            created: Some(at(10)),
             ready: Readiness { ready: true, since: Some(at(10)) },
             ..NodeSummary::default()
         }];
@@ -630,6 +639,7 @@ fn extreme_configured_durations_never_panic() {
         },
         nodes: Some(vec![NodeSummary {
             name: "node-new".into(),
+            created: Some(at(10)),
             ready: Readiness {
                 ready: true,
                 since: Some(at(10)),

@@ -389,8 +389,8 @@ impl Fault {
     }
 
     /// Whether the agent is expected to evict its pod within the case's time
-    /// (after two injected faults): false where it correctly stops (404/409 on
-    /// its own removal), backs off for minutes (401/403/422 on its pod), or
+    /// (after two injected faults): false where it correctly stops (404 on its own
+    /// removal; a 409 that is not the uid precondition is retried), backs off for minutes (401/403/422 on its pod), or
     /// backs off 5-10 s and more (429 without Retry-After, 404 on the GET).
     fn recovers(self, call: Call) -> bool {
         match call {
@@ -400,7 +400,7 @@ impl Fault {
             // removed nothing.
             Call::Eviction | Call::Delete => !matches!(
                 self,
-                Fault::Code(401 | 403 | 404 | 409 | 422 | 429)
+                Fault::Code(401 | 403 | 404 | 422 | 429)
                     | Fault::Truncated
                     | Fault::WrongObject
                     | Fault::OtherPod
@@ -958,6 +958,8 @@ fn every_invalid_node_gate_setting_exits_2_naming_the_variable() {
             &[("NODE_NAME", "n1"), ("SELFDESTRUCT_GATE_TIMEOUT", "soon")],
             "SELFDESTRUCT_GATE_TIMEOUT",
         ),
+        (&[("NODE_NAME", "n?x=1")], "NODE_NAME"),
+        (&[("NODE_NAME", "../pods/x")], "NODE_NAME"),
         (
             &[("NODE_NAME", "n1"), ("SELFDESTRUCT_GATE_TIMEOUT", "30")],
             "SELFDESTRUCT_GATE_TIMEOUT",

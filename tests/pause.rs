@@ -105,6 +105,14 @@ fn every_invalid_setting_exits_2_naming_the_variable() {
         ("SELFDESTRUCT_MIN_AGE", "young"),
         ("SELFDESTRUCT_SIBLING_SELECTOR", ",,"),
         ("POD_UID", "has space"),
+        // Names go into request paths: only Kubernetes names are accepted.
+        ("POD_NAME", "Place holder/0"),
+        ("POD_NAME", "../nodes/node-a"),
+        ("POD_NAMESPACE", "a/b"),
+        ("NODE_NAME", "n?x=1"),
+        // Set but empty is a mistake, not "false".
+        ("SELFDESTRUCT_MOVE_TO_NEW_NODES", ""),
+        ("SELFDESTRUCT_FORCE_DELETE", "sure"),
     ];
     for (var, value) in table {
         let (code, out) = run_to_exit(&[], &[(var, value)]);

@@ -265,6 +265,8 @@ fn a_lifetime_evicts_the_pod_while_the_child_runs_until_sigterm() {
         &[
             ("SELFDESTRUCT_MIN_LIFETIME", "1s"),
             ("SELFDESTRUCT_MAX_LIFETIME", "2s"),
+            // The default: it holds node moves, never the lifetime.
+            ("SELFDESTRUCT_MIN_AGE", "2m"),
         ],
     );
     let ev = s
@@ -328,6 +330,8 @@ fn a_sidecar_gives_any_pod_a_lifetime_and_honours_its_pdb() {
             ("SELFDESTRUCT_MIN_LIFETIME", "1s"),
             ("SELFDESTRUCT_MAX_LIFETIME", "2s"),
             ("SELFDESTRUCT_SIBLING_SELECTOR", "none"),
+            // The default: it holds node moves, never the lifetime.
+            ("SELFDESTRUCT_MIN_AGE", "2m"),
         ],
     );
     let refused = s

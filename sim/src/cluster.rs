@@ -187,6 +187,12 @@ impl Node {
         };
         NodeSummary {
             name: self.name.clone(),
+            // The Node object is registered by its kubelet shortly before it is Ready;
+            // before that the cloud VM is not a Node (modelled as created = Ready time).
+            created: Some(at(match self.phase {
+                Phase::Provisioning => self.created,
+                _ => self.ready_at,
+            })),
             taints,
             ready,
             images_present: if self.image { vec![0] } else { vec![] },
