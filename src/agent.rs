@@ -225,6 +225,8 @@ struct Agent {
     sibling_rx: Option<mpsc::Receiver<Update<Sibling>>>,
     last_hold: Option<Hold>,
     last_event: Option<String>,
+    /// The Warning Event about two PodDisruptionBudgets was posted.
+    told_multiple_pdbs: bool,
     /// New nodes already reported as full (a sibling landed on an older node instead).
     full_nodes: BTreeSet<String>,
     /// Start-up or a list ran: give memory back before the next wait.
@@ -277,6 +279,7 @@ impl Agent {
             sibling_rx: None,
             last_hold: None,
             last_event: None,
+            told_multiple_pdbs: false,
             full_nodes: BTreeSet::new(),
             release_pending: true,
         };
@@ -527,6 +530,25 @@ impl Agent {
             .api
             .remove(self.cfg.mode, &own.uid, self.cfg.grace_period)
             .await;
+        // Two budgets over the pod: a 500 that no retry can cure. Say what is
+        // wrong (and once, in an Event) and retry rarely.
+        let multiple_pdbs = res
+            .as_ref()
+            .err()
+            .is_some_and(|e| crate::pdb::is_multiple_pdbs(e.code(), &e.to_string()));
+        if multiple_pdbs {
+            let why = crate::pdb::multiple_pdbs_message(&own.namespace, &own.name, &own.labels);
+            warn!(outcome = "multiple-pdbs", "{why}; retrying rarely");
+            if !self.told_multiple_pdbs {
+                let node = own.node_name.as_deref();
+                let reason = crate::pdb::EVENT_REASON;
+                match self.api.warning(&own.uid, node, reason, &why).await {
+                    Ok(()) => self.told_multiple_pdbs = true,
+                    Err(e) => warn!(error = %e, "could not post the Event (continuing)"),
+                }
+            }
+            return Outcome::Denied;
+        }
         let outcome = outcome_of(&res);
         match (&outcome, &res) {
             (Outcome::Done, _) => info!(

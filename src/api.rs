@@ -200,6 +200,28 @@ impl PodApi {
         reason: &str,
         message: &str,
     ) -> Result<(), ApiError> {
+        self.post_event("Normal", uid, node, reason, message).await
+    }
+
+    /// Posts a Warning Event about the own pod.
+    pub async fn warning(
+        &self,
+        uid: &str,
+        node: Option<&str>,
+        reason: &str,
+        message: &str,
+    ) -> Result<(), ApiError> {
+        self.post_event("Warning", uid, node, reason, message).await
+    }
+
+    async fn post_event(
+        &self,
+        type_: &str,
+        uid: &str,
+        node: Option<&str>,
+        reason: &str,
+        message: &str,
+    ) -> Result<(), ApiError> {
         let now = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
         let mut source = json!({ "component": "selfdestruct" });
         if let Some(n) = node {
@@ -215,7 +237,7 @@ impl PodApi {
             },
             "reason": reason,
             "message": message,
-            "type": "Normal",
+            "type": type_,
             "source": source,
             "firstTimestamp": now,
             "lastTimestamp": now,

@@ -20,6 +20,7 @@ pub mod logging;
 pub mod memory;
 pub mod model;
 pub mod node_gate;
+pub mod pdb;
 pub mod resolve;
 pub mod selector;
 pub mod signals;

@@ -40,8 +40,9 @@ pub struct GateConfig {
 pub struct NodeView {
     /// `spec.taints` as sent (null when absent).
     pub taints: Value,
-    /// Index of the gate taint in `spec.taints`.
-    pub gate_index: Option<usize>,
+    /// Indices in `spec.taints` of every taint with the gate key (any effect,
+    /// any value), in order.
+    pub gate_indices: Vec<usize>,
     /// Required images the node does not report yet.
     pub missing: Vec<String>,
 }
@@ -49,10 +50,7 @@ pub struct NodeView {
 /// Reads the relevant parts of a Node's JSON.
 pub fn view(node: &Value, cfg: &GateConfig) -> NodeView {
     let taints = node.pointer("/spec/taints").cloned().unwrap_or(Value::Null);
-    let gate_index = taints.as_array().and_then(|ts| {
-        ts.iter()
-            .position(|t| t.get("key").and_then(Value::as_str) == Some(cfg.taint_key.as_str()))
-    });
+    let gate_indices = gate_taints(&taints, &cfg.taint_key);
     let names: Vec<&str> = node
         .pointer("/status/images")
         .and_then(Value::as_array)
@@ -70,21 +68,48 @@ pub fn view(node: &Value, cfg: &GateConfig) -> NodeView {
         .collect();
     NodeView {
         taints,
-        gate_index,
+        gate_indices,
         missing,
     }
 }
 
-/// The JSON patch that removes only the gate taint, guarded by a `test` of the
-/// whole taint list as read: if anything changed the taints meanwhile (the
-/// autoscaler adds and removes its own), the server refuses the patch and the
-/// gate reads the node again. `None` when the node has no gate taint.
+/// Indices of the taints (a `spec.taints` value) whose key is `key`.
+fn gate_taints(taints: &Value, key: &str) -> Vec<usize> {
+    taints
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .filter(|(_, t)| t.get("key").and_then(Value::as_str) == Some(key))
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// How many taints with the gate key a Node (as the API server returned it,
+/// e.g. in answer to the PATCH) still carries: the gate is open only at 0.
+pub fn gate_taints_left(node: &Value, key: &str) -> usize {
+    gate_taints(node.pointer("/spec/taints").unwrap_or(&Value::Null), key).len()
+}
+
+/// The JSON patch that removes every taint with the gate key (a node may carry
+/// it more than once, e.g. with NoSchedule and NoExecute) and nothing else, in
+/// one request guarded by a `test` of the whole taint list as read: if
+/// anything changed the taints meanwhile (the autoscaler adds and removes its
+/// own), the server refuses the whole patch and the gate reads the node again.
+/// The removals go from the last index to the first, so each index still
+/// names the taint it was read at. `None` when the node has no gate taint.
 pub fn removal_patch(v: &NodeView) -> Option<Value> {
-    let i = v.gate_index?;
-    Some(json!([
-        { "op": "test", "path": "/spec/taints", "value": v.taints },
-        { "op": "remove", "path": format!("/spec/taints/{i}") },
-    ]))
+    if v.gate_indices.is_empty() {
+        return None;
+    }
+    let mut ops = vec![json!({ "op": "test", "path": "/spec/taints", "value": v.taints })];
+    ops.extend(
+        v.gate_indices
+            .iter()
+            .rev()
+            .map(|i| json!({ "op": "remove", "path": format!("/spec/taints/{i}") })),
+    );
+    Some(Value::Array(ops))
 }
 
 async fn get_node(client: &Client, name: &str) -> Result<Value, ApiError> {
@@ -148,13 +173,20 @@ async fn open_gate(cfg: &GateConfig, client: &Client) {
     let mut conflicts = 0u32;
     let mut told_waiting = false;
     let mut told_fail_open = false;
+    // A PATCH was accepted but its answer did not show the node free of the
+    // taint: the next read decides.
+    let mut unverified = false;
     loop {
         let fail_open = Instant::now() >= deadline;
         let wait = match get_node(client, &cfg.node_name).await {
             Ok(node) => {
                 let v = view(&node, cfg);
-                if v.gate_index.is_none() {
-                    info!(node = %cfg.node_name, taint = %cfg.taint_key, "node has no gate taint: nothing to remove");
+                if v.gate_indices.is_empty() {
+                    if unverified {
+                        info!(node = %cfg.node_name, taint = %cfg.taint_key, "gate opened: taint removed (checked by reading the node)");
+                    } else {
+                        info!(node = %cfg.node_name, taint = %cfg.taint_key, "node has no gate taint: nothing to remove");
+                    }
                     return;
                 }
                 if !v.missing.is_empty() && !fail_open {
@@ -193,15 +225,39 @@ async fn open_gate(cfg: &GateConfig, client: &Client) {
                     );
                     let path = format!("/api/v1/nodes/{}", cfg.node_name);
                     match request(client, Method::PATCH, &path, Some(body)).await {
-                        Ok(_) => {
-                            info!(
-                                node = %cfg.node_name, taint = %cfg.taint_key,
-                                waited = %crate::duration::format(Duration::from_secs(started.elapsed().as_secs())),
-                                fail_open = !v.missing.is_empty(),
-                                "gate opened: taint removed"
-                            );
-                            return;
-                        }
+                        // Open only once the answer shows no taint with the key.
+                        Ok(answer) => match serde_json::from_slice::<Value>(&answer)
+                            .ok()
+                            .filter(|n| {
+                                n.pointer("/metadata/name").and_then(Value::as_str)
+                                    == Some(cfg.node_name.as_str())
+                            })
+                            .map(|n| gate_taints_left(&n, &cfg.taint_key))
+                        {
+                            Some(0) => {
+                                info!(
+                                    node = %cfg.node_name, taint = %cfg.taint_key,
+                                    removed = v.gate_indices.len(),
+                                    waited = %crate::duration::format(Duration::from_secs(started.elapsed().as_secs())),
+                                    fail_open = !v.missing.is_empty(),
+                                    "gate opened: taint removed"
+                                );
+                                return;
+                            }
+                            left => {
+                                warn!(
+                                    node = %cfg.node_name, taint = %cfg.taint_key,
+                                    left = %left.map_or_else(|| "unknown (the answer is not the node)".to_string(), |n| n.to_string()),
+                                    attempt = conflicts + 1,
+                                    "the patch was accepted but the node's answer does not show the gate taint gone; reading the node again"
+                                );
+                                unverified = true;
+                                let d = CONFLICT.delay(conflicts.saturating_sub(1), draw());
+                                let d = if conflicts == 0 { Duration::ZERO } else { d };
+                                conflicts = conflicts.saturating_add(1);
+                                d
+                            }
+                        },
                         // The taints changed between read and patch: read again.
                         Err(e) if is_conflict(&e) => {
                             info!(
@@ -323,7 +379,7 @@ mod tests {
             "status": {"images": [{"names": ["docker.io/jupyter/scipy-notebook:1"]}]}
         });
         let v = view(&node, &cfg("jupyter/scipy-notebook:1"));
-        assert_eq!(v.gate_index, Some(1));
+        assert_eq!(v.gate_indices, vec![1]);
         assert!(v.missing.is_empty());
         let patch = removal_patch(&v).expect("has the taint");
         assert_eq!(patch[0]["op"], "test");
@@ -331,11 +387,76 @@ mod tests {
         assert_eq!(patch[1], json!({"op": "remove", "path": "/spec/taints/1"}));
     }
 
+    /// Applies `remove` operations of a JSON patch after checking its `test`.
+    fn apply(taints: &Value, patch: &Value) -> Vec<Value> {
+        let ops = patch.as_array().expect("a JSON patch");
+        assert_eq!(ops[0]["op"], "test");
+        assert_eq!(&ops[0]["value"], taints, "tests the list as read");
+        let mut list = taints.as_array().cloned().unwrap_or_default();
+        for op in &ops[1..] {
+            assert_eq!(op["op"], "remove");
+            let path = op["path"].as_str().expect("path");
+            let i: usize = path
+                .strip_prefix("/spec/taints/")
+                .and_then(|i| i.parse().ok())
+                .expect("an index");
+            list.remove(i);
+        }
+        list
+    }
+
+    #[test]
+    fn every_taint_with_the_key_goes_in_one_guarded_patch() {
+        let taints = json!([
+            {"key": DEFAULT_TAINT, "value": "true", "effect": "NoSchedule"},
+            {"key": "hub.jupyter.org/dedicated", "value": "user", "effect": "NoSchedule"},
+            {"key": DEFAULT_TAINT, "effect": "NoExecute"},
+            {"key": "ToBeDeletedByClusterAutoscaler", "value": "1", "effect": "NoSchedule"},
+            {"key": DEFAULT_TAINT, "value": "other", "effect": "PreferNoSchedule"},
+        ]);
+        let node = json!({"spec": {"taints": taints}});
+        let v = view(&node, &cfg(""));
+        assert_eq!(v.gate_indices, vec![0, 2, 4]);
+        let patch = removal_patch(&v).expect("has the taint");
+        assert_eq!(patch.as_array().map(Vec::len), Some(4), "{patch}");
+        // Last index first, so each one still names the taint read there.
+        let paths: Vec<&str> = patch
+            .as_array()
+            .into_iter()
+            .flatten()
+            .skip(1)
+            .filter_map(|o| o["path"].as_str())
+            .collect();
+        assert_eq!(
+            paths,
+            ["/spec/taints/4", "/spec/taints/2", "/spec/taints/0"]
+        );
+        let left = apply(&taints, &patch);
+        assert_eq!(
+            left,
+            vec![
+                json!({"key": "hub.jupyter.org/dedicated", "value": "user", "effect": "NoSchedule"}),
+                json!({"key": "ToBeDeletedByClusterAutoscaler", "value": "1", "effect": "NoSchedule"}),
+            ],
+            "every other taint stays, in order"
+        );
+        assert_eq!(
+            gate_taints_left(&json!({"spec": {"taints": left}}), DEFAULT_TAINT),
+            0
+        );
+        assert_eq!(gate_taints_left(&node, DEFAULT_TAINT), 3);
+        assert_eq!(gate_taints_left(&json!({"spec": {}}), DEFAULT_TAINT), 0);
+        assert_eq!(
+            gate_taints_left(&json!({"kind": "Status"}), DEFAULT_TAINT),
+            0
+        );
+    }
+
     #[test]
     fn no_taint_no_patch_and_missing_images_are_named() {
         let node = json!({"spec": {}, "status": {}});
         let v = view(&node, &cfg("quay.io/x/y:2"));
-        assert_eq!(v.gate_index, None);
+        assert!(v.gate_indices.is_empty());
         assert_eq!(removal_patch(&v), None);
         assert_eq!(v.missing, vec!["quay.io/x/y:2".to_string()]);
     }

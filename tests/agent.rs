@@ -75,6 +75,80 @@ fn evicts_itself_once_its_lifetime_is_up_with_its_uid() {
     assert_eq!(status.and_then(|s| s.code()), Some(0));
 }
 
+/// zero-to-jupyterhub's own budget over the placeholders next to ours: the
+/// API server refuses every eviction with HTTP 500. The agent says so (a
+/// warning and a Warning Event naming the problem and the fix) and retries
+/// rarely, instead of backing off on a 5xx in silence.
+#[test]
+fn two_budgets_over_the_pod_are_named_in_a_warning_and_an_event() {
+    let s = Scene::placeholders(2);
+    let mut chart_budget = s
+        .fake
+        .get_pdb(NS, "placeholder")
+        .expect("the scene's budget");
+    chart_budget.metadata = Default::default();
+    chart_budget.metadata.name = Some("user-placeholder".into());
+    chart_budget.metadata.namespace = Some(NS.into());
+    chart_budget.status = None;
+    if let Some(spec) = chart_budget.spec.as_mut() {
+        spec.max_unavailable = None;
+        spec.min_available =
+            Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(0));
+    }
+    s.fake.add_pdb_object(chart_budget);
+    let uid = s.uid("placeholder-0");
+    let mut agent = s.agent("placeholder-0", TIMER_ONLY);
+    let ev = s
+        .fake
+        .wait_for_request(|r| r.is_eviction(), Duration::from_secs(15))
+        .unwrap_or_else(|| panic!("no eviction:\n{}", agent.log()));
+    assert_eq!(ev.status, 500, "{}", agent.log());
+    assert!(
+        agent.wait_for_log(
+            "two or more PodDisruptionBudgets select it",
+            Duration::from_secs(10)
+        ),
+        "{}",
+        agent.log()
+    );
+    let log = agent.log();
+    assert!(log.contains("retrying rarely"), "{log}");
+    assert!(log.contains("post-render.sh"), "{log}");
+    assert!(
+        !log.contains("retrying with backoff"),
+        "not a plain 5xx: {log}"
+    );
+    let event = wait_for(Duration::from_secs(10), || {
+        s.fake.events(NS).into_iter().find(|e| {
+            e.involved_object.name.as_deref() == Some("placeholder-0")
+                && e.reason.as_deref() == Some("MultiplePodDisruptionBudgets")
+        })
+    })
+    .unwrap_or_else(|| panic!("no Warning Event:\n{}", agent.log()));
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+    assert_eq!(event.involved_object.uid.as_deref(), Some(uid.as_str()));
+    let message = event.message.unwrap_or_default();
+    assert!(
+        message.contains("two or more PodDisruptionBudgets select it")
+            && message.contains(&format!("kubectl -n {NS} get poddisruptionbudgets")),
+        "{message}"
+    );
+    // Nothing was evicted; the agent keeps running.
+    assert_eq!(s.uid("placeholder-0"), uid);
+    assert!(agent.is_running());
+    s.assert_only_own_mutations(&[("placeholder-0", &uid)]);
+}
+
+/// Polls `f` until it returns something or `timeout` passes.
+fn wait_for<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let mut found = None;
+    wait_until(timeout, || {
+        found = f();
+        found.is_some()
+    });
+    found
+}
+
 #[test]
 fn delete_mode_deletes_with_the_uid_precondition() {
     let s = Scene::placeholders(2);
@@ -96,6 +170,30 @@ fn delete_mode_deletes_with_the_uid_precondition() {
     assert_eq!(del.status, 200);
     assert!(s.evictions().is_empty());
     s.assert_only_own_mutations(&[("placeholder-0", &uid)]);
+}
+
+#[test]
+fn a_grace_period_under_a_second_is_never_sent_as_a_force_deletion() {
+    // 0 through the API is a force deletion for pods (shared/k8s-fixtures): the
+    // object goes at once and the StatefulSet may start the successor while the
+    // old container still runs. Without the opt-in, 0 and 500ms are sent as 1.
+    for (grace, force, want) in [("500ms", "false", 1), ("0", "false", 1), ("0", "true", 0)] {
+        let s = Scene::placeholders(1);
+        let agent = s.agent(
+            "placeholder-0",
+            &with(&[
+                ("SELFDESTRUCT_MODE", "delete"),
+                ("SELFDESTRUCT_GRACE_PERIOD", grace),
+                ("SELFDESTRUCT_FORCE_DELETE", force),
+            ]),
+        );
+        let del = s
+            .fake
+            .wait_for_request(|r| r.is_pod_delete(), Duration::from_secs(15))
+            .unwrap_or_else(|| panic!("no delete:\n{}", agent.log()));
+        let body = del.body.clone().expect("delete options");
+        assert_eq!(body["gracePeriodSeconds"], want, "{grace} force={force}");
+    }
 }
 
 #[test]
@@ -434,6 +532,26 @@ fn a_conflict_other_than_the_uid_precondition_is_retried() {
     );
     let statuses: Vec<u16> = s.evictions().iter().map(|r| r.status).collect();
     assert_eq!(statuses, [409, 201], "{}", agent.log());
+}
+
+#[test]
+fn retry_after_zero_does_not_bypass_the_backoff() {
+    // A server that says `Retry-After: 0` on every 429 once drew hundreds of
+    // evictions a minute: Retry-After is a floor under the backoff, not a bypass.
+    let (s, agent) = against_fault(FaultResponse::throttled(0));
+    assert!(
+        wait_until(Duration::from_secs(40), || s.evictions().len() >= 2),
+        "{}",
+        agent.log()
+    );
+    let ev = s.evictions();
+    let gap = ev[1].at.duration_since(ev[0].at);
+    // The first backoff after a 429 is 5-10 s; a slow machine only makes it longer.
+    assert!(
+        gap >= Duration::from_secs(4),
+        "retried after {gap:?}:\n{}",
+        agent.log()
+    );
 }
 
 #[test]

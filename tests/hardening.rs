@@ -391,7 +391,8 @@ impl Fault {
     /// Whether the agent is expected to evict its pod within the case's time
     /// (after two injected faults): false where it correctly stops (404 on its own
     /// removal; a 409 that is not the uid precondition is retried), backs off for minutes (401/403/422 on its pod), or
-    /// backs off 5-10 s and more (429 without Retry-After, 404 on the GET).
+    /// backs off 5-10 s and more (429, whose Retry-After is only a floor under the
+    /// backoff; 404 on the GET).
     fn recovers(self, call: Call) -> bool {
         match call {
             Call::GetOwnPod => !matches!(self, Fault::Code(401 | 403 | 404)),
@@ -401,6 +402,7 @@ impl Fault {
             Call::Eviction | Call::Delete => !matches!(
                 self,
                 Fault::Code(401 | 403 | 404 | 422 | 429)
+                    | Fault::TooManyWithRetryAfter
                     | Fault::Truncated
                     | Fault::WrongObject
                     | Fault::OtherPod

@@ -1,12 +1,15 @@
 //! The zero-to-jupyterhub post-renderer (`manifests/jupyterhub/post-render.sh`)
-//! over a checked-in copy of what the chart renders for its user placeholders
-//! (`manifests/jupyterhub/testdata/user-placeholder.yaml`): the patch sets what
-//! the agent needs and leaves everything else as the chart rendered it.
+//! over the chart's real output (`manifests/jupyterhub/testdata/`: the current
+//! chart rendered by Helm, with pod priority on, and with the chart's default
+//! values): the patch sets what the agent needs, which is everything the main
+//! manifest (`manifests/statefulset.yaml`) relies on, leaves everything else as
+//! the chart rendered it, and exactly one PodDisruptionBudget selects the
+//! placeholders. Without pod priority it warns.
 //!
 //! Needs `kubectl` (for `kubectl kustomize`) and a Python with PyYAML (to turn
 //! the rendered YAML into JSON); `bash ci/validate-manifests.sh` installs both
-//! into `${TMPDIR:-/tmp}/selfdestruct-validate-venv`. Without them the tests
-//! say SKIPPED and pass.
+//! into `${TMPDIR:-/tmp}/selfdestruct-validate-venv` (`.ci/run` runs it first).
+//! Without them the tests fail, saying so.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -54,16 +57,16 @@ fn python() -> Option<PathBuf> {
         .find(|p| runs(p, &["-c", "import yaml"]))
 }
 
-/// The tools, or None after printing why the test is skipped.
-fn tools() -> Option<(PathBuf, PathBuf)> {
+/// The tools; panics saying how to get them.
+fn tools() -> (PathBuf, PathBuf) {
     let (Some(k), Some(p)) = (kubectl(), python()) else {
-        eprintln!(
-            "SKIPPED: needs kubectl and a Python with PyYAML (run `bash ci/validate-manifests.sh` \
-             once to install both into ${{TMPDIR:-/tmp}}/selfdestruct-validate-venv, or put them in PATH)"
+        panic!(
+            "needs kubectl and a Python with PyYAML: run `bash ci/validate-manifests.sh` \
+             once to install both into ${{TMPDIR:-/tmp}}/selfdestruct-validate-venv (as .ci/run does), \
+             or put them in PATH"
         );
-        return None;
     };
-    Some((k, p))
+    (k, p)
 }
 
 /// Every YAML document of `text`, as JSON.
@@ -77,6 +80,11 @@ fn yaml_docs(python: &Path, text: &str) -> Vec<Value> {
 
 /// Runs `cmd` with `input` on stdin; panics with its stderr on failure.
 fn pipe(cmd: &mut Command, input: &str) -> String {
+    pipe_err(cmd, input).0
+}
+
+/// Runs `cmd` with `input` on stdin: (stdout, stderr); panics on failure.
+fn pipe_err(cmd: &mut Command, input: &str) -> (String, String) {
     let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -95,17 +103,40 @@ fn pipe(cmd: &mut Command, input: &str) -> String {
         "{cmd:?} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8(out.stdout).expect("UTF-8 output")
+    (
+        String::from_utf8(out.stdout).expect("UTF-8 output"),
+        String::from_utf8(out.stderr).expect("UTF-8 stderr"),
+    )
 }
 
+/// The chart's output with pod priority on (what the README asks for).
 fn chart_output() -> String {
-    std::fs::read_to_string(root().join("manifests/jupyterhub/testdata/user-placeholder.yaml"))
+    testdata("z2jh-priority.yaml")
+}
+
+/// The chart's output with its default values (no pod priority).
+fn chart_defaults() -> String {
+    testdata("defaults/z2jh-defaults.yaml")
+}
+
+fn testdata(name: &str) -> String {
+    std::fs::read_to_string(root().join("manifests/jupyterhub/testdata").join(name))
         .expect("test data")
 }
 
 /// post-render.sh over `input`, parsed.
 fn post_render(kubectl: &Path, python: &Path, input: &str, variant: &str) -> Vec<Value> {
-    let out = pipe(
+    post_render_err(kubectl, python, input, variant).0
+}
+
+/// post-render.sh over `input`: (parsed output, stderr).
+fn post_render_err(
+    kubectl: &Path,
+    python: &Path,
+    input: &str,
+    variant: &str,
+) -> (Vec<Value>, String) {
+    let (out, err) = pipe_err(
         Command::new("bash")
             .arg(root().join("manifests/jupyterhub/post-render.sh"))
             .arg(NAMESPACE)
@@ -114,12 +145,77 @@ fn post_render(kubectl: &Path, python: &Path, input: &str, variant: &str) -> Vec
             .env_remove("SELFDESTRUCT_IMAGE"),
         input,
     );
-    yaml_docs(python, &out)
+    (yaml_docs(python, &out), err)
 }
 
-fn find<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
-    let found: Vec<&Value> = docs.iter().filter(|d| d["kind"] == kind).collect();
-    assert_eq!(found.len(), 1, "one {kind} in {docs:#?}");
+/// Whether a `LabelSelector` selects `labels` (matchLabels and matchExpressions,
+/// as the API server reads them; an empty selector selects everything).
+fn selects(selector: &Value, labels: &serde_json::Map<String, Value>) -> bool {
+    let by_labels = selector["matchLabels"]
+        .as_object()
+        .is_none_or(|m| m.iter().all(|(k, v)| labels.get(k) == Some(v)));
+    let by_exprs = selector["matchExpressions"].as_array().is_none_or(|es| {
+        es.iter().all(|e| {
+            let key = e["key"].as_str().expect("key");
+            let values: Vec<&Value> = e["values"].as_array().into_iter().flatten().collect();
+            let have = labels.get(key);
+            match e["operator"].as_str().expect("operator") {
+                "In" => have.is_some_and(|v| values.contains(&v)),
+                "NotIn" => have.is_none_or(|v| !values.contains(&v)),
+                "Exists" => have.is_some(),
+                "DoesNotExist" => have.is_none(),
+                op => panic!("operator {op}"),
+            }
+        })
+    });
+    by_labels && by_exprs
+}
+
+/// The PodDisruptionBudgets that select pods with `labels`.
+fn budgets_selecting<'a>(
+    docs: &'a [Value],
+    labels: &serde_json::Map<String, Value>,
+) -> Vec<&'a Value> {
+    docs.iter()
+        .filter(|d| d["kind"] == "PodDisruptionBudget" && selects(&d["spec"]["selector"], labels))
+        .collect()
+}
+
+/// The one StatefulSet labelled component=user-placeholder.
+fn placeholders(docs: &[Value]) -> &Value {
+    let found: Vec<&Value> = docs
+        .iter()
+        .filter(|d| {
+            d["kind"] == "StatefulSet" && d["metadata"]["labels"]["component"] == "user-placeholder"
+        })
+        .collect();
+    assert_eq!(found.len(), 1, "one user-placeholder StatefulSet");
+    found[0]
+}
+
+/// The value of PriorityClass `name` in `docs`.
+fn priority_value(docs: &[Value], name: &str) -> i64 {
+    docs.iter()
+        .find(|d| d["kind"] == "PriorityClass" && d["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("PriorityClass {name} in the output"))["value"]
+        .as_i64()
+        .expect("value")
+}
+
+/// The main manifest's StatefulSet (manifests/statefulset.yaml).
+fn main_statefulset(python: &Path) -> Value {
+    let text =
+        std::fs::read_to_string(root().join("manifests/statefulset.yaml")).expect("main manifest");
+    yaml_docs(python, &text).remove(0)
+}
+
+/// The one object of `kind` named `name`.
+fn find<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    let found: Vec<&Value> = docs
+        .iter()
+        .filter(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+        .collect();
+    assert_eq!(found.len(), 1, "one {kind} {name}");
     found[0]
 }
 
@@ -147,6 +243,7 @@ fn without_patched_fields(mut sts: Value) -> Value {
         "schedulerName",
         "serviceAccountName",
         "automountServiceAccountToken",
+        "topologySpreadConstraints",
     ] {
         obj.remove(k);
     }
@@ -156,12 +253,36 @@ fn without_patched_fields(mut sts: Value) -> Value {
     sts
 }
 
-fn check_common(docs: &[Value], input: &[Value]) -> Value {
-    let sts = find(docs, "StatefulSet").clone();
+/// Everything the main manifest (manifests/statefulset.yaml) relies on, on the
+/// post-rendered chart output `docs` (the chart's output: `input`), whatever
+/// the chart's values; returns the placeholder StatefulSet.
+fn check_common(python: &Path, docs: &[Value], input: &[Value]) -> Value {
+    let sts = placeholders(docs).clone();
     let pod = &sts["spec"]["template"]["spec"];
+    let main = main_statefulset(python);
+    let main_pod = &main["spec"]["template"]["spec"];
+    // The default scheduler (LeastAllocated), as in the main manifest.
     assert_eq!(pod["schedulerName"], "default-scheduler");
+    assert_eq!(pod["schedulerName"], main_pod["schedulerName"]);
+    // The opt-out of default topology spreading, exactly the main manifest's,
+    // and it selects no placeholder (so it never changes a score).
+    assert_eq!(
+        pod["topologySpreadConstraints"], main_pod["topologySpreadConstraints"],
+        "the topology-spread opt-out of manifests/statefulset.yaml"
+    );
+    let constraints = pod["topologySpreadConstraints"]
+        .as_array()
+        .expect("constraints");
+    assert_eq!(constraints.len(), 1);
+    let pod_labels = sts["spec"]["template"]["metadata"]["labels"]
+        .as_object()
+        .expect("labels");
+    assert!(!selects(&constraints[0]["labelSelector"], pod_labels));
+    // Its own service account, with the token mounted (the chart sets false).
     assert_eq!(pod["serviceAccountName"], "selfdestruct-user-placeholder");
     assert_eq!(pod["automountServiceAccountToken"], true);
+    let sa = find(docs, "ServiceAccount", "selfdestruct-user-placeholder");
+    assert_ne!(sa["automountServiceAccountToken"], false, "{sa}");
     let containers = pod["containers"].as_array().expect("containers");
     assert_eq!(containers.len(), 1, "still one container");
     assert_eq!(containers[0]["name"], "pause");
@@ -182,9 +303,15 @@ fn check_common(docs: &[Value], input: &[Value]) -> Value {
             .unwrap_or_else(|| panic!("{name} missing: {env:?}"));
         assert_eq!(v.1, json!({ "fieldRef": { "fieldPath": field } }), "{name}");
     }
+    let mode = env.iter().find(|(n, _)| n == "SELFDESTRUCT_MODE");
+    assert_eq!(
+        mode.map(|m| &m.1),
+        Some(&json!("evict")),
+        "evicts, honouring the budget"
+    );
     // Everything else exactly as the chart rendered it: resources, affinity,
     // tolerations, priority, security context, labels, replicas...
-    let chart = find(input, "StatefulSet").clone();
+    let chart = placeholders(input).clone();
     assert_eq!(
         without_patched_fields(sts.clone()),
         without_patched_fields(chart.clone()),
@@ -195,9 +322,7 @@ fn check_common(docs: &[Value], input: &[Value]) -> Value {
         "the test data is the chart's output (token off)"
     );
 
-    let sa = find(docs, "ServiceAccount");
-    assert_eq!(sa["metadata"]["name"], "selfdestruct-user-placeholder");
-    let rb = find(docs, "RoleBinding");
+    let rb = find(docs, "RoleBinding", "selfdestruct-user-placeholder");
     assert_eq!(
         rb["subjects"],
         json!([{
@@ -207,25 +332,50 @@ fn check_common(docs: &[Value], input: &[Value]) -> Value {
         }])
     );
     assert_eq!(rb["roleRef"]["name"], "selfdestruct-user-placeholder");
-    let pdb = find(docs, "PodDisruptionBudget");
-    assert_eq!(pdb["spec"]["maxUnavailable"], 1);
-    // The budget selects the placeholders (and nothing the chart labels otherwise).
-    let pod_labels = sts["spec"]["template"]["metadata"]["labels"]
-        .as_object()
-        .expect("labels");
-    for (k, v) in pdb["spec"]["selector"]["matchLabels"]
-        .as_object()
-        .expect("matchLabels")
-    {
-        assert_eq!(pod_labels.get(k), Some(v), "PDB selector {k}");
-    }
+    // Exactly one budget selects the placeholders (two make every eviction
+    // fail with HTTP 500): the chart's own, now at most one away at a time.
+    let budgets = budgets_selecting(docs, pod_labels);
     assert_eq!(
-        pdb["spec"]["selector"]["matchLabels"]["component"],
-        "user-placeholder"
+        budgets.len(),
+        1,
+        "exactly one PodDisruptionBudget selects the placeholders: {budgets:#?}"
     );
-    // The chart's own objects and ours: nothing else appears.
-    assert_eq!(docs.len(), input.len() + 4, "{docs:#?}");
+    let pdb = budgets[0];
+    assert_eq!(pdb["spec"]["maxUnavailable"], 1, "{pdb}");
+    assert!(pdb["spec"].get("minAvailable").is_none(), "{pdb}");
+    let chart_budgets = budgets_selecting(input, pod_labels);
+    assert_eq!(chart_budgets.len(), 1, "the chart renders its own budget");
+    assert_eq!(
+        pdb["metadata"]["name"],
+        chart_budgets[0]["metadata"]["name"]
+    );
+    assert_eq!(
+        chart_budgets[0]["spec"]["minAvailable"], 0,
+        "the chart's output"
+    );
+    // The chart's own objects and ours (ServiceAccount, Role, RoleBinding):
+    // nothing else appears.
+    assert_eq!(docs.len(), input.len() + 3, "{docs:#?}");
     sts
+}
+
+/// The placeholders' priority, which must be below the user pods' (the
+/// chart's default-priority class, which the hub gives every user pod).
+fn check_priority(docs: &[Value]) {
+    let sts = placeholders(docs);
+    let class = sts["spec"]["template"]["spec"]["priorityClassName"]
+        .as_str()
+        .expect("a priorityClassName");
+    let users = docs
+        .iter()
+        .find(|d| {
+            d["kind"] == "PriorityClass"
+                && d["metadata"]["labels"]["component"] == "default-priority"
+        })
+        .expect("the chart's priority class for user pods");
+    let users = users["value"].as_i64().expect("value");
+    let own = priority_value(docs, class);
+    assert!(own < users, "placeholders at {own}, users at {users}");
 }
 
 fn pod_verbs(role: &Value) -> Vec<String> {
@@ -247,33 +397,37 @@ fn sibling_selector(sts: &Value) -> Value {
         .expect("SELFDESTRUCT_SIBLING_SELECTOR")
 }
 
+const PRIORITY_WARNING: &str = "scheduling: {podPriority: {enabled: true}}";
+
 #[test]
 fn the_post_renderer_patches_the_charts_user_placeholders() {
-    let Some((kubectl, python)) = tools() else {
-        return;
-    };
+    let (kubectl, python) = tools();
     let input_text = chart_output();
     let input = yaml_docs(&python, &input_text);
-    let docs = post_render(&kubectl, &python, &input_text, "full");
-    let sts = check_common(&docs, &input);
+    let (docs, stderr) = post_render_err(&kubectl, &python, &input_text, "full");
+    let sts = check_common(&python, &docs, &input);
+    check_priority(&docs);
+    assert!(
+        stderr.is_empty(),
+        "no warning with pod priority on: {stderr}"
+    );
     // Sibling awareness limited to the placeholders (the chart's
     // app.kubernetes.io labels are on every hub pod).
     assert_eq!(sibling_selector(&sts), "component=user-placeholder");
-    let role = find(&docs, "Role");
+    let role = find(&docs, "Role", "selfdestruct-user-placeholder");
     assert_eq!(pod_verbs(role), ["get", "list", "watch"]);
 }
 
 #[test]
 fn the_minimal_variant_has_no_list_or_watch_and_no_sibling_awareness() {
-    let Some((kubectl, python)) = tools() else {
-        return;
-    };
+    let (kubectl, python) = tools();
     let input_text = chart_output();
     let input = yaml_docs(&python, &input_text);
     let docs = post_render(&kubectl, &python, &input_text, "minimal");
-    let sts = check_common(&docs, &input);
+    let sts = check_common(&python, &docs, &input);
+    check_priority(&docs);
     assert_eq!(sibling_selector(&sts), "none");
-    let role = find(&docs, "Role");
+    let role = find(&docs, "Role", "selfdestruct-user-placeholder");
     assert_eq!(pod_verbs(role), ["get"]);
     let all: Vec<String> = role["rules"]
         .as_array()
@@ -293,10 +447,57 @@ fn the_minimal_variant_has_no_list_or_watch_and_no_sibling_awareness() {
 }
 
 #[test]
+fn with_the_charts_default_values_it_warns_that_placeholders_have_no_priority() {
+    let (kubectl, python) = tools();
+    let input_text = chart_defaults();
+    let input = yaml_docs(&python, &input_text);
+    let (docs, stderr) = post_render_err(&kubectl, &python, &input_text, "full");
+    // The rest holds without priority too.
+    let sts = check_common(&python, &docs, &input);
+    assert!(sts["spec"]["template"]["spec"]["priorityClassName"].is_null());
+    assert!(
+        stderr.contains("has no priorityClassName") && stderr.contains(PRIORITY_WARNING),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}
+
+#[test]
+fn a_placeholder_priority_not_below_the_users_is_warned_about() {
+    let (kubectl, python) = tools();
+    // scheduling.podPriority.userPlaceholderPriority: 0, like defaultPriority.
+    let text = chart_output();
+    let marker = "name: jhub-user-placeholder-priority";
+    let at = text.find(marker).expect("the placeholder PriorityClass");
+    let value_at = at + text[at..].find("\nvalue: -10\n").expect("its value");
+    let input_text = format!(
+        "{}\nvalue: 0\n{}",
+        &text[..value_at],
+        &text[value_at + "\nvalue: -10\n".len()..]
+    );
+    let (docs, stderr) = post_render_err(&kubectl, &python, &input_text, "full");
+    assert_eq!(priority_value(&docs, "jhub-user-placeholder-priority"), 0);
+    assert!(
+        stderr.contains("jhub-user-placeholder-priority")
+            && stderr.contains("not below the user pods' priority")
+            && stderr.contains("jhub-default-priority"),
+        "{stderr}"
+    );
+    // And a class the output does not define cannot be checked: it says so.
+    let input_text = text.replace(
+        "priorityClassName: jhub-user-placeholder-priority",
+        "priorityClassName: somewhere-else",
+    );
+    let (_, stderr) = post_render_err(&kubectl, &python, &input_text, "full");
+    assert!(
+        stderr.contains("somewhere-else") && stderr.contains("not in the chart's output"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn the_post_renderer_leaves_other_charts_alone_and_needs_a_namespace() {
-    let Some((kubectl, _python)) = tools() else {
-        return;
-    };
+    let (kubectl, _python) = tools();
     let other = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\ndata:\n  a: b\n";
     let out = pipe(
         Command::new("bash")
@@ -321,24 +522,27 @@ fn the_post_renderer_leaves_other_charts_alone_and_needs_a_namespace() {
 
 #[test]
 fn the_post_renderer_takes_the_image_from_selfdestruct_image() {
-    let Some((kubectl, python)) = tools() else {
-        return;
-    };
+    let (kubectl, python) = tools();
+    let input = chart_output();
     let render = |image: &str, variant: &str| {
-        Command::new("bash")
+        let mut child = Command::new("bash")
             .arg(root().join("manifests/jupyterhub/post-render.sh"))
             .arg(NAMESPACE)
             .env("KUBECTL", &kubectl)
             .env("SELFDESTRUCT_VARIANT", variant)
             .env("SELFDESTRUCT_IMAGE", image)
-            .stdin(
-                std::fs::File::open(
-                    root().join("manifests/jupyterhub/testdata/user-placeholder.yaml"),
-                )
-                .expect("test data"),
-            )
-            .output()
-            .expect("run post-render.sh")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run post-render.sh");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input.as_bytes())
+            .expect("write stdin");
+        child.wait_with_output().expect("wait")
     };
     let digest = format!("sha256:{}", "0123456789abcdef".repeat(4));
     for variant in ["full", "minimal"] {
@@ -353,9 +557,8 @@ fn the_post_renderer_takes_the_image_from_selfdestruct_image() {
                 String::from_utf8_lossy(&out.stderr)
             );
             let docs = yaml_docs(&python, &String::from_utf8_lossy(&out.stdout));
-            let sts = find(&docs, "StatefulSet");
             assert_eq!(
-                sts["spec"]["template"]["spec"]["containers"][0]["image"],
+                placeholders(&docs)["spec"]["template"]["spec"]["containers"][0]["image"],
                 image.as_str(),
                 "{variant}"
             );

@@ -173,6 +173,60 @@ fn removes_the_taint_from_its_own_node_only() {
     assert_terminates(&mut gate);
 }
 
+/// A node tainted with the gate key twice (NoSchedule and NoExecute, as a node
+/// pool and a provisioner may both add it): both go in one guarded patch.
+#[test]
+fn every_taint_with_the_gate_key_is_removed_in_one_patch() {
+    let node = user_node("n1", true).taint(GATE, "", "NoExecute");
+    let g = Gate::new(&[node]);
+    assert_eq!(g.taint_keys("n1"), vec![DEDICATED, GATE, GATE]);
+    let mut gate = g.start("n1", gate_subject(), &[]);
+    g.wait_open("n1", Duration::from_secs(5), &gate);
+    assert!(gate.wait_for_log("gate opened: taint removed", Duration::from_secs(2)));
+    assert_eq!(g.taint_keys("n1"), vec![DEDICATED.to_string()]);
+    let patches = g.patches();
+    assert_eq!(patches.len(), 1, "one patch: {patches:?}");
+    let body = patches[0].body.clone().expect("a JSON patch");
+    assert_eq!(body[0]["op"], "test");
+    assert_eq!(body[0]["value"].as_array().map(Vec::len), Some(3));
+    assert_eq!(
+        body[1],
+        serde_json::json!({"op": "remove", "path": "/spec/taints/2"})
+    );
+    assert_eq!(
+        body[2],
+        serde_json::json!({"op": "remove", "path": "/spec/taints/1"})
+    );
+    assert_terminates(&mut gate);
+}
+
+/// An accepted PATCH whose answer still shows the gate taint (a proxy or
+/// webhook that dropped the change) does not open the gate: the gate reads
+/// the node again and patches again, and says "gate opened" only then.
+#[test]
+fn the_gate_is_open_only_once_the_node_shows_no_gate_taint() {
+    let g = Gate::new(&[user_node("n1", true)]);
+    let unchanged = serde_json::to_value(g.fake.get_node("n1").expect("node")).expect("JSON");
+    g.fake.fail_next(
+        Matcher::new("PATCH", "/api/v1/nodes/n1"),
+        FaultResponse::json(200, unchanged),
+        1,
+    );
+    let mut gate = g.start("n1", gate_subject(), &[]);
+    g.wait_open("n1", Duration::from_secs(8), &gate);
+    assert!(gate.wait_for_log("gate opened: taint removed", Duration::from_secs(2)));
+    let log = gate.log();
+    assert!(
+        log.contains("does not show the gate taint gone; reading the node again"),
+        "{log}"
+    );
+    assert_eq!(gate.count_log("gate opened"), 1, "{log}");
+    let statuses: Vec<u16> = g.patches().iter().map(|p| p.status).collect();
+    assert_eq!(statuses, vec![200, 200], "patched again after reading");
+    assert_eq!(g.taint_keys("n1"), vec![DEDICATED.to_string()]);
+    assert_terminates(&mut gate);
+}
+
 #[test]
 fn a_concurrent_taint_change_is_kept_and_the_patch_retried() {
     let g = Gate::new(&[user_node("n1", true)]);

@@ -207,7 +207,11 @@ fn on_exit_delete_deletes_the_own_pod_with_its_uid_then_exits_with_the_childs_co
         "placeholder-0",
         Subject::placeholder_agent(NS, "placeholder"),
         &["--", "sh", "-c", "sleep 1; exit 5"],
-        &[("SELFDESTRUCT_ON_EXIT", "delete")],
+        // A grace period of 0 is sent as 1 (no force deletion without the opt-in).
+        &[
+            ("SELFDESTRUCT_ON_EXIT", "delete"),
+            ("SELFDESTRUCT_GRACE_PERIOD", "0"),
+        ],
     );
     let status = p
         .wait_exit(Duration::from_secs(20))
@@ -222,6 +226,7 @@ fn on_exit_delete_deletes_the_own_pod_with_its_uid_then_exits_with_the_childs_co
     assert_eq!(deletes.len(), 1, "one delete:\n{}", p.log());
     let body = deletes[0].body.clone().expect("delete options");
     assert_eq!(body["preconditions"]["uid"], uid.as_str());
+    assert_eq!(body["gracePeriodSeconds"], 1);
     assert_eq!(deletes[0].status, 200);
     assert!(s.evictions().is_empty());
     s.assert_only_own_mutations(&[("placeholder-0", &uid)]);

@@ -10,7 +10,11 @@
 #
 # Reads the rendered chart on stdin, writes it to a temporary folder as
 # all.yaml, and prints `kubectl kustomize` of it with the Component
-# selfdestruct/ (or minimal/) on stdout.
+# selfdestruct/ (or minimal/) on stdout. Warns on stderr (and still succeeds)
+# when the placeholders cannot be preempted by user pods: no priorityClassName
+# (the chart's scheduling.podPriority.enabled defaults to false), or a
+# PriorityClass not below the user pods' one; and when the output has no
+# PodDisruptionBudget for them.
 #
 # Argument 1 (or SELFDESTRUCT_NAMESPACE, or HELM_NAMESPACE): the release
 # namespace, for the RoleBinding's subject.
@@ -91,4 +95,39 @@ images:
 IMAGES
 fi
 
-"$kubectl" kustomize "$work"
+"$kubectl" kustomize "$work" >"$work/out.yaml"
+
+# What the result says about priority and budgets: one line per object (kind,
+# name, component label, pod template's priorityClassName, PriorityClass
+# value), read locally by kubectl (no cluster is contacted).
+if "$kubectl" annotate --local -f "$work/out.yaml" selfdestruct.post-render/unused- \
+  -o jsonpath='{.kind}{"\t"}{.metadata.name}{"\t"}{.metadata.labels.component}{"\t"}{.spec.template.spec.priorityClassName}{"\t"}{.value}{"\n"}' \
+  >"$work/objects.tsv" 2>"$work/objects.err"; then
+  awk -F'\t' -v me="post-render.sh" '
+    $1 == "StatefulSet" && $3 == "user-placeholder" { sts = $2; pc = $4 }
+    $1 == "PriorityClass" { value[$2] = $5; if ($3 == "default-priority") user = $2 }
+    $1 == "PodDisruptionBudget" && $3 == "user-placeholder" { pdbs++ }
+    END {
+      w = me ": WARNING: "
+      fix = "set in the chart'"'"'s values:  scheduling: {podPriority: {enabled: true}}"
+      if (pc == "") {
+        print w "StatefulSet " sts " has no priorityClassName (the chart'"'"'s scheduling.podPriority.enabled defaults to false): the placeholders run at the priority of user pods, no user pod can preempt them, and they only take room away; " fix > "/dev/stderr"
+      } else if (!(pc in value)) {
+        print w "StatefulSet " sts " uses PriorityClass " pc ", which is not in the chart'"'"'s output: make sure its value is below every user pod'"'"'s priority, or " fix > "/dev/stderr"
+      } else {
+        up = (user != "") ? value[user] + 0 : 0
+        who = (user != "") ? "PriorityClass " user : "user pods without a PriorityClass"
+        if (value[pc] + 0 >= up) {
+          print w "PriorityClass " pc " of StatefulSet " sts " has value " value[pc] ", not below the user pods'"'"' priority (" who ": " up "): no user pod can preempt the placeholders; set scheduling.podPriority.userPlaceholderPriority below scheduling.podPriority.defaultPriority (the chart'"'"'s defaults: -10 and 0)" > "/dev/stderr"
+        }
+      }
+      if (pdbs != 1) {
+        print w pdbs + 0 " PodDisruptionBudgets labelled component=user-placeholder in the output, not 1: the chart (0.8.0 and later) renders one, which selfdestruct turns into maxUnavailable 1; without it placeholders are not moved one at a time" > "/dev/stderr"
+      }
+    }
+   ' "$work/objects.tsv"
+else
+  echo "post-render.sh: could not check the placeholders' priority and budget:" \
+    "$(head -c 300 "$work/objects.err")" >&2
+fi
+cat "$work/out.yaml"

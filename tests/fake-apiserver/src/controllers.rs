@@ -871,9 +871,7 @@ impl State {
                 .map(|(k, _)| k.clone())
                 .collect();
             if matching.len() > 1 {
-                return Err(Box::new(Status::internal(
-                    "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
-                )));
+                return Err(Box::new(Status::multiple_pdbs()));
             }
             if let Some(pdb_key) = matching.first() {
                 let calc = self.pdb_status(pdb_key, now);

@@ -331,6 +331,20 @@ impl Status {
         s.with_cause(None, detail)
     }
 
+    /// 500 from the eviction subresource when two or more PodDisruptionBudgets
+    /// select the pod: no reason and no details, as the real server writes it
+    /// (`eviction-500-two-pdbs.json`).
+    pub fn multiple_pdbs() -> Self {
+        Self {
+            status: "Failure".into(),
+            message: Some(
+                "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
+                    .into(),
+            ),
+            ..Self::success(500)
+        }
+    }
+
     /// 503 ServiceUnavailable.
     pub fn service_unavailable(message: &str) -> Self {
         Self::failure(503, "ServiceUnavailable", message)

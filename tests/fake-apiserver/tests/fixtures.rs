@@ -95,6 +95,7 @@ fn all_fixtures_are_covered() {
         "eviction-409-uid-precondition.json",
         "eviction-422-admission-policy.json",
         "eviction-429-pdb.json",
+        "eviction-500-two-pdbs.json",
         "nodes-list-200.json",
         "nodes-list-403.json",
         "nodes-watch.jsonl",
@@ -320,6 +321,42 @@ fn eviction_429_pdb() {
     assert_eq!(r.status, code);
     assert_eq!(r.json(), expected);
     assert!(r.header("retry-after").is_none());
+}
+
+#[test]
+fn eviction_500_two_pdbs() {
+    let c = fixture_cluster();
+    // A second budget over the same pods, as zero-to-jupyterhub's
+    // user-placeholder (minAvailable 0) next to one with maxUnavailable 1.
+    let mut second = c
+        .get_pdb(NS, "placeholder")
+        .expect("the fixture cluster's budget");
+    second.metadata = Default::default();
+    second.metadata.name = Some("user-placeholder".into());
+    second.metadata.namespace = Some(NS.into());
+    second.status = None;
+    if let Some(spec) = second.spec.as_mut() {
+        spec.max_unavailable = None;
+        spec.min_available =
+            Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(0));
+    }
+    c.add_pdb_object(second);
+    let uid = uid_of(&c, "placeholder-1");
+    let (code, expected) = fixture("eviction-500-two-pdbs.json");
+    let r = c
+        .client(Some("p1"))
+        .post(
+            &format!("{}/eviction", pod_path("placeholder-1")),
+            &eviction_body("placeholder-1", Some(&uid)),
+        )
+        .unwrap();
+    assert_eq!(r.status, code);
+    assert_eq!(r.json(), expected);
+    assert_eq!(
+        uid_of(&c, "placeholder-1"),
+        uid,
+        "the pod is still there, not evicted"
+    );
 }
 
 #[test]
