@@ -54,18 +54,39 @@ FROM scratch AS check
 COPY --from=build /out/selfdestruct /selfdestruct
 RUN ["/selfdestruct", "--version"]
 
+# The image's contents, defined once: the two targets below add only the
+# binary. image/build.sh builds the same image without Docker (umoci, from a
+# static binary built on the host) and tests/image.rs checks that its config
+# (labels, user, entrypoint) matches this stage.
+#
 # scratch rather than distroless/static: the agent needs no CA bundle (it
 # trusts the cluster CA from its service-account mount), no tzdata, no
 # passwd entry (it runs as a bare uid) and no shell, so the image is just
 # the binary.
-FROM scratch
+FROM scratch AS image
 ARG VERSION=0.1.0
 LABEL org.opencontainers.image.title="selfdestruct" \
       org.opencontainers.image.description="A pause container for Kubernetes placeholder pods that moves its own pod to fresh nodes" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.licenses="Apache-2.0"
-COPY --from=check /selfdestruct /selfdestruct
 # nobody:nogroup; the pod spec sets the same, and PSA "restricted" requires
 # a non-root user.
 USER 65534:65534
 ENTRYPOINT ["/selfdestruct"]
+
+# Target `prebuilt`: the image around a static binary built elsewhere (for
+# example by image/build.sh), given as the build context `prebuilt-bin`, a
+# folder holding `selfdestruct`:
+#
+#   docker buildx build --target prebuilt \
+#     --build-context prebuilt-bin=target/x86_64-unknown-linux-gnu/release -t IMAGE .
+#
+# Without that context this empty stage stands in, and the COPY fails.
+FROM scratch AS prebuilt-bin
+
+FROM image AS prebuilt
+COPY --from=prebuilt-bin /selfdestruct /selfdestruct
+
+# The default target: the binary built by the musl stage above.
+FROM image
+COPY --from=check /selfdestruct /selfdestruct

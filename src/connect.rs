@@ -186,6 +186,11 @@ pub fn client(access: &Access, default_namespace: &str) -> Result<kube::Client, 
     // would also repeat a 429 eviction (the PodDisruptionBudget's "not now")
     // out of sight of the agent's backoff and move cap.
     config.default_retry = false;
+    // A plain http:// server has no certificate to check: without a CA kube
+    // would look for the system's roots anyway and fail in a scratch image.
+    if config.cluster_url.scheme_str() == Some("http") && config.root_cert.is_none() {
+        config.root_cert = Some(Vec::new());
+    }
     let builder = kube::client::ClientBuilder::try_from(config).map_err(|e| chain(&e))?;
     Ok(builder.with_layer(&PaceWatchesLayer).build())
 }

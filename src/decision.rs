@@ -249,8 +249,8 @@ pub enum Reject {
     OwnScheduleUnknown,
     /// Not Ready (or no Ready condition, or no transition time).
     NotReady,
-    /// Created before the own pod was scheduled (or creation time unknown): nothing new,
-    /// however recently its Ready condition changed.
+    /// Created before the second the own pod was scheduled in (or creation time
+    /// unknown): nothing new, however recently its Ready condition changed.
     NotNewer,
     /// New and Ready, but Ready for less than `node_settle`.
     Settling {
@@ -312,8 +312,10 @@ impl Snapshot<'_> {
         };
         // New means created after the own pod was scheduled: an old node whose Ready
         // condition blips (kubelet restart, upgrade) gets a fresh transition time but
-        // is not a new node.
-        if node.created.is_none_or(|created| created <= scheduled) {
+        // is not a new node. Both times have second precision; a node created in the
+        // same second the pod was scheduled was not Ready then (a Node is registered
+        // before it is Ready), so the scheduler could not have chosen it: it is new.
+        if node.created.is_none_or(|created| created < scheduled) {
             return Err(Reject::NotNewer);
         }
         let settled = later(since, self.policy.node_settle);
@@ -618,8 +620,11 @@ mod tests {
                 Reject::NotReady,
             ),
             (
-                "ready before own scheduling",
-                node("new", 0),
+                "created before own scheduling",
+                NodeSummary {
+                    created: Some(at(0) - Duration::from_secs(60)),
+                    ..node("new", 0)
+                },
                 Reject::NotNewer,
             ),
             (
@@ -1044,6 +1049,18 @@ mod tests {
         // Created after the own pod was scheduled, Ready for the settle time: new.
         let fresh = node("node-d", 900);
         assert_eq!(c.verdict(&fresh), Ok(Duration::from_secs(100)));
+        // Times have second precision: created in the second the own pod was scheduled
+        // in, it was not Ready then, so it is new; a second earlier, it is not.
+        let same_second = NodeSummary {
+            created: Some(at(0)),
+            ..node("node-f", 900)
+        };
+        assert_eq!(c.verdict(&same_second), Ok(Duration::from_secs(100)));
+        let second_before = NodeSummary {
+            created: Some(at(0) - Duration::from_secs(1)),
+            ..node("node-g", 900)
+        };
+        assert_eq!(c.verdict(&second_before), Err(Reject::NotNewer));
         // A new node that blips settles again from its new Ready time.
         let reblip = NodeSummary {
             created: Some(at(500)),

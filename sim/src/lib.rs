@@ -11,8 +11,10 @@ pub mod metrics;
 pub mod placeholders;
 pub mod plot;
 pub mod random;
+pub mod recommend;
 pub mod report;
 pub mod scenario;
+pub mod trace;
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -36,6 +38,18 @@ pub struct RowResult {
 /// of `rows`. Byte-identical for the same inputs, whatever the thread timing.
 pub fn run_rows(sc: &Scenario, rows: &[Setup], seeds: &[u64], check: bool) -> Vec<RowResult> {
     let arrivals: Vec<Vec<Arrival>> = seeds.iter().map(|&s| sc.arrivals(s)).collect();
+    run_rows_on(sc, rows, seeds, &arrivals, check)
+}
+
+/// [`run_rows`] on given arrivals, one list per seed (`arrivals[i]` for `seeds[i]`).
+pub fn run_rows_on(
+    sc: &Scenario,
+    rows: &[Setup],
+    seeds: &[u64],
+    arrivals: &[Vec<Arrival>],
+    check: bool,
+) -> Vec<RowResult> {
+    assert_eq!(arrivals.len(), seeds.len(), "one arrival list per seed");
     let jobs: Vec<(usize, usize)> = (0..rows.len())
         .flat_map(|r| (0..seeds.len()).map(move |s| (r, s)))
         .collect();

@@ -2,12 +2,14 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use clap::Parser;
 use selfdestruct::decision::Policy;
+use selfdestruct_sim::recommend::{self, Target};
 use selfdestruct_sim::report;
 use selfdestruct_sim::scenario::{self, HOUR, Load, Scenario, Setup, ms};
+use selfdestruct_sim::trace::{ReadOptions, Trace};
 
 /// Simulates JupyterHub/Binder placeholder pods running the selfdestruct agent
 /// (its real decision function) and compares policies on the same users.
@@ -17,7 +19,12 @@ use selfdestruct_sim::scenario::{self, HOUR, Load, Scenario, Setup, ms};
     about = "Simulates placeholder pods running the selfdestruct agent and compares policies on the same user arrivals.",
     after_help = "Rows: none, static, timer, new-node, new-node+images, gate, gate+new-node, configured \
                   (the policy flags below, defaulting to the agent's own defaults). Durations: 90s, 15m, 1h30m, 0. \
-                  Same seed and flags give byte-identical output. Exit codes: 0 ok, 1 invariant violated, 2 invalid flags."
+                  Same seed and flags give byte-identical output. \
+                  --arrivals replays launches instead of the scenario's arrivals (its cluster, session model and delays stay): \
+                  BinderHub launch-event archives (JSON lines; only status success; minute-rounded times spread within their minute with the seed) \
+                  or CSV with a header, a timestamp column (RFC 3339) and optionally duration and origin; several files are consecutive days. \
+                  --recommend finds, per policy, the smallest replica count meeting the target (by default: no user waits for room). \
+                  Exit codes: 0 ok, 1 invariant violated, 2 invalid flags or an unreadable arrivals file."
 )]
 struct Args {
     /// Built-in scenario
@@ -26,11 +33,11 @@ struct Args {
     /// Random seed (arrivals, node delays, agent draws)
     #[arg(long, value_name = "N", default_value_t = 1)]
     seed: u64,
-    /// Independent runs (seeds SEED, SEED+1, ...); counts are summed over them
-    #[arg(long, value_name = "N", default_value_t = 10)]
-    seeds: u64,
+    /// Independent runs (seeds SEED, SEED+1, ...); counts are summed over them [10; with --arrivals, about a week of replayed days: 7 for one day, 1 for 7 days or more]
+    #[arg(long, value_name = "N")]
+    seeds: Option<u64>,
     /// Measured hours (after the warm-up) [scenario default]
-    #[arg(long, value_name = "H")]
+    #[arg(long, value_name = "H", conflicts_with = "arrivals")]
     hours: Option<f64>,
     /// Warm-up before the measured window [scenario default]
     #[arg(long, value_name = "DURATION", value_parser = duration)]
@@ -39,7 +46,7 @@ struct Args {
     #[arg(long)]
     json: bool,
     /// Write an SVG of nodes, users and placeholders over time for the configured policy
-    #[arg(long, value_name = "FILE.svg")]
+    #[arg(long, value_name = "FILE.svg", conflicts_with = "recommend")]
     plot: Option<PathBuf>,
     /// A row per replica count (static and configured), e.g. 0..40
     #[arg(long, value_name = "A..B")]
@@ -60,6 +67,36 @@ struct Args {
     #[arg(long)]
     check: bool,
 
+    // ----- replayed launches -----
+    /// Replay launches from these files (BinderHub launch-event JSON lines or CSV), one day after another
+    #[arg(long, value_name = "FILE", num_args = 1.., help_heading = "Replay")]
+    arrivals: Vec<PathBuf>,
+    /// Keep only the launches of this federation member (the events' origin field)
+    #[arg(
+        long,
+        value_name = "NAME",
+        requires = "arrivals",
+        help_heading = "Replay"
+    )]
+    origin: Option<String>,
+    /// Skip lines that are not launch records and count them, instead of failing
+    #[arg(long, requires = "arrivals", help_heading = "Replay")]
+    skip_bad_lines: bool,
+    /// Find each policy's smallest replica count meeting the target (range: --sweep-replicas)
+    #[arg(long, help_heading = "Replay")]
+    recommend: bool,
+    /// Target: at most N users wait for room (delayed) in every run [0 unless only --target-cold is given]
+    #[arg(
+        long,
+        value_name = "N",
+        requires = "recommend",
+        help_heading = "Replay"
+    )]
+    target_wait: Option<u64>,
+    /// Target: at most this share of users start cold (e.g. 1%)
+    #[arg(long, value_name = "PCT", value_parser = percent, requires = "recommend", help_heading = "Replay")]
+    target_cold: Option<f64>,
+
     // ----- scenario parameters -----
     /// Placeholder replicas
     #[arg(long, value_name = "N", help_heading = "Scenario")]
@@ -77,19 +114,39 @@ struct Args {
     #[arg(long, value_name = "GIB", help_heading = "Scenario")]
     user_mem_gib: Option<f64>,
     /// Launches per 10 minutes at the quietest hour (burst: the background rate)
-    #[arg(long, value_name = "N", help_heading = "Scenario")]
+    #[arg(
+        long,
+        value_name = "N",
+        conflicts_with = "arrivals",
+        help_heading = "Scenario"
+    )]
     rate_low: Option<f64>,
     /// Launches per 10 minutes at the peak
-    #[arg(long, value_name = "N", help_heading = "Scenario")]
+    #[arg(
+        long,
+        value_name = "N",
+        conflicts_with = "arrivals",
+        help_heading = "Scenario"
+    )]
     rate_high: Option<f64>,
     /// Hour of the daily peak (0-24)
-    #[arg(long, value_name = "H", help_heading = "Scenario")]
+    #[arg(
+        long,
+        value_name = "H",
+        conflicts_with = "arrivals",
+        help_heading = "Scenario"
+    )]
     peak_hour: Option<f64>,
     /// Class size (burst scenario)
-    #[arg(long, value_name = "N", help_heading = "Scenario")]
+    #[arg(
+        long,
+        value_name = "N",
+        conflicts_with = "arrivals",
+        help_heading = "Scenario"
+    )]
     class_size: Option<u32>,
     /// Class start after the warm-up (burst scenario)
-    #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Scenario")]
+    #[arg(long, value_name = "DURATION", value_parser = duration, conflicts_with = "arrivals", help_heading = "Scenario")]
     class_at: Option<Duration>,
     /// Mean session length
     #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Scenario")]
@@ -160,6 +217,14 @@ struct Args {
 fn duration(s: &str) -> Result<Duration, String> {
     selfdestruct::duration::parse(s)
         .map_err(|e| format!("expected a duration such as 90s, 15m or 1h30m ({e})"))
+}
+
+fn percent(s: &str) -> Result<f64, String> {
+    let v = s.trim().trim_end_matches('%').trim();
+    match v.parse::<f64>() {
+        Ok(x) if x.is_finite() && (0.0..=100.0).contains(&x) => Ok(x),
+        _ => Err("expected a percentage from 0 to 100, e.g. 1%".into()),
+    }
 }
 
 fn on_off(s: &str) -> Result<bool, String> {
@@ -275,6 +340,7 @@ fn scenario(a: &Args) -> Result<Scenario, String> {
                 );
             }
         }
+        Load::Replay { .. } => {}
     }
     if let Some(d) = a.session_mean {
         if d.is_zero() {
@@ -374,6 +440,11 @@ fn parse_range(s: &str) -> Result<(u32, u32), String> {
     Ok((a, b))
 }
 
+/// The rows without `none` for `--recommend` (their replica counts are searched).
+fn recommend_rows(rows: Vec<Setup>) -> Vec<Setup> {
+    rows.into_iter().filter(|r| r.name != "none").collect()
+}
+
 fn main() -> ExitCode {
     let args = match Args::try_parse() {
         Ok(a) => a,
@@ -382,9 +453,34 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
-    let sc = match scenario(&args) {
+    let mut sc = match scenario(&args) {
         Ok(sc) => sc,
         Err(e) => return fail(&e),
+    };
+    let trace = if args.arrivals.is_empty() {
+        None
+    } else {
+        let opts = ReadOptions {
+            origin: args.origin.clone(),
+            skip_bad_lines: args.skip_bad_lines,
+        };
+        let started = Instant::now();
+        match Trace::read(&args.arrivals, &opts) {
+            Ok(t) => {
+                t.apply(&mut sc, args.origin.as_deref());
+                if !args.json {
+                    let lines: u64 = t.files.iter().map(|f| f.lines).sum();
+                    eprintln!(
+                        "simulate: read {lines} lines ({} launches, {} days) in {:.1}s",
+                        t.launches.len(),
+                        t.days,
+                        started.elapsed().as_secs_f64()
+                    );
+                }
+                Some(t)
+            }
+            Err(e) => return fail(&e.to_string()),
+        }
     };
     let config = match configured(&args, &sc, sc.replicas, "configured") {
         Ok(c) => c,
@@ -393,12 +489,12 @@ fn main() -> ExitCode {
     if args.sweep_step == 0 {
         return fail("--sweep-step must be at least 1");
     }
-    let mut rows = match &args.sweep_replicas {
-        Some(range) => {
-            let (lo, hi) = match parse_range(range) {
-                Ok(r) => r,
-                Err(e) => return fail(&e),
-            };
+    let range = match args.sweep_replicas.as_deref().map(parse_range).transpose() {
+        Ok(r) => r,
+        Err(e) => return fail(&e),
+    };
+    let mut rows = match range {
+        Some((lo, hi)) if !args.recommend => {
             let mut rows = Vec::new();
             let mut r = lo;
             while r <= hi {
@@ -416,7 +512,8 @@ fn main() -> ExitCode {
             }
             rows
         }
-        None => scenario::standard_rows(&sc, config.clone()),
+        _ if args.recommend => recommend_rows(scenario::standard_rows(&sc, config.clone())),
+        _ => scenario::standard_rows(&sc, config.clone()),
     };
     if let Some(only) = &args.only {
         let wanted: Vec<&str> = only
@@ -433,11 +530,70 @@ fn main() -> ExitCode {
         }
         rows.retain(|r| wanted.contains(&r.name.as_str()));
     }
-    if args.seeds == 0 || args.seeds > 1000 {
+    let n_seeds = args.seeds.unwrap_or(match &trace {
+        Some(t) => 7u64.div_ceil(t.days.max(1)),
+        None => 10,
+    });
+    if n_seeds == 0 || n_seeds > 1000 {
         return fail("--seeds must be in 1..=1000");
     }
-    let seeds: Vec<u64> = (0..args.seeds).map(|i| args.seed.wrapping_add(i)).collect();
-    let results = selfdestruct_sim::run_rows(&sc, &rows, &seeds, args.check);
+    let seeds: Vec<u64> = (0..n_seeds).map(|i| args.seed.wrapping_add(i)).collect();
+    let arrivals: Vec<Vec<scenario::Arrival>> = seeds
+        .iter()
+        .map(|&s| match &trace {
+            Some(t) => t.arrivals(&sc, s),
+            None => sc.arrivals(s),
+        })
+        .collect();
+    if let Some(t) = &trace
+        && t.skipped > 0
+    {
+        eprintln!(
+            "simulate: skipped {} bad lines (first: {})",
+            t.skipped,
+            t.skipped_examples.join("; ")
+        );
+    }
+    if args.recommend {
+        let target = Target {
+            max_waiting: match (args.target_wait, args.target_cold) {
+                (None, Some(_)) => None,
+                (w, _) => Some(w.unwrap_or(0)),
+            },
+            max_cold_pct: args.target_cold,
+        };
+        let range = range.unwrap_or_else(|| recommend::default_range(&sc));
+        let started = Instant::now();
+        let rec = recommend::recommend(&sc, &rows, range, &seeds, &arrivals, target, args.check);
+        if args.json {
+            println!("{}", recommend::json(&sc, &seeds, &rec));
+        } else {
+            print!("{}", report::header(&sc, &seeds));
+            println!("  configured:   {}", report::describe(&config));
+            println!();
+            print!("{}", recommend::table(&rec));
+            let runs: usize = rec.policies.iter().map(|f| f.tried.len()).sum::<usize>() + 1;
+            eprintln!(
+                "simulate: {runs} runs x {} seed(s) in {:.1}s",
+                seeds.len(),
+                started.elapsed().as_secs_f64()
+            );
+        }
+        let bad = rec
+            .policies
+            .iter()
+            .map(|f| &f.results)
+            .chain(std::iter::once(&rec.none))
+            .any(|s| !s.violations.is_empty() || s.unfinished_users > 0);
+        if bad {
+            eprintln!("simulate: invariant violated (see the rows' violations)");
+            return ExitCode::from(1);
+        }
+        return ExitCode::SUCCESS;
+    }
+    let started = Instant::now();
+    let results = selfdestruct_sim::run_rows_on(&sc, &rows, &seeds, &arrivals, args.check);
+    let elapsed = started.elapsed();
     let summaries: Vec<_> = results.iter().map(|r| r.summary.clone()).collect();
     if args.json {
         println!("{}", report::json(&sc, &seeds, &rows, &results));
@@ -453,6 +609,14 @@ fn main() -> ExitCode {
             println!();
             print!("{}", report::what_this_says(&summaries));
         }
+        if trace.is_some() {
+            eprintln!(
+                "simulate: {} rows x {} seed(s) replayed in {:.1}s",
+                rows.len(),
+                seeds.len(),
+                elapsed.as_secs_f64()
+            );
+        }
     }
     if let Some(path) = &args.plot {
         let samples = match results
@@ -461,10 +625,11 @@ fn main() -> ExitCode {
         {
             Some(i) => results[i].samples.clone(),
             None => {
-                let one = selfdestruct_sim::run_rows(
+                let one = selfdestruct_sim::run_rows_on(
                     &sc,
                     std::slice::from_ref(&config),
                     &seeds[..1],
+                    &arrivals[..1],
                     args.check,
                 );
                 one.into_iter()

@@ -118,6 +118,28 @@ pub fn header(sc: &Scenario, seeds: &[u64]) -> String {
             dur(*at),
             dur(*session_mean)
         ),
+        Load::Replay {
+            files,
+            launches,
+            days,
+            mean_per_min,
+            peak_per_min,
+            origin,
+            skipped_bad_lines,
+        } => format!(
+            "{launches} launches{} replayed from {} ({days} day{}{}; mean {mean_per_min:.1}/min, busiest 10 minutes {peak_per_min:.1}/min; archive times spread within their minute, the warm-up replays the last day's end)",
+            origin
+                .as_ref()
+                .map(|o| format!(" from origin {o}"))
+                .unwrap_or_default(),
+            files.join(", "),
+            if *days == 1 { "" } else { "s" },
+            if *skipped_bad_lines > 0 {
+                format!(", {skipped_bad_lines} bad lines skipped")
+            } else {
+                String::new()
+            }
+        ),
     };
     let _ = writeln!(
         out,

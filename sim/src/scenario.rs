@@ -77,6 +77,24 @@ pub enum Load {
         /// Mean session length of the class.
         session_mean: Ms,
     },
+    /// Launches replayed from files (`--arrivals`, [`crate::trace::Trace`]); the measured
+    /// window is the trace's days. [`Scenario::arrivals`] gives none: the trace does.
+    Replay {
+        /// The files, in order (consecutive days).
+        files: Vec<String>,
+        /// Launches replayed (the measured window's).
+        launches: u64,
+        /// Whole days replayed.
+        days: u64,
+        /// Mean launches per minute.
+        mean_per_min: f64,
+        /// Launches per minute in the busiest 10 minutes.
+        peak_per_min: f64,
+        /// `--origin`.
+        origin: Option<String>,
+        /// Bad lines skipped (`--skip-bad-lines`).
+        skipped_bad_lines: u64,
+    },
 }
 
 /// The cluster autoscaler's settings.
@@ -280,11 +298,20 @@ impl Scenario {
                 background_per_10min,
                 ..
             } => background_per_10min / 10.0,
+            Load::Replay { .. } => 0.0,
         }
     }
 
     /// Mean and peak launch rate (per minute) over the measured window.
     pub fn rates(&self) -> (f64, f64) {
+        if let Load::Replay {
+            mean_per_min,
+            peak_per_min,
+            ..
+        } = &self.load
+        {
+            return (*mean_per_min, *peak_per_min);
+        }
         let (mut sum, mut peak, mut n) = (0.0, 0.0f64, 0u32);
         let mut t = self.warmup;
         while t < self.end() {
@@ -316,7 +343,7 @@ impl Scenario {
         self.rates().1 * self.node_ready as f64 / MIN as f64
     }
 
-    fn session(&self, rng: &mut Random, mean: Ms) -> Ms {
+    pub(crate) fn session(&self, rng: &mut Random, mean: Ms) -> Ms {
         let s = rng.lognormal(mean as f64, self.session_sigma);
         (s as Ms).clamp(MIN, self.session_cap)
     }

@@ -23,6 +23,12 @@ fn help_and_invalid_flags() {
         "--node-settle",
         "--gate",
         "--default-spreading",
+        "--arrivals",
+        "--origin",
+        "--skip-bad-lines",
+        "--recommend",
+        "--target-wait",
+        "--target-cold",
     ] {
         assert!(text.contains(flag), "{flag} in --help");
     }

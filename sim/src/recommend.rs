@@ -1,0 +1,445 @@
+//! `--recommend`: the smallest placeholder replica count that meets a target, per policy.
+//!
+//! A search per policy over `lo..=hi`, all policies advancing in lockstep so that every round
+//! runs in parallel: start at the rule of thumb (launches in one node-ready time at the busiest
+//! rate), double while the target is not met (up to `hi`: "not met"), or try `lo` when it is, then
+//! halve the bracket between a failing and a meeting count. It assumes that more placeholders never
+//! make the target worse, which holds for the count of users waiting for room (each placeholder is
+//! one more user's room while a node is added) up to the noise of a single seed's draws; the table
+//! shows the result one replica below the answer, so the knee is visible.
+
+use std::fmt::Write;
+
+use serde::Serialize;
+
+use crate::metrics::Summary;
+use crate::scenario::{Arrival, Scenario, Setup, static_policy};
+use crate::{RowResult, run_rows_on};
+
+/// What a replica count must achieve.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Target {
+    /// At most this many users wait for room (`delayed`) in every run.
+    pub max_waiting: Option<u64>,
+    /// At most this percentage of users start cold (over all runs).
+    pub max_cold_pct: Option<f64>,
+}
+
+impl Target {
+    /// Whether `r` meets the target.
+    pub fn met(&self, r: &RowResult) -> bool {
+        let waits = self
+            .max_waiting
+            .is_none_or(|n| r.per_seed.iter().all(|s| s.delayed <= n));
+        let cold = self.max_cold_pct.is_none_or(|p| {
+            let s = &r.summary;
+            s.users == 0 || 100.0 * s.cold as f64 / s.users as f64 <= p
+        });
+        waits && cold
+    }
+
+    /// In words.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(n) = self.max_waiting {
+            parts.push(if n == 0 {
+                "no user waits for room (delayed = 0 in every run)".to_string()
+            } else {
+                format!("at most {n} users wait for room (delayed) in every run")
+            });
+        }
+        if let Some(p) = self.max_cold_pct {
+            parts.push(format!("at most {p}% of users start cold"));
+        }
+        parts.join(" and ")
+    }
+}
+
+/// The answer for one policy.
+#[derive(Clone, Debug, Serialize)]
+pub struct Found {
+    /// The policy (row name).
+    pub policy: String,
+    /// The smallest count that meets the target, if any in the range.
+    pub replicas: Option<u32>,
+    /// The results at that count (or at the top of the range when not met).
+    pub results: Summary,
+    /// The results one replica below the answer (none when the answer is the range's bottom).
+    pub below: Option<Summary>,
+    /// Node-hours per run at the answer minus those without placeholders.
+    pub extra_node_hours: f64,
+    /// Counts run, in order, and whether each met the target.
+    pub tried: Vec<(u32, bool)>,
+}
+
+/// Everything `--recommend` found.
+#[derive(Clone, Debug, Serialize)]
+pub struct Recommendation {
+    /// The target.
+    pub target: Target,
+    /// The range searched.
+    pub range: (u32, u32),
+    /// The first count tried (the rule of thumb, within the range).
+    pub guess: u32,
+    /// Without placeholders.
+    pub none: Summary,
+    /// One per policy, in the order given.
+    pub policies: Vec<Found>,
+    /// The row the manifest line is for.
+    pub manifest_policy: Option<String>,
+    /// The `manifests/statefulset.yaml` line.
+    pub manifest_line: Option<String>,
+}
+
+struct Search {
+    lo: u32,
+    hi: u32,
+    /// The first count to run.
+    guess: u32,
+    /// Largest count known to fail.
+    fail: Option<(u32, RowResult)>,
+    /// Smallest count known to meet.
+    meet: Option<(u32, RowResult)>,
+    tried: Vec<(u32, bool)>,
+}
+
+impl Search {
+    fn new(lo: u32, hi: u32, guess: u32) -> Search {
+        Search {
+            lo,
+            hi,
+            guess: guess.clamp(lo, hi),
+            fail: None,
+            meet: None,
+            tried: Vec::new(),
+        }
+    }
+
+    /// The next count to run, or None when the search is over: the guess; then, from a failing
+    /// count, doubling up to `hi`; from a meeting count, `lo`; then halving the bracket.
+    fn next(&self) -> Option<u32> {
+        let fail = self.fail.as_ref().map(|f| f.0);
+        let meet = self.meet.as_ref().map(|m| m.0);
+        match (fail, meet) {
+            (None, None) => Some(self.guess),
+            (Some(f), None) if f >= self.hi => None,
+            (Some(f), None) => Some(f.saturating_mul(2).max(f + 1).min(self.hi)),
+            (None, Some(m)) if m <= self.lo => None,
+            (None, Some(_)) => Some(self.lo),
+            (Some(f), Some(m)) if m > f + 1 => Some(f + (m - f) / 2),
+            (Some(_), Some(_)) => None,
+        }
+    }
+
+    fn record(&mut self, r: u32, result: RowResult, met: bool) {
+        self.tried.push((r, met));
+        if met {
+            if self.meet.as_ref().is_none_or(|m| r < m.0) {
+                self.meet = Some((r, result));
+            }
+        } else if self.fail.as_ref().is_none_or(|f| r > f.0) {
+            self.fail = Some((r, result));
+        }
+    }
+}
+
+/// The smallest replica count in `range` meeting `target` for each of `policies` (their
+/// replica counts are replaced), on the given arrivals (one list per seed).
+pub fn recommend(
+    sc: &Scenario,
+    policies: &[Setup],
+    range: (u32, u32),
+    seeds: &[u64],
+    arrivals: &[Vec<Arrival>],
+    target: Target,
+    check: bool,
+) -> Recommendation {
+    let (lo, hi) = range;
+    let none_row = Setup {
+        name: "none".into(),
+        replicas: 0,
+        policy: static_policy(),
+        gate: false,
+    };
+    let mut none = None;
+    // Start at the rule of thumb (launches in one node-ready time at the busiest rate): large
+    // counts are slow to simulate (every placeholder's agent watches every other one).
+    let guess = sc.rule_of_thumb().ceil() as u32;
+    let mut searches: Vec<Search> = policies
+        .iter()
+        .map(|_| Search::new(lo, hi, guess))
+        .collect();
+    loop {
+        let mut batch: Vec<Setup> = Vec::new();
+        let mut owners: Vec<Option<(usize, u32)>> = Vec::new();
+        if none.is_none() {
+            batch.push(none_row.clone());
+            owners.push(None);
+        }
+        for (i, s) in searches.iter().enumerate() {
+            if let Some(r) = s.next() {
+                batch.push(Setup {
+                    name: policies[i].name.clone(),
+                    replicas: r,
+                    ..policies[i].clone()
+                });
+                owners.push(Some((i, r)));
+            }
+        }
+        if batch.is_empty() {
+            break;
+        }
+        let results = run_rows_on(sc, &batch, seeds, arrivals, check);
+        for (owner, result) in owners.into_iter().zip(results) {
+            match owner {
+                None => none = Some(result.summary),
+                Some((i, r)) => {
+                    let met = target.met(&result);
+                    searches[i].record(r, result, met);
+                }
+            }
+        }
+    }
+    let none = none.unwrap_or_default();
+    let found: Vec<Found> = searches
+        .into_iter()
+        .zip(policies)
+        .map(|(s, p)| {
+            let (replicas, results, below) = match (s.meet, s.fail) {
+                (Some((m, at)), fail) => {
+                    let below = fail.filter(|(f, _)| *f + 1 == m).map(|(_, r)| r.summary);
+                    (Some(m), at.summary, below)
+                }
+                (None, Some((_, at))) => (None, at.summary, None),
+                (None, None) => (None, Summary::default(), None),
+            };
+            Found {
+                policy: p.name.clone(),
+                replicas,
+                extra_node_hours: round2(results.node_hours - none.node_hours),
+                results,
+                below,
+                tried: s.tried,
+            }
+        })
+        .collect();
+    let manifest = ["configured", "new-node"]
+        .iter()
+        .find_map(|name| found.iter().find(|f| f.policy == *name))
+        .or_else(|| found.first());
+    let manifest_policy = manifest.map(|f| f.policy.clone());
+    let manifest_line = manifest
+        .and_then(|f| f.replicas)
+        .map(|r| format!("replicas: {r}"));
+    Recommendation {
+        target,
+        range,
+        guess: guess.clamp(lo, hi),
+        none,
+        policies: found,
+        manifest_policy,
+        manifest_line,
+    }
+}
+
+fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+/// The short table.
+pub fn table(rec: &Recommendation) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "target: {}; replicas searched in {}..={} from {} (the rule of thumb), doubling, then halving",
+        rec.target.describe(),
+        rec.range.0,
+        rec.range.1,
+        rec.guess
+    );
+    let _ = writeln!(
+        out,
+        "without placeholders: {} delayed, {} cold, {:.1} node-h",
+        rec.none.delayed, rec.none.cold, rec.none.node_hours
+    );
+    let _ = writeln!(out);
+    let head = [
+        "policy",
+        "replicas",
+        "delayed",
+        "cold",
+        "node-h",
+        "+node-h",
+        "one fewer",
+    ];
+    let mut lines: Vec<Vec<String>> = vec![head.iter().map(|s| s.to_string()).collect()];
+    for f in &rec.policies {
+        let r = &f.results;
+        let one_fewer = match (&f.below, f.replicas) {
+            (Some(b), _) => format!("{} delayed, {} cold", b.delayed, b.cold),
+            (None, Some(_)) => "(bottom of range)".into(),
+            (None, None) => format!("not met at {}", rec.range.1),
+        };
+        lines.push(vec![
+            f.policy.clone(),
+            f.replicas.map_or("-".into(), |n| n.to_string()),
+            r.delayed.to_string(),
+            format!("{} ({:.1}%)", r.cold, r.cold_pct),
+            format!("{:.1}", r.node_hours),
+            format!("{:+.1}", f.extra_node_hours),
+            one_fewer,
+        ]);
+    }
+    let widths: Vec<usize> = (0..head.len())
+        .map(|c| {
+            lines
+                .iter()
+                .map(|l| l[c].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for (i, l) in lines.iter().enumerate() {
+        let mut line = String::new();
+        for (c, cell) in l.iter().enumerate() {
+            match c {
+                0 => {
+                    let _ = write!(line, "{cell:<w$}", w = widths[c]);
+                }
+                6 => {
+                    let _ = write!(line, "  {cell}");
+                }
+                _ => {
+                    let _ = write!(line, "  {cell:>w$}", w = widths[c]);
+                }
+            }
+        }
+        let _ = writeln!(out, "{}", line.trim_end());
+        if i == 0 {
+            let total: usize = widths.iter().sum::<usize>() + 2 * (widths.len() - 1);
+            let _ = writeln!(out, "{}", "-".repeat(total));
+        }
+    }
+    let _ = writeln!(out);
+    match (&rec.manifest_policy, &rec.manifest_line) {
+        (Some(p), Some(line)) => {
+            let _ = writeln!(
+                out,
+                "manifests/statefulset.yaml (the {p} row{}):\n  {line}",
+                if p == "configured" {
+                    ": the policy flags, by default the agent's defaults as shipped"
+                } else {
+                    ""
+                }
+            );
+        }
+        (Some(p), None) => {
+            let _ = writeln!(
+                out,
+                "manifests/statefulset.yaml: the {p} row does not meet the target up to {} replicas; widen --sweep-replicas",
+                rec.range.1
+            );
+        }
+        _ => {}
+    }
+    out
+}
+
+/// The JSON document.
+#[derive(Serialize)]
+struct RecommendJson<'a> {
+    scenario: &'a Scenario,
+    seeds: &'a [u64],
+    rule_of_thumb_replicas: f64,
+    #[serde(flatten)]
+    recommendation: &'a Recommendation,
+}
+
+/// `--recommend --json`.
+pub fn json(sc: &Scenario, seeds: &[u64], rec: &Recommendation) -> String {
+    let doc = RecommendJson {
+        scenario: sc,
+        seeds,
+        rule_of_thumb_replicas: round2(sc.rule_of_thumb()),
+        recommendation: rec,
+    };
+    serde_json::to_string_pretty(&doc).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+}
+
+/// The default upper end of the search: what covers the launches of one node-ready time plus
+/// the image pull and the gate's lag at the busiest rate (the gate rows need that much), half
+/// again, plus one node's worth; at most what the node group can hold.
+pub fn default_range(sc: &Scenario) -> (u32, u32) {
+    let (_, peak) = sc.rates();
+    let window = (sc.node_ready + sc.image_pull + sc.gate_lag + sc.autoscaler.scan) as f64
+        / crate::scenario::MIN as f64;
+    let hi = (1.5 * peak * window).ceil() as u64 + sc.pods_per_node();
+    let cap = u64::from(sc.autoscaler.max_nodes) * sc.pods_per_node();
+    (0, hi.min(cap).min(10_000) as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(delayed: &[u64], cold: u64, users: u64) -> RowResult {
+        RowResult {
+            summary: Summary {
+                users,
+                cold,
+                delayed: delayed.iter().sum(),
+                ..Summary::default()
+            },
+            per_seed: delayed
+                .iter()
+                .map(|&d| Summary {
+                    delayed: d,
+                    ..Summary::default()
+                })
+                .collect(),
+            samples: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn targets() {
+        let wait0 = Target {
+            max_waiting: Some(0),
+            max_cold_pct: None,
+        };
+        assert!(wait0.met(&result(&[0, 0], 50, 100)));
+        assert!(!wait0.met(&result(&[0, 1], 0, 100)));
+        let both = Target {
+            max_waiting: Some(2),
+            max_cold_pct: Some(1.0),
+        };
+        assert!(both.met(&result(&[2, 2], 1, 100)));
+        assert!(!both.met(&result(&[2, 2], 2, 100)));
+        assert!(!both.met(&result(&[3], 0, 100)));
+    }
+
+    #[test]
+    fn the_search_halves_the_bracket() {
+        let search = |lo, hi, guess, knee: u32| {
+            let mut s = Search::new(lo, hi, guess);
+            while let Some(r) = s.next() {
+                assert!(s.tried.iter().all(|t| t.0 != r), "{r} twice: {:?}", s.tried);
+                s.record(r, result(&[], 0, 0), r >= knee);
+            }
+            (s.meet.map(|m| m.0), s.fail.map(|f| f.0), s.tried)
+        };
+        // Met from 13 on; from a guess of 4: 4, 8, 16 (met), 12, 14, 13.
+        let (meet, fail, tried) = search(0, 400, 4, 13);
+        assert_eq!((meet, fail), (Some(13), Some(12)), "{tried:?}");
+        assert_eq!(tried[..3], [(4, false), (8, false), (16, true)]);
+        assert!(tried.len() <= 6, "{tried:?}");
+        // A guess above the knee goes to the bottom of the range first.
+        let (meet, fail, tried) = search(0, 400, 100, 13);
+        assert_eq!((meet, fail), (Some(13), Some(12)), "{tried:?}");
+        assert_eq!(tried[..2], [(100, true), (0, false)]);
+        // Met at the bottom; never met.
+        assert_eq!(search(5, 40, 9, 0).0, Some(5));
+        let (meet, fail, tried) = search(0, 40, 9, 1000);
+        assert_eq!((meet, fail), (None, Some(40)), "{tried:?}");
+    }
+}
