@@ -109,6 +109,10 @@ fn the_wrapper_and_the_gate_exit_2_too_and_run_nothing() {
 #[test]
 fn no_api_access_at_all_is_a_plain_pause() {
     let home = tempdir("no-api");
+    let sa = home.join("sa-without-ca");
+    std::fs::create_dir_all(&sa).expect("mkdir");
+    std::fs::write(sa.join("token"), "t").expect("token");
+    let sa_without_ca = sa.display().to_string();
     // Neither KUBECONFIG nor ~/.kube/config nor KUBERNETES_SERVICE_HOST; and in
     // a cluster without a token (automountServiceAccountToken: false).
     for env in [
@@ -121,6 +125,14 @@ fn no_api_access_at_all_is_a_plain_pause() {
         ],
         // An empty KUBECONFIG names no file.
         vec![("POD_NAME", "p"), ("POD_NAMESPACE", NS), ("KUBECONFIG", "")],
+        // A token but no cluster CA: no client can be built (one error line).
+        vec![
+            ("POD_NAME", "p"),
+            ("POD_NAMESPACE", NS),
+            ("KUBERNETES_SERVICE_HOST", "127.0.0.1"),
+            ("KUBERNETES_SERVICE_PORT", "1"),
+            ("SELFDESTRUCT_SERVICE_ACCOUNT_DIR", sa_without_ca.as_str()),
+        ],
     ] {
         let mut p = Proc::spawn(command(bin(), &[], &env, &home));
         assert!(
@@ -129,6 +141,16 @@ fn no_api_access_at_all_is_a_plain_pause() {
             p.log()
         );
         assert!(p.is_running());
+        if env
+            .iter()
+            .any(|(k, _)| *k == "SELFDESTRUCT_SERVICE_ACCOUNT_DIR")
+        {
+            assert!(
+                p.log().contains("ca.crt"),
+                "names the missing CA:\n{}",
+                p.log()
+            );
+        }
         let (status, _) = p.terminate();
         assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", p.log());
     }
