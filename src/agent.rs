@@ -568,7 +568,20 @@ impl Agent {
             .err()
             .is_some_and(|e| crate::pdb::is_multiple_pdbs(e.code(), &e.to_string()));
         if multiple_pdbs {
-            let why = crate::pdb::multiple_pdbs_message(&own.namespace, &own.name, &own.labels);
+            // Name the budgets if the optional permission to list them is there.
+            let named = match self.api.budgets().await {
+                Ok(pdbs) => Some(crate::pdb::selecting(&pdbs, &own.labels)),
+                Err(e) => {
+                    debug!(error = %e, "cannot list PodDisruptionBudgets to name them (optional)");
+                    None
+                }
+            };
+            let why = crate::pdb::multiple_pdbs_message(
+                &own.namespace,
+                &own.name,
+                &own.labels,
+                named.as_deref(),
+            );
             warn!(outcome = "multiple-pdbs", "{why}; retrying rarely");
             if !self.told_multiple_pdbs {
                 let action = if self.cfg.mode == Mode::Evict {

@@ -11,7 +11,7 @@ use std::time::Duration;
 use http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
-use k8s_openapi::api::policy::v1::Eviction;
+use k8s_openapi::api::policy::v1::{Eviction, PodDisruptionBudget};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, ObjectMeta, Preconditions};
 use kube::Client;
 use kube::Resource;
@@ -219,6 +219,19 @@ impl PodApi {
     ) -> Result<(), ApiError> {
         self.post_event(EventType::Normal, uid, action, reason, message)
             .await
+    }
+
+    /// The PodDisruptionBudgets of the own namespace (needs the optional `list` on
+    /// `poddisruptionbudgets`; used only to name the budgets in a warning).
+    pub async fn budgets(&self) -> Result<Vec<PodDisruptionBudget>, ApiError> {
+        let api: kube::Api<PodDisruptionBudget> =
+            kube::Api::namespaced(self.client.clone(), &self.namespace);
+        let list =
+            tokio::time::timeout(REQUEST_TIMEOUT, api.list(&kube::api::ListParams::default()))
+                .await
+                .map_err(|_| ApiError::Timeout(REQUEST_TIMEOUT))?
+                .map_err(from_kube)?;
+        Ok(list.items)
     }
 
     /// Posts a Warning Event about the own pod (as [`PodApi::event`]).

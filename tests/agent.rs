@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::cluster::{NS, Scene, events_path, eventually};
 use common::*;
-use fake_apiserver::{FaultResponse, Matcher, NodeBuilder, PodTemplate, Subject};
+use fake_apiserver::{FaultResponse, Matcher, NodeBuilder, PodTemplate, Rule, Subject};
 
 const TIMER_ONLY: &[(&str, &str)] = &[
     ("SELFDESTRUCT_MIN_LIFETIME", "1s"),
@@ -136,7 +136,26 @@ fn two_budgets_over_the_pod_are_named_in_a_warning_and_an_event() {
     // Nothing was evicted; the agent keeps running.
     assert_eq!(s.uid("placeholder-0"), uid);
     assert!(agent.is_running());
-    s.assert_only_own_mutations(&[("placeholder-0", &uid)]);
+    // With the optional permission to list budgets, the warning names them.
+    let lister = Subject::placeholder_agent(NS, "placeholder").rule(Rule::new(
+        &["list"],
+        &["poddisruptionbudgets"],
+        Some(NS),
+    ));
+    let named = s.agent_as("placeholder-1", lister, TIMER_ONLY);
+    assert!(
+        named.wait_for_log("select it", Duration::from_secs(20)),
+        "{}",
+        named.log()
+    );
+    let log = named.log();
+    assert!(
+        log.contains("the PodDisruptionBudgets placeholder and user-placeholder select it")
+            || log.contains("the PodDisruptionBudgets user-placeholder and placeholder select it"),
+        "{log}"
+    );
+    let uid1 = s.uid("placeholder-1");
+    s.assert_only_own_mutations(&[("placeholder-0", &uid), ("placeholder-1", &uid1)]);
 }
 
 /// Polls `f` until it returns something or `timeout` passes.
