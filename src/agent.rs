@@ -98,7 +98,16 @@ pub async fn prepare(cfg: &Config, stop: &mut Stop) -> Result<Ready, NotReady> {
         error!("{e}");
         NotReady::Fatal
     })?;
-    let client = connect::client(&access, &id.namespace.0).map_err(NotReady::NoClient)?;
+    let client = connect::client(&access, &id.namespace.0).map_err(|e| {
+        if access.named {
+            NotReady::BadKubeconfig(format!(
+                "{}: no API client can be built from it: {e}",
+                access.source
+            ))
+        } else {
+            NotReady::NoClient(e)
+        }
+    })?;
     let api = PodApi::new(client, &id.namespace.0, &id.name.0);
     let pod = tokio::select! {
         sig = stop.terminated() => return Err(NotReady::Stopped(sig)),
@@ -162,7 +171,15 @@ pub async fn run_gate(
     let client = match api_access(&cfg).await {
         Err(AccessError::Named(e)) => return bad_kubeconfig(&e),
         Err(e) => Err(e.to_string()),
-        Ok(a) => connect::client(&a, "default"),
+        Ok(a) => match connect::client(&a, "default") {
+            Err(e) if a.named => {
+                return bad_kubeconfig(&format!(
+                    "{}: no API client can be built from it: {e}",
+                    a.source
+                ));
+            }
+            client => client,
+        },
     };
     let client = match client {
         Ok(c) => c,

@@ -50,6 +50,9 @@ pub struct Access {
     pub namespace: Option<String>,
     /// Where this came from, for the log.
     pub source: String,
+    /// It came from a kubeconfig the user named (`KUBECONFIG`, `--kubeconfig`): a
+    /// client that cannot be built from it is a configuration error too.
+    pub named: bool,
 }
 
 use crate::api::transport_text as chain;
@@ -82,6 +85,7 @@ async fn from_files(paths: &[PathBuf]) -> Result<Access, String> {
         config,
         namespace,
         source,
+        named: false,
     })
 }
 
@@ -103,13 +107,19 @@ pub async fn discover(
         }
     };
     if !named.is_empty() {
-        return from_files(&named).await.map_err(|e| {
-            let files = std::env::join_paths(&named).unwrap_or_default();
-            AccessError::Named(format!(
-                "{what}={}: the kubeconfig cannot be used: {e}",
-                files.to_string_lossy()
-            ))
-        });
+        return from_files(&named)
+            .await
+            .map(|access| Access {
+                named: true,
+                ..access
+            })
+            .map_err(|e| {
+                let files = std::env::join_paths(&named).unwrap_or_default();
+                AccessError::Named(format!(
+                    "{what}={}: the kubeconfig cannot be used: {e}",
+                    files.to_string_lossy()
+                ))
+            });
     }
     let home = env("HOME").map(|h| PathBuf::from(h).join(".kube").join("config"));
     if let Some(path) = home.filter(|p| p.is_file()) {
@@ -175,6 +185,7 @@ pub async fn in_cluster(
         config,
         namespace: None,
         source: format!("in-cluster service account ({})", sa_dir.display()),
+        named: false,
     })
 }
 

@@ -192,6 +192,57 @@ fn a_flow_style_kubeconfig_works() {
 }
 
 #[test]
+fn a_kubeconfig_with_a_proxy_url_works() {
+    // The server's name cannot be resolved: only a request through the proxy (here
+    // the fake itself, which serves the absolute-form request by its path) arrives.
+    let s = Scene::placeholders(1);
+    let uid = s.uid("placeholder-0");
+    let token = "proxied-token";
+    s.fake.add_token(
+        token,
+        Subject::placeholder_agent(NS, "placeholder").bound_to("placeholder-0"),
+    );
+    // A CONNECT proxy (what kube's client asks a proxy for) that tunnels to the fake.
+    let proxy = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let proxy_url = format!("http://{}", proxy.local_addr().expect("addr"));
+    let fake_addr = s.fake.addr();
+    let tunnels = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = tunnels.clone();
+    std::thread::spawn(move || {
+        for client in proxy.incoming().flatten() {
+            let counted = counted.clone();
+            std::thread::spawn(move || tunnel(client, fake_addr, &counted));
+        }
+    });
+    let path = s.home.join("proxy-kubeconfig");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\n\
+             clusters:\n- name: t\n  cluster:\n    server: http://apiserver.selfdestruct.invalid:6443\n    proxy-url: {}\n\
+             users:\n- name: u\n  user:\n    token: {token}\n\
+             contexts:\n- name: c\n  context:\n    cluster: t\n    user: u\n    namespace: {NS}\n\
+             current-context: c\n",
+            proxy_url
+        ),
+    )
+    .expect("write");
+    let kc = path.display().to_string();
+    let mut env = vec![("KUBECONFIG", kc.as_str())];
+    env.extend_from_slice(MOVE_NOW);
+    let mut agent = s.agent("placeholder-0", &env);
+    let ev = s
+        .fake
+        .wait_for_request(|r| r.is_eviction(), Duration::from_secs(20))
+        .unwrap_or_else(|| panic!("no eviction through the proxy:\n{}", agent.log()));
+    assert_eq!(ev.status, 201, "{}", agent.log());
+    assert!(tunnels.load(std::sync::atomic::Ordering::SeqCst) >= 1);
+    s.assert_only_own_mutations(&[("placeholder-0", &uid)]);
+    let (status, _) = agent.terminate();
+    assert_eq!(status.and_then(|s| s.code()), Some(0));
+}
+
+#[test]
 fn a_kubeconfig_with_an_exec_user_works() {
     let s = Scene::placeholders(1);
     let uid = s.uid("placeholder-0");
@@ -237,4 +288,41 @@ fn a_kubeconfig_with_an_exec_user_works() {
     s.assert_only_own_mutations(&[("placeholder-0", &uid)]);
     let (status, _) = agent.terminate();
     assert_eq!(status.and_then(|s| s.code()), Some(0));
+}
+
+/// Answers one `CONNECT` with 200 and pipes the connection to `to` both ways.
+fn tunnel(
+    mut client: std::net::TcpStream,
+    to: std::net::SocketAddr,
+    tunnels: &std::sync::atomic::AtomicUsize,
+) {
+    use std::io::{BufRead, BufReader, Write};
+    let mut reader = BufReader::new(client.try_clone().expect("clone"));
+    let mut line = String::new();
+    if reader.read_line(&mut line).is_err() || !line.starts_with("CONNECT ") {
+        let _ = client.write_all(b"HTTP/1.1 405 Method Not Allowed\r\n\r\n");
+        return;
+    }
+    loop {
+        let mut header = String::new();
+        match reader.read_line(&mut header) {
+            Ok(0) | Err(_) => return,
+            Ok(_) if header == "\r\n" => break,
+            Ok(_) => {}
+        }
+    }
+    let Ok(upstream) = std::net::TcpStream::connect(to) else {
+        return;
+    };
+    tunnels.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let _ = client.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n");
+    let (mut up_read, mut up_write) = (upstream.try_clone().expect("clone"), upstream);
+    let mut down_write = client;
+    let pump = std::thread::spawn(move || {
+        let _ = std::io::copy(&mut reader, &mut up_write);
+        let _ = up_write.shutdown(std::net::Shutdown::Write);
+    });
+    let _ = std::io::copy(&mut up_read, &mut down_write);
+    let _ = down_write.shutdown(std::net::Shutdown::Write);
+    let _ = pump.join();
 }
