@@ -1,8 +1,8 @@
 //! Start-up outcomes (issue "What users meet first", item 3) and the kubeconfigs
 //! kube accepts: a `KUBECONFIG` (or `--kubeconfig`) that cannot be used exits 2
 //! with one message naming the file and the cause, before anything else; no API
-//! access at all is a plain pause; a flow-style kubeconfig and an `exec` user
-//! work against the fake API server.
+//! access at all is a plain pause; a flow-style kubeconfig, an `exec` user and a
+//! `proxy-url` work against the fake API server.
 
 mod common;
 
@@ -156,27 +156,22 @@ fn no_api_access_at_all_is_a_plain_pause() {
     }
 }
 
-#[test]
-fn a_flow_style_kubeconfig_works() {
+/// A scene whose one placeholder the fake knows by `token`, and its uid.
+fn scene_with_token(token: &str) -> (Scene, String) {
     let s = Scene::placeholders(1);
     let uid = s.uid("placeholder-0");
-    let token = "flow-token";
     s.fake.add_token(
         token,
         Subject::placeholder_agent(NS, "placeholder").bound_to("placeholder-0"),
     );
-    let path = s.home.join("flow-kubeconfig");
-    std::fs::write(
-        &path,
-        format!(
-            "clusters: [{{name: t, cluster: {{server: \"{}\"}}}}]\n\
-             users: [{{name: u, user: {{token: {token}}}}}]\n\
-             contexts: [{{name: c, context: {{cluster: t, user: u, namespace: {NS}}}}}]\n\
-             current-context: c\n",
-            s.fake.url()
-        ),
-    )
-    .expect("write");
+    (s, uid)
+}
+
+/// Writes `kubeconfig` and checks that the agent, given it as `KUBECONFIG`, evicts
+/// its own pod (and nothing else), then exits 0 on SIGTERM.
+fn evicts_itself_with(s: &Scene, uid: &str, name: &str, kubeconfig: &str) {
+    let path = s.home.join(name);
+    std::fs::write(&path, kubeconfig).expect("write kubeconfig");
     let kc = path.display().to_string();
     let mut env = vec![("KUBECONFIG", kc.as_str())];
     env.extend_from_slice(MOVE_NOW);
@@ -184,24 +179,33 @@ fn a_flow_style_kubeconfig_works() {
     let ev = s
         .fake
         .wait_for_request(|r| r.is_eviction(), Duration::from_secs(20))
-        .unwrap_or_else(|| panic!("no eviction:\n{}", agent.log()));
-    assert_eq!(ev.status, 201, "{}", agent.log());
-    s.assert_only_own_mutations(&[("placeholder-0", &uid)]);
+        .unwrap_or_else(|| panic!("{name}: no eviction:\n{}", agent.log()));
+    // The fake knows only the scene's token: any other is 401.
+    assert_eq!(ev.status, 201, "{name}: {}", agent.log());
+    s.assert_only_own_mutations(&[("placeholder-0", uid)]);
     let (status, _) = agent.terminate();
-    assert_eq!(status.and_then(|s| s.code()), Some(0));
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{name}");
+}
+
+#[test]
+fn a_flow_style_kubeconfig_works() {
+    let token = "flow-token";
+    let (s, uid) = scene_with_token(token);
+    let kubeconfig = format!(
+        "clusters: [{{name: t, cluster: {{server: \"{}\"}}}}]\n\
+         users: [{{name: u, user: {{token: {token}}}}}]\n\
+         contexts: [{{name: c, context: {{cluster: t, user: u, namespace: {NS}}}}}]\n\
+         current-context: c\n",
+        s.fake.url()
+    );
+    evicts_itself_with(&s, &uid, "flow-kubeconfig", &kubeconfig);
 }
 
 #[test]
 fn a_kubeconfig_with_a_proxy_url_works() {
-    // The server's name cannot be resolved: only a request through the proxy (here
-    // the fake itself, which serves the absolute-form request by its path) arrives.
-    let s = Scene::placeholders(1);
-    let uid = s.uid("placeholder-0");
+    // The server's name cannot be resolved: only a request through the proxy arrives.
     let token = "proxied-token";
-    s.fake.add_token(
-        token,
-        Subject::placeholder_agent(NS, "placeholder").bound_to("placeholder-0"),
-    );
+    let (s, uid) = scene_with_token(token);
     // A CONNECT proxy (what kube's client asks a proxy for) that tunnels to the fake.
     let proxy = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let proxy_url = format!("http://{}", proxy.local_addr().expect("addr"));
@@ -214,43 +218,21 @@ fn a_kubeconfig_with_a_proxy_url_works() {
             std::thread::spawn(move || tunnel(client, fake_addr, &counted));
         }
     });
-    let path = s.home.join("proxy-kubeconfig");
-    std::fs::write(
-        &path,
-        format!(
-            "apiVersion: v1\nkind: Config\n\
-             clusters:\n- name: t\n  cluster:\n    server: http://apiserver.selfdestruct.invalid:6443\n    proxy-url: {}\n\
-             users:\n- name: u\n  user:\n    token: {token}\n\
-             contexts:\n- name: c\n  context:\n    cluster: t\n    user: u\n    namespace: {NS}\n\
-             current-context: c\n",
-            proxy_url
-        ),
-    )
-    .expect("write");
-    let kc = path.display().to_string();
-    let mut env = vec![("KUBECONFIG", kc.as_str())];
-    env.extend_from_slice(MOVE_NOW);
-    let mut agent = s.agent("placeholder-0", &env);
-    let ev = s
-        .fake
-        .wait_for_request(|r| r.is_eviction(), Duration::from_secs(20))
-        .unwrap_or_else(|| panic!("no eviction through the proxy:\n{}", agent.log()));
-    assert_eq!(ev.status, 201, "{}", agent.log());
+    let kubeconfig = format!(
+        "apiVersion: v1\nkind: Config\n\
+         clusters:\n- name: t\n  cluster:\n    server: http://apiserver.selfdestruct.invalid:6443\n    proxy-url: {proxy_url}\n\
+         users:\n- name: u\n  user:\n    token: {token}\n\
+         contexts:\n- name: c\n  context:\n    cluster: t\n    user: u\n    namespace: {NS}\n\
+         current-context: c\n"
+    );
+    evicts_itself_with(&s, &uid, "proxy-kubeconfig", &kubeconfig);
     assert!(tunnels.load(std::sync::atomic::Ordering::SeqCst) >= 1);
-    s.assert_only_own_mutations(&[("placeholder-0", &uid)]);
-    let (status, _) = agent.terminate();
-    assert_eq!(status.and_then(|s| s.code()), Some(0));
 }
 
 #[test]
 fn a_kubeconfig_with_an_exec_user_works() {
-    let s = Scene::placeholders(1);
-    let uid = s.uid("placeholder-0");
     let token = "token-from-exec-plugin";
-    s.fake.add_token(
-        token,
-        Subject::placeholder_agent(NS, "placeholder").bound_to("placeholder-0"),
-    );
+    let (s, uid) = scene_with_token(token);
     let script = s.home.join("credential-plugin.sh");
     std::fs::write(
         &script,
@@ -261,33 +243,16 @@ fn a_kubeconfig_with_an_exec_user_works() {
     )
     .expect("write");
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    let path = s.home.join("exec-kubeconfig");
-    std::fs::write(
-        &path,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: {}\n\
-             users:\n- name: u\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n\
-             \x20     command: {}\n      interactiveMode: Never\n\
-             contexts:\n- name: c\n  context:\n    cluster: t\n    user: u\n    namespace: {NS}\n\
-             current-context: c\n",
-            s.fake.url(),
-            script.display()
-        ),
-    )
-    .expect("write");
-    let kc = path.display().to_string();
-    let mut env = vec![("KUBECONFIG", kc.as_str())];
-    env.extend_from_slice(MOVE_NOW);
-    let mut agent = s.agent("placeholder-0", &env);
-    let ev = s
-        .fake
-        .wait_for_request(|r| r.is_eviction(), Duration::from_secs(20))
-        .unwrap_or_else(|| panic!("no eviction:\n{}", agent.log()));
-    // The fake knows only the plugin's token: any other is 401.
-    assert_eq!(ev.status, 201, "{}", agent.log());
-    s.assert_only_own_mutations(&[("placeholder-0", &uid)]);
-    let (status, _) = agent.terminate();
-    assert_eq!(status.and_then(|s| s.code()), Some(0));
+    let kubeconfig = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: {}\n\
+         users:\n- name: u\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n\
+         \x20     command: {}\n      interactiveMode: Never\n\
+         contexts:\n- name: c\n  context:\n    cluster: t\n    user: u\n    namespace: {NS}\n\
+         current-context: c\n",
+        s.fake.url(),
+        script.display()
+    );
+    evicts_itself_with(&s, &uid, "exec-kubeconfig", &kubeconfig);
 }
 
 /// Answers one `CONNECT` with 200 and pipes the connection to `to` both ways.
