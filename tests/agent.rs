@@ -421,14 +421,7 @@ fn a_node_move_still_waits_for_min_age() {
         &[NodeBuilder::new("node-a").cpu("8").memory("32Gi")],
         PodTemplate::placeholder("placeholder", "1", "4Gi"),
     );
-    let started = s
-        .fake
-        .get_pod(NS, "placeholder-0")
-        .and_then(|p| p.status?.start_time)
-        .map(|t| {
-            std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(t.0.as_second().unsigned_abs())
-        })
-        .expect("a start time");
+    let started = s.started_at("placeholder-0").expect("a start time");
     let agent = s.agent(
         "placeholder-0",
         &[

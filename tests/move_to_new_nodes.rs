@@ -230,12 +230,7 @@ fn placeholders_move_one_at_a_time_onto_a_new_node_once_it_is_ready_with_images(
     for pair in ok.windows(2) {
         let (first, next) = (pair[0], pair[1]);
         let name = first.path.split('/').nth(6).unwrap_or_default();
-        let replaced = s
-            .fake
-            .get_pod(NS, name)
-            .and_then(|p| p.status?.start_time)
-            .map(|t| std::time::UNIX_EPOCH + Duration::from_secs(t.0.as_second().unsigned_abs()))
-            .expect("the replacement is running");
+        let replaced = s.started_at(name).expect("the replacement is running");
         assert!(
             next.time >= replaced,
             "two placeholders were moving at once: {} evicted before {name}'s replacement ran",

@@ -85,6 +85,12 @@ impl Scene {
         self.fake.write_kubeconfig(&dir, &token, NS)
     }
 
+    /// The pod's `status.startTime` as the API server has it (second precision).
+    pub fn started_at(&self, pod: &str) -> Option<std::time::SystemTime> {
+        let t = self.fake.get_pod(NS, pod)?.status?.start_time?;
+        Some(std::time::UNIX_EPOCH + Duration::from_secs(t.0.as_second().unsigned_abs()))
+    }
+
     pub fn uid(&self, pod: &str) -> String {
         self.fake
             .get_pod(NS, pod)
