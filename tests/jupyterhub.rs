@@ -83,8 +83,8 @@ fn pipe(cmd: &mut Command, input: &str) -> String {
     pipe_err(cmd, input).0
 }
 
-/// Runs `cmd` with `input` on stdin: (stdout, stderr); panics on failure.
-fn pipe_err(cmd: &mut Command, input: &str) -> (String, String) {
+/// Runs `cmd` with `input` on stdin and returns what it did, whatever its status.
+fn run_with_input(cmd: &mut Command, input: &str) -> std::process::Output {
     let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -97,7 +97,12 @@ fn pipe_err(cmd: &mut Command, input: &str) -> (String, String) {
         .expect("stdin")
         .write_all(input.as_bytes())
         .expect("write stdin");
-    let out = child.wait_with_output().expect("wait");
+    child.wait_with_output().expect("wait")
+}
+
+/// Runs `cmd` with `input` on stdin: (stdout, stderr); panics on failure.
+fn pipe_err(cmd: &mut Command, input: &str) -> (String, String) {
+    let out = run_with_input(cmd, input);
     assert!(
         out.status.success(),
         "{cmd:?} failed: {}",
@@ -525,24 +530,15 @@ fn the_post_renderer_takes_the_image_from_selfdestruct_image() {
     let (kubectl, python) = tools();
     let input = chart_output();
     let render = |image: &str, variant: &str| {
-        let mut child = Command::new("bash")
-            .arg(root().join("manifests/jupyterhub/post-render.sh"))
-            .arg(NAMESPACE)
-            .env("KUBECTL", &kubectl)
-            .env("SELFDESTRUCT_VARIANT", variant)
-            .env("SELFDESTRUCT_IMAGE", image)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("run post-render.sh");
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(input.as_bytes())
-            .expect("write stdin");
-        child.wait_with_output().expect("wait")
+        run_with_input(
+            Command::new("bash")
+                .arg(root().join("manifests/jupyterhub/post-render.sh"))
+                .arg(NAMESPACE)
+                .env("KUBECTL", &kubectl)
+                .env("SELFDESTRUCT_VARIANT", variant)
+                .env("SELFDESTRUCT_IMAGE", image),
+            &input,
+        )
     };
     let digest = format!("sha256:{}", "0123456789abcdef".repeat(4));
     for variant in ["full", "minimal"] {

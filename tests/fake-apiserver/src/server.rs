@@ -848,19 +848,25 @@ fn assign_name(st: &mut State, meta: &mut ObjectMeta, kind: &str) -> Result<Stri
     }
 }
 
+/// Names a new Event (either API: both are stored in one map) and stamps its
+/// metadata (uid, creation time, resourceVersion), or refuses a name in use.
+fn admit_event(st: &mut State, ns: &str, meta: &mut ObjectMeta) -> Result<Key, Reply> {
+    let name = assign_name(st, meta, "Event")?;
+    let key = (ns.to_string(), name.clone());
+    if st.events.contains_key(&key) {
+        return Err(Status::already_exists("events", &name).into());
+    }
+    meta.uid = Some(st.rng.uuid());
+    meta.creation_timestamp = Some(now_time());
+    meta.resource_version = Some(st.next_rv().to_string());
+    Ok(key)
+}
+
 fn create_event(shared: &Arc<Shared>, ctx: &Ctx, ns: &str) -> HResult {
     let mut event: Event = parse_body(ctx)?;
     check_namespace(&mut event.metadata, ns)?;
     shared.mutate(|st, _| {
-        let name = assign_name(st, &mut event.metadata, "Event")?;
-        let key = (ns.to_string(), name.clone());
-        if st.events.contains_key(&key) {
-            return Err(Status::already_exists("events", &name).into());
-        }
-        event.metadata.uid = Some(st.rng.uuid());
-        event.metadata.creation_timestamp = Some(now_time());
-        let rv = st.next_rv();
-        event.metadata.resource_version = Some(rv.to_string());
+        let key = admit_event(st, ns, &mut event.metadata)?;
         if event.reporting_component.is_none() {
             event.reporting_component = Some(String::new());
         }
@@ -988,15 +994,7 @@ fn create_new_event(shared: &Arc<Shared>, ctx: &Ctx, ns: &str) -> HResult {
         }
     }
     shared.mutate(|st, _| {
-        let name = assign_name(st, &mut event.metadata, "Event")?;
-        let key = (ns.to_string(), name.clone());
-        if st.events.contains_key(&key) {
-            return Err(Status::already_exists("events", &name).into());
-        }
-        event.metadata.uid = Some(st.rng.uuid());
-        event.metadata.creation_timestamp = Some(now_time());
-        let rv = st.next_rv();
-        event.metadata.resource_version = Some(rv.to_string());
+        let key = admit_event(st, ns, &mut event.metadata)?;
         let stored = from_new_event(event);
         st.counters.events_created += 1;
         st.events.insert(key, stored.clone());
