@@ -541,10 +541,10 @@ impl Agent {
     }
 
     async fn act(&mut self, own: &OwnPod, trigger: &Trigger) -> Outcome {
-        let verb = if self.cfg.mode == Mode::Evict {
-            "evict"
-        } else {
-            "delete"
+        // The verb for the log, and the Event's action.
+        let (verb, action) = match self.cfg.mode {
+            Mode::Evict => ("evict", "Evict"),
+            Mode::Delete => ("delete", "Delete"),
         };
         let reason = trigger.to_string();
         if self.cfg.dry_run {
@@ -558,16 +558,7 @@ impl Agent {
         if self.last_event.as_deref() != Some(key.as_str()) {
             match self
                 .api
-                .event(
-                    &own.uid,
-                    if self.cfg.mode == Mode::Evict {
-                        "Evict"
-                    } else {
-                        "Delete"
-                    },
-                    "SelfDestruct",
-                    &reason,
-                )
+                .event(&own.uid, action, "SelfDestruct", &reason)
                 .await
             {
                 Ok(()) => self.last_event = Some(key),
@@ -601,11 +592,6 @@ impl Agent {
             );
             warn!(outcome = "multiple-pdbs", "{why}; retrying rarely");
             if !self.told_multiple_pdbs {
-                let action = if self.cfg.mode == Mode::Evict {
-                    "Evict"
-                } else {
-                    "Delete"
-                };
                 let reason = crate::pdb::EVENT_REASON;
                 match self.api.warning(&own.uid, action, reason, &why).await {
                     Ok(()) => self.told_multiple_pdbs = true,
