@@ -11,6 +11,7 @@ use tracing::{debug, error, info, warn};
 
 use crate::api::{PodApi, outcome_of, rbac_hint};
 use crate::backoff::Backoff;
+use crate::clock::Clock;
 use crate::config::{Config, Mode, Siblings};
 use crate::connect::{self, Access, AccessError};
 use crate::decision::{Decision, Hold, Memory, Outcome, Reject, Snapshot, Trigger, decide};
@@ -29,7 +30,22 @@ pub const EXIT_CONFIG: i32 = 2;
 /// Runs until SIGTERM/SIGINT (exit code 0) or a configuration error (2).
 pub async fn run(cfg: Config, signals: Signals) -> i32 {
     let mut signals = Stop::Signals(signals);
-    match prepare(&cfg, &mut signals).await {
+    let ready = prepare(&cfg, &mut signals).await;
+    finish(ready, cfg, signals).await
+}
+
+/// [`run`] in-process: on `client` instead of one built from the discovered
+/// access, reading the time from `clock`, until `stop` fires. The tests'
+/// virtual-time tier runs the agent so (tokio's paused time, an in-memory API
+/// server); the binary runs [`run`], which differs only in where the client, the
+/// clock and the stop come from.
+pub async fn run_with(client: kube::Client, cfg: Config, clock: Clock, mut stop: Stop) -> i32 {
+    let ready = prepare_on(&cfg, &mut stop, Some(client), clock).await;
+    finish(ready, cfg, stop).await
+}
+
+async fn finish(ready: Result<Ready, NotReady>, cfg: Config, mut signals: Stop) -> i32 {
+    match ready {
         Ok(ready) => ready.run(cfg, &mut signals).await,
         Err(NotReady::NoApi(why)) => {
             info!(reason = %why, "no API access: running as a plain pause container");
@@ -78,36 +94,55 @@ pub struct Ready {
     api: PodApi,
     pod: Pod,
     id: identity::Identity,
+    clock: Clock,
 }
 
 /// Finds API access, the own identity and reads the own pod (retrying), unless
 /// `stop` fires first.
 pub async fn prepare(cfg: &Config, stop: &mut Stop) -> Result<Ready, NotReady> {
-    let process_start = SystemTime::now();
-    let access = api_access(cfg).await.map_err(|e| match e {
-        AccessError::Missing(why) => NotReady::NoApi(why),
-        AccessError::Named(why) => NotReady::BadKubeconfig(why),
-        AccessError::Invalid(why) => NotReady::NoClient(why),
-    })?;
-    let id = identity::resolve(
-        &cfg.identity,
-        identity::hostname(),
-        access.namespace.as_deref(),
-    )
-    .map_err(|e| {
-        error!("{e}");
-        NotReady::Fatal
-    })?;
-    let client = connect::client(&access, &id.namespace.0).map_err(|e| {
-        if access.named {
-            NotReady::BadKubeconfig(format!(
-                "{}: no API client can be built from it: {e}",
-                access.source
-            ))
-        } else {
-            NotReady::NoClient(e)
-        }
-    })?;
+    prepare_on(cfg, stop, None, Clock::system()).await
+}
+
+/// [`prepare`] on a `client` given (in-process) or, with `None`, on the API
+/// access discovered from the environment.
+async fn prepare_on(
+    cfg: &Config,
+    stop: &mut Stop,
+    given: Option<kube::Client>,
+    clock: Clock,
+) -> Result<Ready, NotReady> {
+    let process_start = clock.now();
+    // The client given, or the access to build one from.
+    let access = match given {
+        Some(client) => Err(client),
+        None => Ok(api_access(cfg).await.map_err(|e| match e {
+            AccessError::Missing(why) => NotReady::NoApi(why),
+            AccessError::Named(why) => NotReady::BadKubeconfig(why),
+            AccessError::Invalid(why) => NotReady::NoClient(why),
+        })?),
+    };
+    let namespace_hint = match &access {
+        Ok(access) => access.namespace.as_deref(),
+        Err(given) => Some(given.default_namespace()),
+    };
+    let id =
+        identity::resolve(&cfg.identity, identity::hostname(), namespace_hint).map_err(|e| {
+            error!("{e}");
+            NotReady::Fatal
+        })?;
+    let client = match access {
+        Err(given) => given,
+        Ok(access) => connect::client(&access, &id.namespace.0).map_err(|e| {
+            if access.named {
+                NotReady::BadKubeconfig(format!(
+                    "{}: no API client can be built from it: {e}",
+                    access.source
+                ))
+            } else {
+                NotReady::NoClient(e)
+            }
+        })?,
+    };
     let api = PodApi::new(client, &id.namespace.0, &id.name.0);
     let pod = tokio::select! {
         sig = stop.terminated() => return Err(NotReady::Stopped(sig)),
@@ -127,7 +162,12 @@ pub async fn prepare(cfg: &Config, stop: &mut Stop) -> Result<Ready, NotReady> {
         );
         return Err(NotReady::NotOurs);
     }
-    Ok(Ready { api, pod, id })
+    Ok(Ready {
+        api,
+        pod,
+        id,
+        clock,
+    })
 }
 
 impl Ready {
@@ -155,7 +195,7 @@ impl Ready {
     /// future is dropped).
     pub async fn run(self, cfg: Config, stop: &mut Stop) -> i32 {
         let mut own = OwnPod::from_pod(&self.pod);
-        let mut agent = Agent::new(cfg, self.api, &mut own, &self.id);
+        let mut agent = Agent::new(cfg, self.api, &mut own, &self.id, self.clock);
         agent.run(own, stop).await
     }
 }
@@ -254,6 +294,8 @@ async fn fetch_own_pod(api: &PodApi, id: &identity::Identity) -> Option<Pod> {
 
 struct Agent {
     cfg: Config,
+    /// Where `now` comes from (the system clock, or virtual time in tests).
+    clock: Clock,
     api: PodApi,
     memory: Memory,
     nodes: Option<Vec<NodeSummary>>,
@@ -272,7 +314,13 @@ struct Agent {
 }
 
 impl Agent {
-    fn new(cfg: Config, api: PodApi, own: &mut OwnPod, id: &identity::Identity) -> Self {
+    fn new(
+        cfg: Config,
+        api: PodApi,
+        own: &mut OwnPod,
+        id: &identity::Identity,
+        clock: Clock,
+    ) -> Self {
         let mut rng = SmallRng::from_os_rng();
         let mut memory = Memory::new(&cfg.policy, rng.random());
         if let Some(uid) = &id.uid {
@@ -299,7 +347,7 @@ impl Agent {
             node = own.node_name.as_deref().unwrap_or(""),
             lifetime = memory.lifetime.map(fmt_duration).unwrap_or_else(|| "off".into()),
             expires_in = deadline
-                .map(|d| fmt_duration(Duration::from_secs(d.duration_since(SystemTime::now()).unwrap_or_default().as_secs())))
+                .map(|d| fmt_duration(Duration::from_secs(d.duration_since(clock.now()).unwrap_or_default().as_secs())))
                 .unwrap_or_default(),
             mode = if cfg.mode == Mode::Evict { "evict" } else { "delete" },
             dry_run = cfg.dry_run,
@@ -307,6 +355,7 @@ impl Agent {
             "selfdestruct started"
         );
         let mut agent = Agent {
+            clock,
             label_keys: own.label_keys_of_interest(),
             cfg,
             api,
@@ -434,7 +483,7 @@ impl Agent {
     async fn run(&mut self, mut own: OwnPod, signals: &mut Stop) -> i32 {
         let mut rng = SmallRng::from_os_rng();
         loop {
-            let now = SystemTime::now();
+            let now = self.clock.now();
             let snapshot = Snapshot {
                 now,
                 own: &own,
@@ -454,10 +503,9 @@ impl Agent {
                         sig = signals.terminated() => return stop(sig),
                         o = self.act(&own, &trigger) => o,
                     };
-                    self.memory
-                        .record(SystemTime::now(), &outcome, rng.random());
+                    self.memory.record(self.clock.now(), &outcome, rng.random());
                     if let Some(at) = self.memory.retry_at {
-                        let wait = at.duration_since(SystemTime::now()).unwrap_or_default();
+                        let wait = at.duration_since(self.clock.now()).unwrap_or_default();
                         info!(retry_in = %fmt_duration(wait), "will re-check then");
                     }
                     continue;
@@ -465,11 +513,11 @@ impl Agent {
                 Decision::Arm { at, .. } => Some(at),
                 Decision::Wait { until, .. } => until,
             };
+            let clock = self.clock;
             let sleep = async {
                 match wake {
                     Some(at) => {
-                        tokio::time::sleep(at.duration_since(SystemTime::now()).unwrap_or_default())
-                            .await
+                        tokio::time::sleep(at.duration_since(clock.now()).unwrap_or_default()).await
                     }
                     None => std::future::pending().await,
                 }

@@ -9,6 +9,7 @@
 pub mod agent;
 pub mod api;
 pub mod backoff;
+pub mod clock;
 pub mod config;
 pub mod connect;
 pub mod decision;

@@ -19,6 +19,9 @@ pub enum Stop {
     Signals(Signals),
     /// The loop never returns on its own.
     Never,
+    /// In-process (the tests' virtual-time tier): ends when the value turns
+    /// `true` or the sender is dropped, as "shutdown".
+    Shutdown(tokio::sync::watch::Receiver<bool>),
 }
 
 impl Stop {
@@ -27,6 +30,10 @@ impl Stop {
         match self {
             Stop::Signals(s) => s.terminated().await,
             Stop::Never => std::future::pending().await,
+            Stop::Shutdown(rx) => {
+                let _ = rx.wait_for(|stop| *stop).await;
+                "shutdown"
+            }
         }
     }
 }

@@ -15,7 +15,9 @@
 
 use std::collections::HashSet;
 use std::fmt::Debug;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
