@@ -7,6 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::cluster::{NS, Scene, events_path, eventually};
+use common::vtime::{self, Logs};
 use common::*;
 use fake_apiserver::{FaultResponse, Matcher, NodeBuilder, PodTemplate, Rule, Subject};
 
@@ -22,15 +23,17 @@ fn with(extra: &[(&'static str, &'static str)]) -> Vec<(&'static str, &'static s
     v
 }
 
-#[test]
-fn evicts_itself_once_its_lifetime_is_up_with_its_uid() {
-    let s = Scene::placeholders(3);
+#[tokio::test(start_paused = true)]
+async fn evicts_itself_once_its_lifetime_is_up_with_its_uid() {
+    let (logs, _guard) = Logs::capture();
+    let s = vtime::placeholders(3).await;
     let uid = s.uid("placeholder-1");
-    let mut agent = s.agent("placeholder-1", TIMER_ONLY);
-    let ev = s
-        .fake
-        .wait_for_request(|r| r.is_eviction(), Duration::from_secs(15))
-        .unwrap_or_else(|| panic!("no eviction:\n{}", agent.log()));
+    let agent = vtime::agent(&s, "placeholder-1", TIMER_ONLY);
+    let ev = vtime::until_some(Duration::from_secs(15), || {
+        s.fake.find_request(|r| r.is_eviction())
+    })
+    .await
+    .unwrap_or_else(|| panic!("no eviction:\n{}", logs.text()));
     assert_eq!(
         ev.path,
         format!("/api/v1/namespaces/{NS}/pods/placeholder-1/eviction")
@@ -38,14 +41,17 @@ fn evicts_itself_once_its_lifetime_is_up_with_its_uid() {
     let body = ev.body.clone().expect("eviction body");
     assert_eq!(body["deleteOptions"]["preconditions"]["uid"], uid.as_str());
     assert_eq!(body["kind"], "Eviction");
-    assert_eq!(ev.status, 201, "{}", agent.log());
+    assert_eq!(ev.status, 201, "{}", logs.text());
     // The StatefulSet re-creates it under the same name with a new uid.
-    assert!(eventually(&s, Duration::from_secs(5), |s| {
-        s.fake
-            .get_pod(NS, "placeholder-1")
-            .and_then(|p| p.metadata.uid)
-            .is_some_and(|u| u != uid)
-    }));
+    assert!(
+        vtime::until(Duration::from_secs(5), || {
+            s.fake
+                .get_pod(NS, "placeholder-1")
+                .and_then(|p| p.metadata.uid)
+                .is_some_and(|u| u != uid)
+        })
+        .await
+    );
     // The Event says why.
     let events = s.fake.events(NS);
     let event = events
@@ -64,15 +70,18 @@ fn evicts_itself_once_its_lifetime_is_up_with_its_uid() {
     assert_eq!(event.involved_object.uid.as_deref(), Some(uid.as_str()));
     s.assert_only_own_mutations(&[("placeholder-1", &uid)]);
     assert!(
-        agent.wait_for_log("waiting for SIGTERM", Duration::from_secs(2)),
+        vtime::until(Duration::from_secs(2), || logs
+            .text()
+            .contains("waiting for SIGTERM"))
+        .await,
         "{}",
-        agent.log()
+        logs.text()
     );
+    // Long after, it still pauses and has not acted again.
+    vtime::pass(Duration::from_secs(600)).await;
     assert!(agent.is_running(), "keeps pausing after the eviction");
     assert_eq!(s.evictions().len(), 1, "exactly one eviction");
-    let (status, took) = agent.terminate();
-    eprintln!("SIGTERM to exit: {took:?}");
-    assert_eq!(status.and_then(|s| s.code()), Some(0));
+    assert_eq!(agent.stop().await, 0);
 }
 
 /// zero-to-jupyterhub's own budget over the placeholders next to ours: the

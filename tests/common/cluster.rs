@@ -55,7 +55,23 @@ impl Scene {
 
     /// The same on the given nodes.
     pub fn with_nodes(replicas: i32, nodes: &[NodeBuilder], template: PodTemplate) -> Scene {
-        let fake = FakeCluster::start();
+        let scene = Self::set_up(FakeCluster::start(), replicas, nodes, template);
+        assert!(
+            scene
+                .fake
+                .wait_pods_ready(NS, replicas as usize, Duration::from_secs(10)),
+            "placeholders did not become Ready"
+        );
+        scene
+    }
+
+    /// The same on a given fake (in-process too), without waiting for the pods.
+    pub fn set_up(
+        fake: FakeCluster,
+        replicas: i32,
+        nodes: &[NodeBuilder],
+        template: PodTemplate,
+    ) -> Scene {
         for n in nodes {
             fake.add_node(n.clone());
         }
@@ -65,10 +81,6 @@ impl Scene {
             "placeholder",
             "app.kubernetes.io/instance=placeholder",
             1,
-        );
-        assert!(
-            fake.wait_pods_ready(NS, replicas as usize, Duration::from_secs(10)),
-            "placeholders did not become Ready"
         );
         Scene {
             fake,

@@ -4,6 +4,7 @@
 
 pub mod cluster;
 pub mod props;
+pub mod vtime;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -14,9 +14,7 @@ use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetStatu
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, OwnerReference, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use crate::objects::{
-    NodeBuilder, PodTemplate, now_time, ready_condition, set_not_ready_taint, time_of,
-};
+use crate::objects::{NodeBuilder, PodTemplate, ready_condition, set_not_ready_taint, time_of};
 use crate::quantity;
 use crate::selector::node_requirement_matches;
 use crate::status::Status;
@@ -248,13 +246,13 @@ impl State {
     // ---- nodes ----
 
     pub(crate) fn add_node(&mut self, builder: &NodeBuilder) -> Node {
-        self.insert_node(builder.build())
+        self.insert_node(builder.build_at(self.clock.wall()))
     }
 
     /// Like the kubelet + node-lifecycle controller: the Ready condition changes
     /// (one MODIFIED), then the not-ready NoSchedule taint follows (another).
     pub(crate) fn set_node_ready(&mut self, name: &str, ready: bool) -> bool {
-        let t = now_time();
+        let t = time_of(self.clock.wall());
         let found = self
             .modify_node(name, |n| {
                 let status = n.status.get_or_insert_with(Default::default);
@@ -459,7 +457,7 @@ impl State {
         let container_ids: Vec<String> = (0..pod.spec.as_ref().map_or(0, |s| s.containers.len()))
             .map(|_| self.rng.hex(64))
             .collect();
-        let t = now_time();
+        let t = time_of(self.clock.wall());
         self.modify_pod(key, |p| {
             let containers = p
                 .spec
@@ -514,7 +512,7 @@ impl State {
 
     /// Flips a pod's readiness (Ready and ContainersReady conditions, container statuses).
     pub(crate) fn set_pod_ready(&mut self, key: &Key, ready: bool) -> bool {
-        let t = now_time();
+        let t = time_of(self.clock.wall());
         self.modify_pod(key, |p| {
             let status = p.status.get_or_insert_with(Default::default);
             set_condition(
@@ -586,7 +584,7 @@ impl State {
             let Some(pod) = self.pods.get(&key) else {
                 continue;
             };
-            let t = now_time();
+            let t = time_of(self.clock.wall());
             match self.pick_node(pod) {
                 Ok(node) => {
                     let uid = pod.metadata.uid.clone().unwrap_or_default();
@@ -817,7 +815,7 @@ impl State {
             }
             return Ok(pod);
         }
-        let deletion = time_of(SystemTime::now() + Duration::from_secs(grace as u64));
+        let deletion = time_of(self.clock.wall() + Duration::from_secs(grace as u64));
         let mark = |p: &mut Pod| {
             p.metadata.deletion_timestamp = Some(deletion.clone());
             p.metadata.deletion_grace_period_seconds = Some(grace);
@@ -891,7 +889,7 @@ impl State {
                     {
                         // Recorded before the delete: a delete that then
                         // fails (409) still uses up the budget, as observed.
-                        p.disrupted.insert(key.1.clone(), (now, SystemTime::now()));
+                        p.disrupted.insert(key.1.clone(), (now, self.clock.wall()));
                     }
                 }
             }
@@ -1009,7 +1007,7 @@ impl State {
     pub(crate) fn pdb_object(&self, key: &Key, now: Instant) -> Option<PodDisruptionBudget> {
         let mut pdb = self.pdbs.get(key)?.pdb.clone();
         let calc = self.pdb_status(key, now);
-        let t = now_time();
+        let t = time_of(self.clock.wall());
         let allowed = calc.allowed > 0;
         pdb.status = Some(PodDisruptionBudgetStatus {
             conditions: Some(vec![Condition {

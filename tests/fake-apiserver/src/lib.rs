@@ -24,8 +24,10 @@
 #![warn(missing_docs)]
 
 pub mod client;
+mod clock;
 mod controllers;
 pub mod faults;
+pub mod in_process;
 pub mod objects;
 mod patch;
 pub mod quantity;
@@ -50,6 +52,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, watch as tokio_watch};
 
+pub use clock::Clock;
 pub use faults::{FaultBody, FaultResponse, Matcher, OutageMode, RequestInfo};
 pub use objects::{NodeBuilder, PodTemplate, realistic_images};
 pub use rbac::{Rule, Subject};
@@ -94,9 +97,9 @@ impl Shared {
     }
 
     fn mutate_quiet<R>(&self, f: impl FnOnce(&mut State, Instant) -> R) -> R {
-        let now = Instant::now();
         let (r, rv) = {
             let mut st = self.lock();
+            let now = st.clock.instant();
             let r = f(&mut st, now);
             st.reconcile(now);
             (r, st.rv)
@@ -131,8 +134,11 @@ async fn controller_loop(shared: Arc<Shared>) {
 /// A running fake cluster. Dropping it stops the server.
 pub struct FakeCluster {
     shared: Arc<Shared>,
-    addr: SocketAddr,
+    /// `None` in-process ([`FakeCluster::in_process`]).
+    addr: Option<SocketAddr>,
     thread: Option<JoinHandle<()>>,
+    /// In-process: the controller task on the caller's runtime.
+    task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl FakeCluster {
@@ -146,18 +152,7 @@ impl FakeCluster {
     /// # Panics
     /// When no loopback port can be bound or the thread cannot be spawned.
     pub fn start_with(cfg: Config) -> Self {
-        let shared = Arc::new(Shared {
-            state: Mutex::new(State::new(cfg)),
-            rv_tx: tokio_watch::Sender::new(0),
-            wake: Notify::new(),
-            stall_tx: tokio_watch::Sender::new(false),
-            drop_tx: tokio_watch::Sender::new((0, false)),
-            kill_tx: tokio_watch::Sender::new(0),
-            outage_tx: tokio_watch::Sender::new(None),
-            applied_outage_tx: tokio_watch::Sender::new(None),
-            shutdown_tx: tokio_watch::Sender::new(false),
-            open_watches: AtomicUsize::new(0),
-        });
+        let shared = Self::shared(State::new(cfg));
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let thread_shared = shared.clone();
         let thread = std::thread::Builder::new()
@@ -201,19 +196,74 @@ impl FakeCluster {
         };
         Self {
             shared,
-            addr,
+            addr: Some(addr),
             thread: Some(thread),
+            task: None,
         }
+    }
+
+    /// A fake served in-process, on the caller's tokio runtime, through
+    /// [`FakeCluster::service`] (no socket, no thread): with the runtime's time
+    /// paused (`tokio::time::pause`), its timers and its wall clock
+    /// ([`FakeCluster::clock`]) follow the virtual time.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime.
+    pub fn in_process(cfg: Config) -> Self {
+        let mut state = State::new(cfg);
+        state.clock = Clock::following_tokio();
+        let shared = Self::shared(state);
+        let task = tokio::spawn(controller_loop(shared.clone()));
+        shared.applied_outage_tx.send_replace(None);
+        Self {
+            shared,
+            addr: None,
+            thread: None,
+            task: Some(task),
+        }
+    }
+
+    /// The fake as a `tower::Service` (in-process, no socket) sending `token`
+    /// as the bearer token: for `kube::Client::new`.
+    pub fn service(&self, token: Option<&str>) -> in_process::Service {
+        in_process::Service {
+            shared: self.shared.clone(),
+            token: token.map(str::to_string),
+        }
+    }
+
+    /// The fake's clock.
+    pub fn clock(&self) -> Clock {
+        self.lock().clock
+    }
+
+    fn shared(state: State) -> Arc<Shared> {
+        Arc::new(Shared {
+            state: Mutex::new(state),
+            rv_tx: tokio_watch::Sender::new(0),
+            wake: Notify::new(),
+            stall_tx: tokio_watch::Sender::new(false),
+            drop_tx: tokio_watch::Sender::new((0, false)),
+            kill_tx: tokio_watch::Sender::new(0),
+            outage_tx: tokio_watch::Sender::new(None),
+            applied_outage_tx: tokio_watch::Sender::new(None),
+            shutdown_tx: tokio_watch::Sender::new(false),
+            open_watches: AtomicUsize::new(0),
+        })
     }
 
     /// `http://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("http://{}", self.addr())
     }
 
     /// The listening address.
+    ///
+    /// # Panics
+    /// In-process ([`FakeCluster::in_process`]): there is no socket.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+            .expect("an in-process fake has no address: use FakeCluster::service")
     }
 
     /// A kubeconfig (YAML) for this cluster: server = [`FakeCluster::url`],
@@ -241,7 +291,7 @@ impl FakeCluster {
 
     /// A small blocking HTTP client for this cluster.
     pub fn client(&self, token: Option<&str>) -> client::Client {
-        client::Client::new(self.addr, token)
+        client::Client::new(self.addr(), token)
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -497,8 +547,8 @@ impl FakeCluster {
 
     /// A PDB with its current status.
     pub fn get_pdb(&self, namespace: &str, name: &str) -> Option<PodDisruptionBudget> {
-        self.lock()
-            .pdb_object(&(namespace.into(), name.into()), Instant::now())
+        let st = self.lock();
+        st.pdb_object(&(namespace.into(), name.into()), st.clock.instant())
     }
 
     /// Events created in a namespace ("" for all).
@@ -539,6 +589,11 @@ impl FakeCluster {
     /// Counters.
     pub fn counters(&self) -> Counters {
         self.lock().counters.clone()
+    }
+
+    /// The first recorded request matching `pred`.
+    pub fn find_request(&self, pred: impl Fn(&RecordedRequest) -> bool) -> Option<RecordedRequest> {
+        self.lock().requests.iter().find(|r| pred(r)).cloned()
     }
 
     /// Number of recorded requests matching `pred`.
@@ -616,6 +671,11 @@ impl FakeCluster {
         if mode.is_some() {
             self.shared.kill_tx.send_modify(|g| *g += 1);
         }
+        if self.addr.is_none() {
+            // In-process, requests look at the outage itself.
+            self.shared.applied_outage_tx.send_replace(mode);
+            return;
+        }
         let rx = self.shared.applied_outage_tx.subscribe();
         let deadline = Instant::now() + Duration::from_secs(5);
         while *rx.borrow() != mode && Instant::now() < deadline {
@@ -657,6 +717,9 @@ impl Drop for FakeCluster {
         self.shared.kill_tx.send_modify(|g| *g += 1);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
+        }
+        if let Some(t) = self.task.take() {
+            t.abort();
         }
     }
 }

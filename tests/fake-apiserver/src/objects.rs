@@ -89,11 +89,6 @@ pub fn time_of(t: SystemTime) -> Time {
     Time(Timestamp::from_second(secs).unwrap_or(Timestamp::UNIX_EPOCH))
 }
 
-/// `metav1.Time` now.
-pub fn now_time() -> Time {
-    time_of(SystemTime::now())
-}
-
 fn quantity(s: &str) -> Quantity {
     Quantity(s.to_string())
 }
@@ -286,7 +281,13 @@ impl NodeBuilder {
 
     /// Builds the Node (uid and resourceVersion are assigned by the store).
     pub fn build(&self) -> Node {
-        let created = self.created.unwrap_or_else(SystemTime::now);
+        self.build_at(SystemTime::now())
+    }
+
+    /// [`NodeBuilder::build`] with `now` as the creation and transition times
+    /// unless set.
+    pub fn build_at(&self, now: SystemTime) -> Node {
+        let created = self.created.unwrap_or(now);
         let t = time_of(created);
         let mut labels = BTreeMap::from([
             ("beta.kubernetes.io/arch".to_string(), "amd64".to_string()),

@@ -4,10 +4,9 @@
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
 
 use http_body_util::BodyExt;
-use hyper::body::{Bytes, Incoming};
+use hyper::body::{Body, Bytes};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response};
@@ -25,7 +24,7 @@ use tokio::net::TcpListener;
 use crate::Shared;
 use crate::controllers::DeleteOpts;
 use crate::faults::{FaultBody, FaultResponse, OutageMode, RequestInfo};
-use crate::objects::now_time;
+use crate::objects::time_of;
 use crate::patch::{PatchError, json_patch, merge_patch};
 use crate::rbac::Subject;
 use crate::selector::{FieldSelector, Selector};
@@ -199,7 +198,7 @@ pub(crate) async fn accept_loop(shared: Arc<Shared>, listener: TcpListener, addr
     }
 }
 
-fn bearer(req: &Request<Incoming>) -> Option<String> {
+fn bearer<B>(req: &Request<B>) -> Option<String> {
     let v = req
         .headers()
         .get(hyper::header::AUTHORIZATION)?
@@ -212,12 +211,16 @@ fn bearer(req: &Request<Incoming>) -> Option<String> {
 }
 
 /// The service function: one request in, one response out.
-pub(crate) async fn handle(
+pub(crate) async fn handle<B>(
     shared: Arc<Shared>,
-    req: Request<Incoming>,
-) -> Result<Response<ResBody>, io::Error> {
-    let at = Instant::now();
-    let time = SystemTime::now();
+    req: Request<B>,
+) -> Result<Response<ResBody>, io::Error>
+where
+    B: Body,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let clock = shared.lock().clock;
+    let (at, time) = (clock.instant(), clock.wall());
     let method = req.method().as_str().to_string();
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or("").to_string();
@@ -550,7 +553,7 @@ fn route(shared: &Arc<Shared>, ctx: &Ctx) -> HResult {
         (Res::Node(name), _) => update_node(shared, ctx, &name),
         (Res::Pdbs, _) => {
             let st = shared.lock();
-            let now = Instant::now();
+            let now = st.clock.instant();
             let items: Vec<Value> = st
                 .pdbs
                 .keys()
@@ -565,7 +568,7 @@ fn route(shared: &Arc<Shared>, ctx: &Ctx) -> HResult {
         }
         (Res::Pdb(name), _) => {
             let st = shared.lock();
-            match st.pdb_object(&(ns, name.clone()), Instant::now()) {
+            match st.pdb_object(&(ns, name.clone()), st.clock.instant()) {
                 Some(p) => Ok(Reply::json(200, &to_json(&p))),
                 None => Err(Status::not_found("poddisruptionbudgets", "policy", &name).into()),
             }
@@ -857,7 +860,7 @@ fn admit_event(st: &mut State, ns: &str, meta: &mut ObjectMeta) -> Result<Key, R
         return Err(Status::already_exists("events", &name).into());
     }
     meta.uid = Some(st.rng.uuid());
-    meta.creation_timestamp = Some(now_time());
+    meta.creation_timestamp = Some(time_of(st.clock.wall()));
     meta.resource_version = Some(st.next_rv().to_string());
     Ok(key)
 }

@@ -12,6 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::clock::Clock;
 use crate::faults::FaultRule;
 use crate::objects::{NodeBuilder, PodTemplate, Rng};
 use crate::rbac::Subject;
@@ -242,12 +243,15 @@ pub(crate) struct State {
     pub faults: Vec<FaultRule>,
     pub latency: Duration,
     pub next_pod_ip: u32,
+    /// Where `now` comes from.
+    pub clock: Clock,
 }
 
 impl State {
     pub fn new(cfg: Config) -> Self {
         let rng = cfg.seed.map(Rng::new).unwrap_or_else(Rng::from_time);
         Self {
+            clock: Clock::real(),
             cfg,
             // A fresh cluster is not at resourceVersion 0: leave room for the
             // objects a real cluster has before anything is added.
@@ -339,7 +343,7 @@ impl State {
             meta.uid = Some(self.rng.uuid());
         }
         if meta.creation_timestamp.is_none() {
-            meta.creation_timestamp = Some(crate::objects::now_time());
+            meta.creation_timestamp = Some(crate::objects::time_of(self.clock.wall()));
         }
     }
 

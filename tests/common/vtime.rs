@@ -1,0 +1,289 @@
+//! The virtual-time tier: the agent runs in-process (`agent::run_with`) against
+//! the fake API server served in-process (`FakeCluster::in_process`, a
+//! `tower::Service` under `kube::Client::new`), on a runtime whose time is paused
+//! (`#[tokio::test(start_paused = true)]`). Nothing does real I/O, so whenever
+//! every task waits, tokio advances the clock to the next timer: "nothing happens
+//! for N s" costs no wall time, and the agent's and the fake's clocks
+//! (`Clock::following_tokio`, one base) read the same virtual time.
+//!
+//! What needs a real process (signals, exit codes, the wrapper, TLS, PID 1, the
+//! image) stays on the black-box tier (`common::cluster`).
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use clap::{CommandFactory, Parser};
+use fake_apiserver::{Config as FakeConfig, FakeCluster, NodeBuilder, PodTemplate, Subject};
+use selfdestruct::clock::Clock;
+use selfdestruct::config::{Cli, Config};
+use selfdestruct::signals::Stop;
+use tracing::Instrument;
+use tracing::level_filters::LevelFilter;
+use tracing_subscriber::filter::Targets;
+use tracing_subscriber::layer::SubscriberExt;
+
+use super::cluster::{NS, Scene};
+
+/// How often the waits below look again (virtual time).
+const STEP: Duration = Duration::from_millis(20);
+
+/// Log lines of the agents of one test, captured from `tracing` on this thread.
+#[derive(Clone, Default)]
+pub struct Logs(Arc<Mutex<Vec<u8>>>);
+
+impl Logs {
+    /// Captures this thread's logs (selfdestruct at debug, libraries at warn)
+    /// until the guard is dropped. The runtime of a `#[tokio::test]` runs every
+    /// task on the test's thread, so the agents' watch tasks are captured too.
+    pub fn capture() -> (Logs, tracing::subscriber::DefaultGuard) {
+        let logs = Logs::default();
+        let sink = logs.clone();
+        let layer = tracing_subscriber::fmt::layer()
+            .with_writer(move || sink.clone())
+            .with_timer(VirtualUptime(tokio::time::Instant::now()))
+            .with_ansi(false)
+            .with_target(false);
+        let filter = Targets::new()
+            .with_target("selfdestruct", LevelFilter::DEBUG)
+            .with_default(LevelFilter::WARN);
+        let subscriber = tracing_subscriber::registry()
+            .with(tracing_subscriber::Layer::with_filter(layer, filter));
+        let guard = tracing::subscriber::set_default(subscriber);
+        (logs, guard)
+    }
+
+    /// Everything logged so far.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().expect("log lock")).into_owned()
+    }
+
+    /// The lines of the agent of `pod` (its loop runs in a span naming the pod).
+    pub fn of(&self, pod: &str) -> String {
+        let span = format!("pod={pod}");
+        self.text()
+            .lines()
+            .filter(|l| l.contains(&span))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+impl Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if std::env::var_os("SELFDESTRUCT_TEST_ECHO").is_some() {
+            eprint!("  | {}", String::from_utf8_lossy(buf));
+        }
+        self.0.lock().expect("log lock").extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Log times: virtual seconds since the capture began.
+struct VirtualUptime(tokio::time::Instant);
+
+impl tracing_subscriber::fmt::time::FormatTime for VirtualUptime {
+    fn format_time(&self, w: &mut tracing_subscriber::fmt::format::Writer<'_>) -> std::fmt::Result {
+        let t = tokio::time::Instant::now().saturating_duration_since(self.0);
+        write!(w, "+{:.3}s", t.as_secs_f64())
+    }
+}
+
+/// Polls `f` every [`STEP`] of virtual time until it holds (true) or `limit` of
+/// virtual time has passed (false). The limit only stops a test whose condition
+/// never comes; it costs no wall time.
+pub async fn until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if f() {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(STEP).await;
+    }
+}
+
+/// Like [`until`], returning what `f` found.
+pub async fn until_some<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let mut found = None;
+    until(limit, || {
+        found = f();
+        found.is_some()
+    })
+    .await;
+    found
+}
+
+/// Lets `d` of virtual time pass with the agents and the fake running.
+pub async fn pass(d: Duration) {
+    tokio::time::sleep(d).await;
+}
+
+/// A fake cluster in-process with `replicas` Ready placeholders (see
+/// [`Scene::placeholders`]).
+pub async fn placeholders(replicas: i32) -> Scene {
+    with_nodes(
+        replicas,
+        &[],
+        PodTemplate::placeholder("placeholder", "1", "4Gi"),
+    )
+    .await
+}
+
+/// The same on the given nodes.
+pub async fn with_nodes(replicas: i32, nodes: &[NodeBuilder], template: PodTemplate) -> Scene {
+    let fake = FakeCluster::in_process(FakeConfig::default());
+    let scene = Scene::set_up(fake, replicas, nodes, template);
+    let ready = until(Duration::from_secs(60), || {
+        scene
+            .fake
+            .pods(NS)
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none() && is_ready(p))
+            .count()
+            >= replicas as usize
+    })
+    .await;
+    assert!(ready, "placeholders did not become Ready");
+    scene
+}
+
+fn is_ready(p: &k8s_openapi::api::core::v1::Pod) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// The agent's [`Config`] from settings named by their environment variables, as
+/// the binary would read them (through the same `Cli`).
+///
+/// # Panics
+/// On a name that is no setting's variable, or an invalid value.
+pub fn config(env: &[(&str, &str)]) -> Config {
+    let command = Cli::command();
+    let mut argv = vec!["selfdestruct".to_string()];
+    for (var, value) in env {
+        // Empty values count as unset, as for the environment.
+        if value.is_empty() {
+            continue;
+        }
+        let arg = command
+            .get_arguments()
+            .find(|a| a.get_env().is_some_and(|e| e == *var))
+            .unwrap_or_else(|| panic!("{var} is no setting's environment variable"));
+        let long = arg
+            .get_long()
+            .unwrap_or_else(|| panic!("{var} has no flag"));
+        argv.push(format!("--{long}={value}"));
+    }
+    let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+    Config::from_args(&cli.agent, None).unwrap_or_else(|e| panic!("{argv:?}: {e}"))
+}
+
+/// An agent running in-process; stopped (as by SIGTERM) when dropped.
+pub struct Agent {
+    pub pod: String,
+    task: tokio::task::JoinHandle<i32>,
+    stop: tokio::sync::watch::Sender<bool>,
+}
+
+impl Agent {
+    /// Whether the agent still runs (it pauses after its move, as the binary does).
+    pub fn is_running(&self) -> bool {
+        !self.task.is_finished()
+    }
+
+    /// Stops it as SIGTERM would; its exit code.
+    pub async fn stop(mut self) -> i32 {
+        self.stop.send_replace(true);
+        (&mut self.task).await.expect("the agent task")
+    }
+
+    /// Its exit code, once it exits on its own within `limit` of virtual time.
+    pub async fn exit_within(&mut self, limit: Duration) -> Option<i32> {
+        tokio::time::timeout(limit, &mut self.task)
+            .await
+            .ok()
+            .map(|r| r.expect("the agent task"))
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Starts the agent of `pod` in-process with the project's RBAC, Downward API
+/// settings, fast test settings and `env` on top (as [`Scene::agent`]).
+pub fn agent(scene: &Scene, pod: &str, env: &[(&str, &str)]) -> Agent {
+    agent_as(
+        scene,
+        pod,
+        Subject::placeholder_agent(NS, "placeholder"),
+        env,
+    )
+}
+
+/// [`agent`] with the given permissions.
+pub fn agent_as(scene: &Scene, pod: &str, subject: Subject, env: &[(&str, &str)]) -> Agent {
+    let token = format!("token-{pod}-{}", scene.fake.resource_version());
+    scene.fake.add_token(&token, subject.bound_to(pod));
+    let client = kube::Client::new(scene.fake.service(Some(&token)), NS);
+    let p = scene.fake.get_pod(NS, pod).expect("pod exists");
+    let uid = p.metadata.uid.clone().unwrap_or_default();
+    let node = p
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .unwrap_or_default();
+    let podinfo = scene.home.join("no-podinfo").to_string_lossy().to_string();
+    let service_account = scene
+        .home
+        .join("no-serviceaccount")
+        .to_string_lossy()
+        .to_string();
+    let mut all: Vec<(&str, &str)> = vec![
+        ("POD_NAME", pod),
+        ("POD_NAMESPACE", NS),
+        ("POD_UID", &uid),
+        ("NODE_NAME", &node),
+        ("SELFDESTRUCT_PODINFO_DIR", &podinfo),
+        ("SELFDESTRUCT_SERVICE_ACCOUNT_DIR", &service_account),
+        ("SELFDESTRUCT_MIN_AGE", "0"),
+        ("SELFDESTRUCT_MOVE_JITTER", "0"),
+        ("SELFDESTRUCT_START_JITTER", "0"),
+        ("SELFDESTRUCT_LOG_LEVEL", "debug"),
+    ];
+    // Later settings win, as in the environment.
+    for (k, v) in env {
+        all.retain(|(name, _)| name != k);
+        all.push((k, v));
+    }
+    let cfg = config(&all);
+    let (wall, at) = scene
+        .fake
+        .clock()
+        .base()
+        .expect("an in-process fake follows tokio's clock");
+    let clock = Clock::following_tokio(wall, at);
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    // The span's target passes the log filter: its fields name the agent's lines.
+    let span = tracing::info_span!(target: "selfdestruct", "agent", pod = %pod);
+    let task = tokio::spawn(
+        selfdestruct::agent::run_with(client, cfg, clock, Stop::Shutdown(rx)).instrument(span),
+    );
+    Agent {
+        pod: pod.to_string(),
+        task,
+        stop,
+    }
+}
