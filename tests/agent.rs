@@ -1,12 +1,14 @@
-//! The real binary against the fake API server: the lifetime timer, eviction and
-//! deletion with the uid precondition, PDB 429s, every error path, dry run,
-//! identity discovery and signals.
+//! The agent against the fake API server: the lifetime timer, eviction and
+//! deletion with the uid precondition, PDB 429s, every error path, dry run and
+//! identity discovery run in-process on virtual time (`common::vtime`: "nothing
+//! happens for N s" costs no wall time); the real binary for what needs a process
+//! (signals and exit codes, the log format on stderr).
 
 mod common;
 
 use std::time::Duration;
 
-use common::cluster::{NS, Scene, events_path, eventually};
+use common::cluster::{NS, Scene, events_path};
 use common::vtime::{self, Logs};
 use common::*;
 use fake_apiserver::{FaultResponse, Matcher, NodeBuilder, PodTemplate, Rule, Subject};
@@ -88,9 +90,10 @@ async fn evicts_itself_once_its_lifetime_is_up_with_its_uid() {
 /// API server refuses every eviction with HTTP 500. The agent says so (a
 /// warning and a Warning Event naming the problem and the fix) and retries
 /// rarely, instead of backing off on a 5xx in silence.
-#[test]
-fn two_budgets_over_the_pod_are_named_in_a_warning_and_an_event() {
-    let s = Scene::placeholders(2);
+#[tokio::test(start_paused = true)]
+async fn two_budgets_over_the_pod_are_named_in_a_warning_and_an_event() {
+    let (logs, _guard) = Logs::capture();
+    let s = vtime::placeholders(2).await;
     let mut chart_budget = s
         .fake
         .get_pdb(NS, "placeholder")
@@ -106,34 +109,35 @@ fn two_budgets_over_the_pod_are_named_in_a_warning_and_an_event() {
     }
     s.fake.add_pdb_object(chart_budget);
     let uid = s.uid("placeholder-0");
-    let mut agent = s.agent("placeholder-0", TIMER_ONLY);
-    let ev = s
-        .fake
-        .wait_for_request(|r| r.is_eviction(), Duration::from_secs(15))
-        .unwrap_or_else(|| panic!("no eviction:\n{}", agent.log()));
-    assert_eq!(ev.status, 500, "{}", agent.log());
+    let agent = vtime::agent(&s, "placeholder-0", TIMER_ONLY);
+    let ev = vtime::request(&s, Duration::from_secs(15), |r| r.is_eviction())
+        .await
+        .unwrap_or_else(|| panic!("no eviction:\n{}", logs.text()));
+    assert_eq!(ev.status, 500, "{}", logs.text());
     assert!(
-        agent.wait_for_log(
+        logs.show(
             "two or more PodDisruptionBudgets select it",
             Duration::from_secs(10)
-        ),
+        )
+        .await,
         "{}",
-        agent.log()
+        logs.text()
     );
-    let log = agent.log();
+    let log = logs.of("placeholder-0");
     assert!(log.contains("retrying rarely"), "{log}");
     assert!(log.contains("post-render.sh"), "{log}");
     assert!(
         !log.contains("retrying with backoff"),
         "not a plain 5xx: {log}"
     );
-    let event = wait_for(Duration::from_secs(10), || {
+    let event = vtime::until_some(Duration::from_secs(10), || {
         s.fake.events(NS).into_iter().find(|e| {
             e.involved_object.name.as_deref() == Some("placeholder-0")
                 && e.reason.as_deref() == Some("MultiplePodDisruptionBudgets")
         })
     })
-    .unwrap_or_else(|| panic!("no Warning Event:\n{}", agent.log()));
+    .await
+    .unwrap_or_else(|| panic!("no Warning Event:\n{}", logs.text()));
     assert_eq!(event.type_.as_deref(), Some("Warning"));
     assert_eq!(event.involved_object.uid.as_deref(), Some(uid.as_str()));
     let message = event.message.unwrap_or_default();
@@ -151,13 +155,14 @@ fn two_budgets_over_the_pod_are_named_in_a_warning_and_an_event() {
         &["poddisruptionbudgets"],
         Some(NS),
     ));
-    let named = s.agent_as("placeholder-1", lister, TIMER_ONLY);
+    let _named = vtime::agent_as(&s, "placeholder-1", lister, TIMER_ONLY);
     assert!(
-        named.wait_for_log("select it", Duration::from_secs(20)),
+        logs.show_of("placeholder-1", "select it", Duration::from_secs(20))
+            .await,
         "{}",
-        named.log()
+        logs.text()
     );
-    let log = named.log();
+    let log = logs.of("placeholder-1");
     assert!(
         log.contains("the PodDisruptionBudgets placeholder and user-placeholder select it")
             || log.contains("the PodDisruptionBudgets user-placeholder and placeholder select it"),
@@ -167,31 +172,22 @@ fn two_budgets_over_the_pod_are_named_in_a_warning_and_an_event() {
     s.assert_only_own_mutations(&[("placeholder-0", &uid), ("placeholder-1", &uid1)]);
 }
 
-/// Polls `f` until it returns something or `timeout` passes.
-fn wait_for<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
-    let mut found = None;
-    wait_until(timeout, || {
-        found = f();
-        found.is_some()
-    });
-    found
-}
-
-#[test]
-fn delete_mode_deletes_with_the_uid_precondition() {
-    let s = Scene::placeholders(2);
+#[tokio::test(start_paused = true)]
+async fn delete_mode_deletes_with_the_uid_precondition() {
+    let (logs, _guard) = Logs::capture();
+    let s = vtime::placeholders(2).await;
     let uid = s.uid("placeholder-0");
-    let agent = s.agent(
+    let _agent = vtime::agent(
+        &s,
         "placeholder-0",
         &with(&[
             ("SELFDESTRUCT_MODE", "delete"),
             ("SELFDESTRUCT_GRACE_PERIOD", "3s"),
         ]),
     );
-    let del = s
-        .fake
-        .wait_for_request(|r| r.is_pod_delete(), Duration::from_secs(15))
-        .unwrap_or_else(|| panic!("no delete:\n{}", agent.log()));
+    let del = vtime::request(&s, Duration::from_secs(15), |r| r.is_pod_delete())
+        .await
+        .unwrap_or_else(|| panic!("no delete:\n{}", logs.text()));
     let body = del.body.clone().expect("delete options");
     assert_eq!(body["preconditions"]["uid"], uid.as_str());
     assert_eq!(body["gracePeriodSeconds"], 3);
@@ -200,14 +196,16 @@ fn delete_mode_deletes_with_the_uid_precondition() {
     s.assert_only_own_mutations(&[("placeholder-0", &uid)]);
 }
 
-#[test]
-fn a_grace_period_under_a_second_is_never_sent_as_a_force_deletion() {
+#[tokio::test(start_paused = true)]
+async fn a_grace_period_under_a_second_is_never_sent_as_a_force_deletion() {
+    let (logs, _guard) = Logs::capture();
     // 0 through the API is a force deletion for pods (shared/k8s-fixtures): the
     // object goes at once and the StatefulSet may start the successor while the
     // old container still runs. Without the opt-in, 0 and 500ms are sent as 1.
     for (grace, force, want) in [("500ms", "false", 1), ("0", "false", 1), ("0", "true", 0)] {
-        let s = Scene::placeholders(1);
-        let agent = s.agent(
+        let s = vtime::placeholders(1).await;
+        let _agent = vtime::agent(
+            &s,
             "placeholder-0",
             &with(&[
                 ("SELFDESTRUCT_MODE", "delete"),
@@ -215,120 +213,117 @@ fn a_grace_period_under_a_second_is_never_sent_as_a_force_deletion() {
                 ("SELFDESTRUCT_FORCE_DELETE", force),
             ]),
         );
-        let del = s
-            .fake
-            .wait_for_request(|r| r.is_pod_delete(), Duration::from_secs(15))
-            .unwrap_or_else(|| panic!("no delete:\n{}", agent.log()));
+        let del = vtime::request(&s, Duration::from_secs(15), |r| r.is_pod_delete())
+            .await
+            .unwrap_or_else(|| panic!("no delete:\n{}", logs.text()));
         let body = del.body.clone().expect("delete options");
         assert_eq!(body["gracePeriodSeconds"], want, "{grace} force={force}");
     }
 }
 
-#[test]
-fn lifetime_counts_from_the_pod_start_not_the_process_start() {
-    let s = Scene::placeholders(2);
+#[tokio::test(start_paused = true)]
+async fn lifetime_counts_from_the_pod_start_not_the_process_start() {
+    let (logs, _guard) = Logs::capture();
+    let s = vtime::placeholders(2).await;
     // The pod started an hour ago (the container restarted since): a 30m lifetime
     // is long over, so it fires after the short jitter instead of in 30 minutes.
-    let hour_ago =
-        k8s_openapi::jiff::Timestamp::now() - k8s_openapi::jiff::SignedDuration::from_hours(1);
+    let hour_ago = s.fake.clock().wall() - Duration::from_secs(3600);
     s.fake.modify_pod(NS, "placeholder-0", |p| {
         if let Some(st) = p.status.as_mut() {
-            st.start_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                hour_ago,
-            ));
+            st.start_time = Some(fake_apiserver::objects::time_of(hour_ago));
         }
     });
-    let agent = s.agent(
-        "placeholder-0",
-        &[
-            ("SELFDESTRUCT_MIN_LIFETIME", "30m"),
-            ("SELFDESTRUCT_MAX_LIFETIME", "40m"),
-            ("SELFDESTRUCT_MOVE_JITTER", "2s"),
-            ("SELFDESTRUCT_MOVE_TO_NEW_NODES", "false"),
-        ],
-    );
+    let thirty_minutes = [
+        ("SELFDESTRUCT_MIN_LIFETIME", "30m"),
+        ("SELFDESTRUCT_MAX_LIFETIME", "40m"),
+        ("SELFDESTRUCT_MOVE_TO_NEW_NODES", "false"),
+    ];
+    let mut env = thirty_minutes.to_vec();
+    env.push(("SELFDESTRUCT_MOVE_JITTER", "2s"));
+    let _agent = vtime::agent(&s, "placeholder-0", &env);
     assert!(
-        agent.wait_for_log("moving in", Duration::from_secs(10)),
+        logs.show_of("placeholder-0", "moving in", Duration::from_secs(10))
+            .await,
         "an expired lifetime arms a jittered move first:\n{}",
-        agent.log()
+        logs.text()
+    );
+    let ev = vtime::request(&s, Duration::from_secs(10), |r| r.is_eviction()).await;
+    assert!(ev.is_some(), "{}", logs.text());
+    // The other pod started now: its 30-40m lifetime counts from now.
+    let _fresh = vtime::agent(&s, "placeholder-1", &thirty_minutes);
+    let own =
+        |r: &fake_apiserver::RecordedRequest| r.is_eviction() && r.path.contains("placeholder-1");
+    vtime::pass(Duration::from_secs(29 * 60)).await;
+    assert_eq!(
+        s.fake.count_requests(own),
+        0,
+        "{}",
+        logs.of("placeholder-1")
     );
     assert!(
-        s.fake
-            .wait_for_request(|r| r.is_eviction(), Duration::from_secs(10))
+        vtime::request(&s, Duration::from_secs(12 * 60), own)
+            .await
             .is_some(),
         "{}",
-        agent.log()
-    );
-    // The other pod started now: a 30m lifetime does not fire.
-    let fresh = s.agent(
-        "placeholder-1",
-        &[
-            ("SELFDESTRUCT_MIN_LIFETIME", "30m"),
-            ("SELFDESTRUCT_MAX_LIFETIME", "40m"),
-            ("SELFDESTRUCT_MOVE_TO_NEW_NODES", "false"),
-        ],
-    );
-    assert!(fresh.wait_for_log("selfdestruct started", Duration::from_secs(5)));
-    std::thread::sleep(Duration::from_secs(1));
-    assert!(
-        !s.evictions()
-            .iter()
-            .any(|r| r.path.contains("placeholder-1"))
+        logs.of("placeholder-1")
     );
 }
 
-#[test]
-fn a_pdb_429_is_retried_later_and_then_succeeds() {
-    let s = Scene::placeholders(3);
+#[tokio::test(start_paused = true)]
+async fn a_pdb_429_is_retried_later_and_then_succeeds() {
+    let (logs, _guard) = Logs::capture();
+    let s = vtime::placeholders(3).await;
     // A sibling is not Ready: the PDB (maxUnavailable 1) refuses evictions.
     s.fake.set_pod_ready(NS, "placeholder-2", false);
     // Sibling awareness off: the PDB alone serialises the moves.
-    let agent = s.agent(
+    let _agent = vtime::agent(
+        &s,
         "placeholder-0",
         &with(&[("SELFDESTRUCT_SIBLING_SELECTOR", "none")]),
     );
-    let refused = s
-        .fake
-        .wait_for_request(
-            |r| r.is_eviction() && r.status == 429,
-            Duration::from_secs(15),
-        )
-        .unwrap_or_else(|| panic!("no 429:\n{}", agent.log()));
-    assert!(agent.wait_for_log("PodDisruptionBudget says not now", Duration::from_secs(2)));
-    s.fake.set_pod_ready(NS, "placeholder-2", true);
-    let ok = s
-        .fake
-        .wait_for_request(
-            |r| r.is_eviction() && r.status == 201,
-            Duration::from_secs(30),
-        )
-        .unwrap_or_else(|| panic!("never succeeded:\n{}", agent.log()));
-    let waited = ok.at.duration_since(refused.at);
-    eprintln!("retried {waited:?} after the 429");
+    let refused = vtime::request(&s, Duration::from_secs(15), |r| {
+        r.is_eviction() && r.status == 429
+    })
+    .await
+    .unwrap_or_else(|| panic!("no 429:\n{}", logs.text()));
     assert!(
-        waited >= Duration::from_secs(4),
-        "a 429 backs off (BUSY: 5-10 s first)"
+        logs.show("PodDisruptionBudget says not now", Duration::from_secs(2))
+            .await
+    );
+    s.fake.set_pod_ready(NS, "placeholder-2", true);
+    let ok = vtime::request(&s, Duration::from_secs(30), |r| {
+        r.is_eviction() && r.status == 201
+    })
+    .await
+    .unwrap_or_else(|| panic!("never succeeded:\n{}", logs.text()));
+    let waited = ok.at.duration_since(refused.at);
+    assert!(
+        waited >= Duration::from_secs(5),
+        "a 429 backs off (BUSY: 5-10 s first): {waited:?}"
     );
     let attempts = s.evictions().len();
     assert!(attempts <= 4, "no hot loop on 429: {attempts} attempts");
 }
 
-#[test]
-fn sibling_awareness_holds_the_move_while_a_sibling_is_pending() {
-    let s = Scene::placeholders(3);
+#[tokio::test(start_paused = true)]
+async fn sibling_awareness_holds_the_move_while_a_sibling_is_pending() {
+    let (logs, _guard) = Logs::capture();
+    let s = vtime::placeholders(3).await;
     s.fake.set_pod_ready(NS, "placeholder-2", false);
     s.fake.modify_pod(NS, "placeholder-2", |p| {
         if let Some(st) = p.status.as_mut() {
             st.phase = Some("Pending".into());
         }
     });
-    let agent = s.agent("placeholder-0", TIMER_ONLY);
+    let _agent = vtime::agent(&s, "placeholder-0", TIMER_ONLY);
     assert!(
-        agent.wait_for_log("sibling placeholder-2 is Pending", Duration::from_secs(10)),
+        logs.show("sibling placeholder-2 is Pending", Duration::from_secs(10))
+            .await,
         "{}",
-        agent.log()
+        logs.text()
     );
-    std::thread::sleep(Duration::from_secs(1));
+    // Long past its 1-2 s lifetime, it still holds.
+    vtime::pass(Duration::from_secs(600)).await;
     assert!(
         s.evictions().is_empty(),
         "no eviction while a sibling is Pending"
@@ -339,17 +334,17 @@ fn sibling_awareness_holds_the_move_while_a_sibling_is_pending() {
         }
     });
     assert!(
-        s.fake
-            .wait_for_request(|r| r.is_eviction(), Duration::from_secs(10))
+        vtime::request(&s, Duration::from_secs(10), |r| r.is_eviction())
+            .await
             .is_some(),
         "moves once the sibling runs:\n{}",
-        agent.log()
+        logs.text()
     );
 }
 
 /// Injects `fault` on every eviction and returns the agent after its first attempt.
-fn against_fault(fault: FaultResponse) -> (Scene, Proc) {
-    let s = Scene::placeholders(2);
+async fn against_fault(fault: FaultResponse, logs: &Logs) -> (Scene, vtime::Agent) {
+    let s = vtime::placeholders(2).await;
     s.fake.fail_next(
         Matcher::new(
             "POST",
@@ -358,19 +353,20 @@ fn against_fault(fault: FaultResponse) -> (Scene, Proc) {
         fault,
         1000,
     );
-    let agent = s.agent("placeholder-0", TIMER_ONLY);
+    let agent = vtime::agent(&s, "placeholder-0", TIMER_ONLY);
     assert!(
-        s.fake
-            .wait_for_request(|r| r.is_eviction(), Duration::from_secs(15))
+        vtime::request(&s, Duration::from_secs(15), |r| r.is_eviction())
+            .await
             .is_some(),
         "{}",
-        agent.log()
+        logs.text()
     );
     (s, agent)
 }
 
-#[test]
-fn gone_or_replaced_stops_trying_and_keeps_pausing() {
+#[tokio::test(start_paused = true)]
+async fn gone_or_replaced_stops_trying_and_keeps_pausing() {
+    let (logs, _guard) = Logs::capture();
     // As kube-apiserver words them (shared/k8s-fixtures): only these two mean "gone or replaced".
     let replaced = "Operation cannot be fulfilled on Pod \"placeholder-0\": the UID in the \
                     precondition (a) does not match the UID in record (b). The object might have \
@@ -379,16 +375,18 @@ fn gone_or_replaced_stops_trying_and_keeps_pausing() {
         (404, "NotFound", "pods \"placeholder-0\" not found"),
         (409, "Conflict", replaced),
     ] {
-        let (s, mut agent) = against_fault(FaultResponse::failure(code, reason, message));
+        let (s, agent) = against_fault(FaultResponse::failure(code, reason, message), &logs).await;
         assert!(
-            agent.wait_for_log("already gone or replaced", Duration::from_secs(3)),
+            logs.show("already gone or replaced", Duration::from_secs(3))
+                .await,
             "{}",
-            agent.log()
+            logs.text()
         );
-        std::thread::sleep(Duration::from_secs(2));
+        // Far longer than any backoff: no second attempt.
+        vtime::pass(Duration::from_secs(3600)).await;
         assert!(agent.is_running(), "{code}: keeps pausing");
         assert_eq!(s.evictions().len(), 1, "{code}: no retry after {code}");
-        assert_eq!(agent.terminate().0.and_then(|s| s.code()), Some(0));
+        assert_eq!(agent.stop().await, 0);
     }
 }
 
@@ -399,39 +397,42 @@ const DEFAULT_HOLDS: &[(&str, &str)] = &[
     ("SELFDESTRUCT_MOVE_JITTER", "10s"),
 ];
 
-#[test]
-fn a_lifetime_shorter_than_the_default_min_age_is_honoured() {
-    let s = Scene::placeholders(2);
+#[tokio::test(start_paused = true)]
+async fn a_lifetime_shorter_than_the_default_min_age_is_honoured() {
+    let (logs, _guard) = Logs::capture();
+    let s = vtime::placeholders(2).await;
     let mut env = DEFAULT_HOLDS.to_vec();
     env.push(("SELFDESTRUCT_MAX_LIFETIME", "3s"));
-    let agent = s.agent("placeholder-0", &env);
-    // 3 s + up to 10 s of jitter; the bound is only how long to wait for it.
-    let ev = s
-        .fake
-        .wait_for_request(|r| r.is_eviction(), Duration::from_secs(60))
-        .unwrap_or_else(|| panic!("the lifetime was not honoured:\n{}", agent.log()));
-    assert_eq!(ev.status, 201, "{}", agent.log());
+    let _agent = vtime::agent(&s, "placeholder-0", &env);
+    // 3 s + up to 10 s of jitter, well before the 2m MIN_AGE.
+    let ev = vtime::request(&s, Duration::from_secs(60), |r| r.is_eviction())
+        .await
+        .unwrap_or_else(|| panic!("the lifetime was not honoured:\n{}", logs.text()));
+    assert_eq!(ev.status, 201, "{}", logs.text());
     assert!(
-        agent.log().contains("lifetime 3s reached"),
+        logs.text().contains("lifetime 3s reached"),
         "{}",
-        agent.log()
+        logs.text()
     );
     assert!(
-        !agent.log().contains("younger than SELFDESTRUCT_MIN_AGE"),
+        !logs.text().contains("younger than SELFDESTRUCT_MIN_AGE"),
         "MIN_AGE does not hold the lifetime:\n{}",
-        agent.log()
+        logs.text()
     );
 }
 
-#[test]
-fn a_node_move_still_waits_for_min_age() {
-    let s = Scene::with_nodes(
+#[tokio::test(start_paused = true)]
+async fn a_node_move_still_waits_for_min_age() {
+    let (logs, _guard) = Logs::capture();
+    let s = vtime::with_nodes(
         1,
         &[NodeBuilder::new("node-a").cpu("8").memory("32Gi")],
         PodTemplate::placeholder("placeholder", "1", "4Gi"),
-    );
+    )
+    .await;
     let started = s.started_at("placeholder-0").expect("a start time");
-    let agent = s.agent(
+    let _agent = vtime::agent(
+        &s,
         "placeholder-0",
         &[
             ("SELFDESTRUCT_MIN_AGE", "8s"),
@@ -440,38 +441,36 @@ fn a_node_move_still_waits_for_min_age() {
         ],
     );
     assert!(
-        agent.wait_for_log("watching nodes", Duration::from_secs(10)),
+        logs.show("watching nodes", Duration::from_secs(10)).await,
         "{}",
-        agent.log()
+        logs.text()
     );
     // A new node, created after the placeholder was scheduled (times have second precision).
-    assert!(wait_until(Duration::from_secs(5), || {
-        std::time::SystemTime::now() >= started + Duration::from_secs(1)
-    }));
+    vtime::pass(Duration::from_secs(1)).await;
     s.fake
         .add_node(NodeBuilder::new("node-b").cpu("8").memory("32Gi"));
-    let ev = s
-        .fake
-        .wait_for_request(|r| r.is_eviction(), Duration::from_secs(60))
-        .unwrap_or_else(|| panic!("no move to the new node:\n{}", agent.log()));
-    assert!(agent.log().contains("node node-b Ready"), "{}", agent.log());
+    let ev = vtime::request(&s, Duration::from_secs(60), |r| r.is_eviction())
+        .await
+        .unwrap_or_else(|| panic!("no move to the new node:\n{}", logs.text()));
+    assert!(logs.text().contains("node node-b Ready"), "{}", logs.text());
     // Held until the pod was 8 s old (start time has second precision).
     let age = ev.time.duration_since(started).unwrap_or_default();
     assert!(
         age >= Duration::from_secs(7),
         "moved at age {age:?}, before MIN_AGE:\n{}",
-        agent.log()
+        logs.text()
     );
     assert!(
-        agent.log().contains("younger than SELFDESTRUCT_MIN_AGE"),
+        logs.text().contains("younger than SELFDESTRUCT_MIN_AGE"),
         "{}",
-        agent.log()
+        logs.text()
     );
 }
 
-#[test]
-fn without_pod_uid_a_successor_created_after_the_agent_started_is_not_adopted() {
-    let s = Scene::placeholders(2);
+#[tokio::test(start_paused = true)]
+async fn without_pod_uid_a_successor_created_after_the_agent_started_is_not_adopted() {
+    let (logs, _guard) = Logs::capture();
+    let s = vtime::placeholders(2).await;
     let old_uid = s.uid("placeholder-0");
     let get = || {
         Matcher::new(
@@ -481,51 +480,56 @@ fn without_pod_uid_a_successor_created_after_the_agent_started_is_not_adopted() 
     };
     // The agent's first reads of its pod fail ...
     s.fake.fail_next(get(), FaultResponse::unavailable(), 1000);
-    let mut agent = s.agent(
+    let agent = vtime::agent(
+        &s,
         "placeholder-0",
         &with(&[("POD_UID", ""), ("SELFDESTRUCT_MOVE_JITTER", "0")]),
     );
     assert!(
-        s.fake
-            .wait_for_request(
-                |r| r.method == "GET" && r.path.ends_with("/pods/placeholder-0") && r.status == 503,
-                Duration::from_secs(10)
-            )
-            .is_some(),
+        vtime::request(&s, Duration::from_secs(10), |r| r.method == "GET"
+            && r.path.ends_with("/pods/placeholder-0")
+            && r.status == 503)
+        .await
+        .is_some(),
         "{}",
-        agent.log()
+        logs.text()
     );
     // ... while its pod is replaced under the same name by one created an hour later
     // than this process started (past any clock skew).
     assert!(s.fake.delete_pod(NS, "placeholder-0"));
-    assert!(eventually(&s, Duration::from_secs(10), |s| {
-        s.fake
-            .get_pod(NS, "placeholder-0")
-            .and_then(|p| p.metadata.uid)
-            .is_some_and(|u| u != old_uid)
-    }));
-    let later = std::time::SystemTime::now() + Duration::from_secs(3600);
+    assert!(
+        vtime::until(Duration::from_secs(10), || {
+            s.fake
+                .get_pod(NS, "placeholder-0")
+                .and_then(|p| p.metadata.uid)
+                .is_some_and(|u| u != old_uid)
+        })
+        .await
+    );
+    let later = s.fake.clock().wall() + Duration::from_secs(3600);
     s.fake.modify_pod(NS, "placeholder-0", |p| {
         p.metadata.creation_timestamp = Some(fake_apiserver::objects::time_of(later));
     });
     let successor = s.uid("placeholder-0");
     s.fake.clear_faults();
     assert!(
-        agent.wait_for_log("a successor, not ours", Duration::from_secs(15)),
+        logs.show("a successor, not ours", Duration::from_secs(15))
+            .await,
         "{}",
-        agent.log()
+        logs.text()
     );
-    // Its 1-2 s lifetime (no jitter) is long up: it must not have acted on the successor.
-    std::thread::sleep(Duration::from_secs(3));
-    assert!(s.evictions().is_empty(), "{}", agent.log());
+    // Its 1-2 s lifetime (no jitter) is long up: it must not act on the successor.
+    vtime::pass(Duration::from_secs(600)).await;
+    assert!(s.evictions().is_empty(), "{}", logs.text());
     assert_eq!(s.uid("placeholder-0"), successor);
     assert!(agent.is_running(), "keeps pausing");
-    assert_eq!(agent.terminate().0.and_then(|s| s.code()), Some(0));
+    assert_eq!(agent.stop().await, 0);
 }
 
-#[test]
-fn a_conflict_other_than_the_uid_precondition_is_retried() {
-    let s = Scene::placeholders(2);
+#[tokio::test(start_paused = true)]
+async fn a_conflict_other_than_the_uid_precondition_is_retried() {
+    let (logs, _guard) = Logs::capture();
+    let s = vtime::placeholders(2).await;
     // A PodDisruptionBudget update race: the pod is still there, the eviction may be retried.
     s.fake.fail_next(
         Matcher::new(
@@ -540,77 +544,83 @@ fn a_conflict_other_than_the_uid_precondition_is_retried() {
         ),
         1,
     );
-    let agent = s.agent("placeholder-0", TIMER_ONLY);
+    let _agent = vtime::agent(&s, "placeholder-0", TIMER_ONLY);
     assert!(
-        s.fake
-            .wait_for_request(
-                |r| r.is_eviction() && r.status == 201,
-                Duration::from_secs(20)
-            )
-            .is_some(),
+        vtime::request(&s, Duration::from_secs(20), |r| r.is_eviction()
+            && r.status == 201)
+        .await
+        .is_some(),
         "retried after the conflict:\n{}",
-        agent.log()
+        logs.text()
     );
     let statuses: Vec<u16> = s.evictions().iter().map(|r| r.status).collect();
-    assert_eq!(statuses, [409, 201], "{}", agent.log());
+    assert_eq!(statuses, [409, 201], "{}", logs.text());
 }
 
-#[test]
-fn retry_after_zero_does_not_bypass_the_backoff() {
+#[tokio::test(start_paused = true)]
+async fn retry_after_zero_does_not_bypass_the_backoff() {
+    let (logs, _guard) = Logs::capture();
     // A server that says `Retry-After: 0` on every 429 once drew hundreds of
     // evictions a minute: Retry-After is a floor under the backoff, not a bypass.
-    let (s, agent) = against_fault(FaultResponse::throttled(0));
+    let (s, _agent) = against_fault(FaultResponse::throttled(0), &logs).await;
     assert!(
-        wait_until(Duration::from_secs(40), || s.evictions().len() >= 2),
+        vtime::until(Duration::from_secs(40), || s.evictions().len() >= 2).await,
         "{}",
-        agent.log()
+        logs.text()
     );
     let ev = s.evictions();
     let gap = ev[1].at.duration_since(ev[0].at);
-    // The first backoff after a 429 is 5-10 s; a slow machine only makes it longer.
+    // The first backoff after a 429 is 5-10 s.
     assert!(
-        gap >= Duration::from_secs(4),
+        gap >= Duration::from_secs(5),
         "retried after {gap:?}:\n{}",
-        agent.log()
+        logs.text()
     );
 }
 
-#[test]
-fn forbidden_logs_an_rbac_hint_and_retries_rarely() {
+#[tokio::test(start_paused = true)]
+async fn forbidden_logs_an_rbac_hint_and_retries_rarely() {
+    let (logs, _guard) = Logs::capture();
     for (code, reason, hint) in [
         (403, "Forbidden", "rbac/role.yaml"),
         (422, "Invalid", "admission policy"),
     ] {
-        let (s, mut agent) = against_fault(FaultResponse::failure(code, reason, "denied"));
+        let (s, agent) = against_fault(FaultResponse::failure(code, reason, "denied"), &logs).await;
         assert!(
-            agent.wait_for_log(hint, Duration::from_secs(3)),
+            logs.show(hint, Duration::from_secs(3)).await,
             "{code}: {}",
-            agent.log()
+            logs.text()
         );
-        std::thread::sleep(Duration::from_secs(2));
+        // Rarely: not within a minute, but again within the hour.
+        vtime::pass(Duration::from_secs(60)).await;
         assert!(agent.is_running());
         assert_eq!(
             s.evictions().len(),
             1,
             "{code}: retries rarely (minutes), not now"
         );
+        assert!(
+            vtime::until(Duration::from_secs(3600), || s.evictions().len() >= 2).await,
+            "{code}: retries:\n{}",
+            logs.text()
+        );
     }
 }
 
-#[test]
-fn server_errors_retry_with_backoff_and_keep_running() {
-    let (s, mut agent) = against_fault(FaultResponse::internal_error());
+#[tokio::test(start_paused = true)]
+async fn server_errors_retry_with_backoff_and_keep_running() {
+    let (logs, _guard) = Logs::capture();
+    let (s, agent) = against_fault(FaultResponse::internal_error(), &logs).await;
     assert!(
-        wait_until(Duration::from_secs(10), || s.evictions().len() >= 3),
+        vtime::until(Duration::from_secs(10), || s.evictions().len() >= 3).await,
         "{}",
-        agent.log()
+        logs.text()
     );
     let times: Vec<_> = s.evictions().iter().map(|r| r.at).collect();
     let gaps: Vec<Duration> = times
         .windows(2)
         .map(|w| w[1].duration_since(w[0]))
         .collect();
-    eprintln!("retry gaps after 500s: {gaps:?}");
     assert!(
         gaps.iter().all(|g| *g >= Duration::from_millis(400)),
         "no hot loop: {gaps:?}"
@@ -619,21 +629,21 @@ fn server_errors_retry_with_backoff_and_keep_running() {
     assert!(agent.is_running());
     s.fake.clear_faults();
     assert!(
-        s.fake
-            .wait_for_request(
-                |r| r.is_eviction() && r.status == 201,
-                Duration::from_secs(15)
-            )
-            .is_some(),
+        vtime::request(&s, Duration::from_secs(15), |r| r.is_eviction()
+            && r.status == 201)
+        .await
+        .is_some(),
         "succeeds once the server recovers:\n{}",
-        agent.log()
+        logs.text()
     );
 }
 
-#[test]
-fn survives_an_api_outage_and_acts_once_it_is_back() {
-    let s = Scene::placeholders(2);
-    let mut agent = s.agent(
+#[tokio::test(start_paused = true)]
+async fn survives_an_api_outage_and_acts_once_it_is_back() {
+    let (logs, _guard) = Logs::capture();
+    let s = vtime::placeholders(2).await;
+    let agent = vtime::agent(
+        &s,
         "placeholder-0",
         &with(&[
             ("SELFDESTRUCT_MIN_LIFETIME", "2s"),
@@ -641,65 +651,73 @@ fn survives_an_api_outage_and_acts_once_it_is_back() {
         ]),
     );
     assert!(
-        agent.wait_for_log("selfdestruct started", Duration::from_secs(10)),
+        logs.show("selfdestruct started", Duration::from_secs(10))
+            .await,
         "{}",
-        agent.log()
+        logs.text()
     );
     s.fake.set_outage(true);
-    std::thread::sleep(Duration::from_secs(5));
+    // The lifetime runs out during a 5-minute outage.
+    vtime::pass(Duration::from_secs(300)).await;
     assert!(
         agent.is_running(),
         "an outage never kills it:\n{}",
-        agent.log()
+        logs.text()
     );
-    assert!(agent.log().contains("retrying"), "{}", agent.log());
+    assert!(logs.text().contains("retrying"), "{}", logs.text());
     s.fake.set_outage(false);
     assert!(
-        s.fake
-            .wait_for_request(
-                |r| r.is_eviction() && r.status == 201,
-                Duration::from_secs(20)
-            )
-            .is_some(),
+        vtime::request(&s, Duration::from_secs(120), |r| r.is_eviction()
+            && r.status == 201)
+        .await
+        .is_some(),
         "{}",
-        agent.log()
+        logs.text()
     );
 }
 
-#[test]
-fn an_event_that_cannot_be_posted_does_not_stop_the_move() {
-    let s = Scene::placeholders(2);
+#[tokio::test(start_paused = true)]
+async fn an_event_that_cannot_be_posted_does_not_stop_the_move() {
+    let (logs, _guard) = Logs::capture();
+    let s = vtime::placeholders(2).await;
     s.fake.fail_next(
         Matcher::new("POST", &events_path()),
         FaultResponse::internal_error(),
         100,
     );
-    let agent = s.agent("placeholder-0", TIMER_ONLY);
+    let _agent = vtime::agent(&s, "placeholder-0", TIMER_ONLY);
     assert!(
-        s.fake
-            .wait_for_request(
-                |r| r.is_eviction() && r.status == 201,
-                Duration::from_secs(15)
-            )
-            .is_some()
+        vtime::request(&s, Duration::from_secs(15), |r| r.is_eviction()
+            && r.status == 201)
+        .await
+        .is_some(),
+        "{}",
+        logs.text()
     );
     assert!(
-        agent.wait_for_log("could not post the Event", Duration::from_secs(3)),
+        logs.show("could not post the Event", Duration::from_secs(3))
+            .await,
         "{}",
-        agent.log()
+        logs.text()
     );
 }
 
-#[test]
-fn dry_run_makes_no_mutating_request() {
-    let s = Scene::placeholders(2);
-    let agent = s.agent("placeholder-0", &with(&[("SELFDESTRUCT_DRY_RUN", "true")]));
-    assert!(
-        agent.wait_for_log("dry run: would evict", Duration::from_secs(15)),
-        "{}",
-        agent.log()
+#[tokio::test(start_paused = true)]
+async fn dry_run_makes_no_mutating_request() {
+    let (logs, _guard) = Logs::capture();
+    let s = vtime::placeholders(2).await;
+    let _agent = vtime::agent(
+        &s,
+        "placeholder-0",
+        &with(&[("SELFDESTRUCT_DRY_RUN", "true")]),
     );
-    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        logs.show("dry run: would evict", Duration::from_secs(15))
+            .await,
+        "{}",
+        logs.text()
+    );
+    vtime::pass(Duration::from_secs(600)).await;
     assert!(
         s.mutations().is_empty(),
         "dry run mutated: {:?}",
@@ -711,31 +729,36 @@ fn dry_run_makes_no_mutating_request() {
     );
 }
 
-#[test]
-fn finds_its_uid_with_one_get_and_its_identity_from_podinfo_files() {
-    let s = Scene::placeholders(2);
+#[tokio::test(start_paused = true)]
+async fn finds_its_uid_with_one_get_and_its_identity_from_podinfo_files() {
+    let (logs, _guard) = Logs::capture();
+    let s = vtime::placeholders(2).await;
     let uid = s.uid("placeholder-1");
     let podinfo = tempdir("podinfo");
     std::fs::write(podinfo.join("name"), "placeholder-1\n").expect("write");
     std::fs::write(podinfo.join("namespace"), NS).expect("write");
     let dir = podinfo.to_string_lossy().to_string();
     // No POD_NAME/POD_NAMESPACE/POD_UID (empty values count as unset).
-    let agent = s.agent(
+    let _agent = vtime::agent(
+        &s,
         "placeholder-1",
         &with(&[("POD_NAME", ""), ("POD_NAMESPACE", ""), ("POD_UID", "")])
             .into_iter()
             .chain([("SELFDESTRUCT_PODINFO_DIR", dir.as_str())])
             .collect::<Vec<_>>(),
     );
-    let ev = s
-        .fake
-        .wait_for_request(|r| r.is_eviction(), Duration::from_secs(15))
-        .unwrap_or_else(|| panic!("{}", agent.log()));
+    let ev = vtime::request(&s, Duration::from_secs(15), |r| r.is_eviction())
+        .await
+        .unwrap_or_else(|| panic!("{}", logs.text()));
     assert!(ev.path.contains("placeholder-1"));
     assert_eq!(
         ev.body.expect("body")["deleteOptions"]["preconditions"]["uid"],
         uid.as_str()
     );
+    let gets = s.fake.count_requests(|r| {
+        r.method == "GET" && r.path == format!("/api/v1/namespaces/{NS}/pods/placeholder-1")
+    });
+    assert_eq!(gets, 1, "{}", logs.text());
 }
 
 #[test]
@@ -750,40 +773,45 @@ fn a_hostname_that_names_no_pod_is_a_configuration_error() {
     assert!(s.mutations().is_empty());
 }
 
-#[test]
-fn a_successor_under_the_same_name_is_left_alone() {
-    let s = Scene::placeholders(2);
-    let agent = s.agent(
+#[tokio::test(start_paused = true)]
+async fn a_successor_under_the_same_name_is_left_alone() {
+    let (logs, _guard) = Logs::capture();
+    let s = vtime::placeholders(2).await;
+    let _agent = vtime::agent(
+        &s,
         "placeholder-0",
         &with(&[("POD_UID", "00000000-0000-0000-0000-000000000000")]),
     );
     assert!(
-        agent.wait_for_log("successor", Duration::from_secs(10)),
+        logs.show("successor", Duration::from_secs(10)).await,
         "{}",
-        agent.log()
+        logs.text()
     );
-    std::thread::sleep(Duration::from_secs(3));
+    vtime::pass(Duration::from_secs(600)).await;
     assert!(s.mutations().is_empty(), "{:?}", s.mutations());
 }
 
-#[test]
-fn without_permission_to_read_its_pod_it_keeps_pausing() {
-    let s = Scene::placeholders(1);
-    let mut agent = s.agent_as(
+#[tokio::test(start_paused = true)]
+async fn without_permission_to_read_its_pod_it_keeps_pausing() {
+    let (logs, _guard) = Logs::capture();
+    let s = vtime::placeholders(1).await;
+    let agent = vtime::agent_as(
+        &s,
         "placeholder-0",
         Subject::new("system:serviceaccount:placeholders:nobody"),
         TIMER_ONLY,
     );
     assert!(
-        agent.wait_for_log("cannot read own pod", Duration::from_secs(10)),
+        logs.show("cannot read own pod", Duration::from_secs(10))
+            .await,
         "{}",
-        agent.log()
+        logs.text()
     );
-    assert!(agent.log().contains("rbac/role.yaml"), "{}", agent.log());
+    assert!(logs.text().contains("rbac/role.yaml"), "{}", logs.text());
+    vtime::pass(Duration::from_secs(600)).await;
     assert!(agent.is_running());
-    assert_eq!(agent.terminate().0.and_then(|s| s.code()), Some(0));
+    assert_eq!(agent.stop().await, 0);
 }
-
 #[test]
 fn sigterm_exits_zero_at_once_while_watching() {
     let s = Scene::placeholders(1);
@@ -829,24 +857,27 @@ fn json_logs_carry_the_decision_and_reason() {
     assert_eq!(v["level"], "INFO");
 }
 
-#[test]
-fn start_jitter_delays_the_first_lists_but_not_the_own_pod_read() {
-    let s = Scene::placeholders(2);
-    let agent = s.agent("placeholder-0", &[("SELFDESTRUCT_START_JITTER", "1h")]);
+#[tokio::test(start_paused = true)]
+async fn start_jitter_delays_the_first_lists_but_not_the_own_pod_read() {
+    let (logs, _guard) = Logs::capture();
+    let s = vtime::placeholders(2).await;
+    let _agent = vtime::agent(&s, "placeholder-0", &[("SELFDESTRUCT_START_JITTER", "1h")]);
     assert!(
-        agent.wait_for_log("selfdestruct started", Duration::from_secs(10)),
+        logs.show("selfdestruct started", Duration::from_secs(10))
+            .await,
         "{}",
-        agent.log()
+        logs.text()
     );
-    std::thread::sleep(Duration::from_secs(2));
-    let lists = s
-        .fake
-        .requests()
-        .into_iter()
-        .filter(|r| r.path == "/api/v1/nodes" || r.path == format!("/api/v1/namespaces/{NS}/pods"))
-        .count();
+    let lists = |s: &Scene| {
+        s.fake.count_requests(|r| {
+            r.path == "/api/v1/nodes" || r.path == format!("/api/v1/namespaces/{NS}/pods")
+        })
+    };
+    // Some time within the hour, not at once.
+    vtime::pass(Duration::from_secs(2)).await;
     assert_eq!(
-        lists, 0,
+        lists(&s),
+        0,
         "a fleet that starts together must not list together"
     );
     assert!(
@@ -854,5 +885,10 @@ fn start_jitter_delays_the_first_lists_but_not_the_own_pod_read() {
             .requests()
             .iter()
             .any(|r| r.path.ends_with("/pods/placeholder-0"))
+    );
+    assert!(
+        vtime::until(Duration::from_secs(3600), || lists(&s) > 0).await,
+        "lists within the hour:\n{}",
+        logs.text()
     );
 }

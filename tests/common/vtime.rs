@@ -121,6 +121,27 @@ pub async fn until_some<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) ->
     found
 }
 
+/// The first request matching `pred`, once made (within `limit` of virtual time).
+pub async fn request(
+    scene: &Scene,
+    limit: Duration,
+    pred: impl Fn(&fake_apiserver::RecordedRequest) -> bool,
+) -> Option<fake_apiserver::RecordedRequest> {
+    until_some(limit, || scene.fake.find_request(&pred)).await
+}
+
+impl Logs {
+    /// Whether a line containing `needle` is logged within `limit` of virtual time.
+    pub async fn show(&self, needle: &str, limit: Duration) -> bool {
+        until(limit, || self.text().contains(needle)).await
+    }
+
+    /// Whether the agent of `pod` logs a line containing `needle` within `limit`.
+    pub async fn show_of(&self, pod: &str, needle: &str, limit: Duration) -> bool {
+        until(limit, || self.of(pod).contains(needle)).await
+    }
+}
+
 /// Lets `d` of virtual time pass with the agents and the fake running.
 pub async fn pass(d: Duration) {
     tokio::time::sleep(d).await;
