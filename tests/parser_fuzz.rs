@@ -310,10 +310,10 @@ proptest! {
             ..IdentityHints::default()
         };
         if let Ok(id) = identity::resolve(&hints, host.clone(), Some("fallback-ns")) {
-            for v in [&id.name.0, &id.namespace.0] {
+            for v in [&id.name, &id.namespace] {
                 prop_assert!(!v.is_empty(), "{id:?}");
-                if id.name.1 == identity::Source::PodInfo {
-                    prop_assert!(!id.name.0.contains(char::is_whitespace) && id.name.0.len() <= 253, "{id:?}");
+                if id.name_from == identity::Source::PodInfo {
+                    prop_assert!(!id.name.contains(char::is_whitespace) && id.name.len() <= 253, "{id:?}");
                 }
             }
             if let Some(u) = &id.uid {
