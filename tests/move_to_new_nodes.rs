@@ -1,14 +1,15 @@
-//! Moving to fresh nodes, end to end: one real agent process per placeholder pod
-//! (started and stopped by a kubelet emulation), a fake API server with nodes, a
-//! StatefulSet, a PDB and a LeastAllocated scheduler.
+//! Moving to fresh nodes, end to end: one agent per placeholder pod (started and
+//! stopped by a kubelet emulation), a fake API server with nodes, a StatefulSet, a
+//! PDB and a LeastAllocated scheduler. In-process on virtual time
+//! (`common::vtime`); the fleet of real processes is in tests/hardening.rs.
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::cluster::{Kubelet, NS, Scene, events_path, is_event_about};
-use common::wait_until;
-use fake_apiserver::{FakeCluster, NodeBuilder, PodTemplate, Rule, Subject};
+use common::cluster::{NS, Scene, events_path, is_event_about};
+use common::vtime::{self, Kubelet, Logs};
+use fake_apiserver::{Config, FakeCluster, NodeBuilder, PodTemplate, Rule, Subject};
 use k8s_openapi::api::core::v1::{ContainerImage, Pod};
 
 const USER_IMAGE: &str = "quay.io/jupyter/scipy-notebook:2024-05-01";
@@ -27,8 +28,8 @@ fn user_pod(name: &str, node: &str) -> Pod {
 /// A new 4-CPU node takes three placeholders before the default scheduler
 /// (LeastAllocated, counting the incoming pod) rates it no better than an old
 /// node: a fourth move is the one wasted move, and then moves stop.
-fn busy_cluster() -> Scene {
-    let fake = FakeCluster::start();
+async fn busy_cluster() -> Scene {
+    let fake = FakeCluster::in_process(Config::default());
     for n in ["node-a", "node-b", "node-c"] {
         fake.add_node(NodeBuilder::new(n).cpu("8").memory("32Gi"));
         fake.add_pod(user_pod(&format!("user-{n}"), n));
@@ -45,7 +46,15 @@ fn busy_cluster() -> Scene {
         "app.kubernetes.io/instance=placeholder",
         1,
     );
-    assert!(fake.wait_pods_ready(NS, 6, Duration::from_secs(10)));
+    let running = vtime::until(Duration::from_secs(60), || {
+        fake.pods(NS)
+            .iter()
+            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+            .count()
+            == 6
+    })
+    .await;
+    assert!(running);
     for n in ["node-a", "node-b", "node-c"] {
         assert_eq!(
             placeholders_on(&fake, n),
@@ -80,9 +89,10 @@ const FAST: &[(&str, &str)] = &[
     ("SELFDESTRUCT_REQUIRED_IMAGES", USER_IMAGE),
 ];
 
-#[test]
-fn placeholders_move_one_at_a_time_onto_a_new_node_once_it_is_ready_with_images() {
-    let s = busy_cluster();
+#[tokio::test(start_paused = true)]
+async fn placeholders_move_one_at_a_time_onto_a_new_node_once_it_is_ready_with_images() {
+    let (logs, _guard) = Logs::capture();
+    let s = busy_cluster().await;
     let originals: Vec<(String, String)> = s
         .fake
         .pods(NS)
@@ -96,19 +106,14 @@ fn placeholders_move_one_at_a_time_onto_a_new_node_once_it_is_ready_with_images(
         .collect();
     let mut kubelet = Kubelet::new(&s, FAST, Subject::placeholder_agent(NS, "placeholder"));
     assert!(
-        kubelet.run_until(Duration::from_secs(10), |_| { kubelet_watching(&s) }),
+        kubelet
+            .run_until(Duration::from_secs(10), |_| { kubelet_watching(&s) })
+            .await,
         "agents did not start watching"
     );
     // API timestamps have whole seconds, and a node is new only if it was created
     // after the own pod was scheduled: let the second of the scheduling end.
-    let secs = || {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or_default()
-    };
-    let scheduled_second = secs();
-    assert!(wait_until(Duration::from_secs(2), || secs() > scheduled_second));
+    vtime::pass(Duration::from_secs(1)).await;
     // 1. A fourth node appears NotReady: nothing moves.
     s.fake.add_node(
         NodeBuilder::new("node-d")
@@ -116,57 +121,62 @@ fn placeholders_move_one_at_a_time_onto_a_new_node_once_it_is_ready_with_images(
             .memory("16Gi")
             .ready(false),
     );
-    kubelet.run_until(Duration::from_secs(2), |_| false);
+    kubelet.run_until(Duration::from_secs(600), |_| false).await;
     assert!(s.evictions().is_empty(), "moved towards a NotReady node");
     // 2. Ready, but the user image is not pulled yet: still nothing.
     s.fake.set_node_ready("node-d", true);
-    kubelet.run_until(Duration::from_secs(3), |_| false);
+    kubelet.run_until(Duration::from_secs(600), |_| false).await;
     assert!(
         s.evictions().is_empty(),
         "moved before the images were there"
     );
     // 3. The image appears: placeholders move onto it, one at a time.
-    let images_at = Instant::now();
+    let images_at = s.fake.clock().instant();
     s.fake.set_node_images("node-d", vec![image(&[USER_IMAGE])]);
-    let filled = kubelet.run_until(Duration::from_secs(40), |s| {
-        placeholders_on(&s.fake, "node-d") == 3
-    });
-    assert!(filled, "node-d did not fill up:\n{}", kubelet.all_logs());
+    let filled = kubelet
+        .run_until(Duration::from_secs(40), |s| {
+            placeholders_on(&s.fake, "node-d") == 3
+        })
+        .await;
+    assert!(filled, "node-d did not fill up:\n{}", logs.text());
     // 4. The new node is full. By design at most one more move is wasted: its
     // replacement lands on an old node, every other agent then reads node-d as full,
     // and no move follows. Wait for exactly that state, not for a quiet window: a
     // placeholder in PDB backoff may make the wasted move late.
-    let settled = kubelet.run_until(Duration::from_secs(120), |s| {
-        let wasted = wasted_moves(s, &originals);
-        !wasted.is_empty()
-            && wasted
-                .iter()
-                .all(|(_, replacement)| is_running(s, replacement))
-    });
-    assert!(
-        settled,
-        "the one wasted move never came:\n{}",
-        kubelet.all_logs()
-    );
+    let settled = kubelet
+        .run_until(Duration::from_secs(120), |s| {
+            let wasted = wasted_moves(s, &originals);
+            !wasted.is_empty()
+                && wasted
+                    .iter()
+                    .all(|(_, replacement)| is_running(s, replacement))
+        })
+        .await;
+    assert!(settled, "the one wasted move never came:\n{}", logs.text());
     let unmoved: Vec<String> = originals
         .iter()
         .filter(|(name, uid)| s.uid(name) == *uid)
         .map(|(_, uid)| uid.clone())
         .collect();
-    let all_saw_full = kubelet.run_until(Duration::from_secs(30), |_| true)
-        && wait_until(Duration::from_secs(30), || {
-            unmoved.iter().all(|uid| {
-                kubelet
-                    .agents
-                    .get(uid)
-                    .is_some_and(|(_, p)| p.log().contains("node node-d is full"))
-            })
-        });
+    let all_saw_full = kubelet
+        .run_until(Duration::from_secs(30), |_| {
+            unmoved
+                .iter()
+                .all(|uid| logs.of_uid(uid).contains("node node-d is full"))
+        })
+        .await;
     assert!(
         all_saw_full,
         "every unmoved placeholder reads node-d as full:\n{}",
-        kubelet.all_logs()
+        logs.text()
     );
+    // And an hour later, nothing has moved since.
+    let moves = s.evictions().len();
+    kubelet.step = Duration::from_secs(1);
+    kubelet
+        .run_until(Duration::from_secs(3600), |_| false)
+        .await;
+    assert_eq!(s.evictions().len(), moves, "{}", logs.text());
     let all = s.evictions();
     let ok: Vec<_> = all.iter().filter(|r| r.status == 201).collect();
     eprintln!(
@@ -196,7 +206,7 @@ fn placeholders_move_one_at_a_time_onto_a_new_node_once_it_is_ready_with_images(
     assert!(
         ok.iter().all(|r| r.at <= first_wasted.at),
         "a move after the wasted one:\n{}",
-        kubelet.all_logs()
+        logs.text()
     );
     let on_new = placeholders_on(&s.fake, "node-d");
     assert_eq!(
@@ -204,7 +214,7 @@ fn placeholders_move_one_at_a_time_onto_a_new_node_once_it_is_ready_with_images(
         on_new + 1,
         "{} moves for {on_new} placeholders on the new node and one wasted\n{}",
         ok.len(),
-        kubelet.all_logs()
+        logs.text()
     );
     // Only original pods moved, each at most once (a replacement never chases the node).
     let mut moved = Vec::new();
@@ -225,8 +235,7 @@ fn placeholders_move_one_at_a_time_onto_a_new_node_once_it_is_ready_with_images(
     // One at a time: each accepted eviction comes after the previous one's
     // replacement pod was Running again, as the API server saw it (the pod's start
     // time, which has second precision: compared as a floor, it can miss an overlap
-    // within one second but never reports a false one). When the replacement's agent
-    // *process* started is no measure: on a loaded machine it starts late.
+    // within one second but never reports a false one).
     for pair in ok.windows(2) {
         let (first, next) = (pair[0], pair[1]);
         let name = first.path.split('/').nth(6).unwrap_or_default();
@@ -270,7 +279,7 @@ fn placeholders_move_one_at_a_time_onto_a_new_node_once_it_is_ready_with_images(
             r.path
         );
     }
-    let logs = kubelet.all_logs();
+    let logs = logs.text();
     assert!(
         logs.contains("node node-d Ready"),
         "the reason names the node:\n{logs}"
@@ -303,9 +312,10 @@ fn kubelet_watching(s: &Scene) -> bool {
     s.fake.open_watches() >= 12
 }
 
-#[test]
-fn without_node_permission_it_warns_and_falls_back_to_the_timer() {
-    let s = busy_cluster();
+#[tokio::test(start_paused = true)]
+async fn without_node_permission_it_warns_and_falls_back_to_the_timer() {
+    let (logs, _guard) = Logs::capture();
+    let s = busy_cluster().await;
     let no_nodes = Subject::new("system:serviceaccount:placeholders:placeholder")
         .rule(Rule::new(
             &["get", "list", "watch", "delete"],
@@ -326,18 +336,20 @@ fn without_node_permission_it_warns_and_falls_back_to_the_timer() {
     );
     s.fake
         .add_node(NodeBuilder::new("node-d").cpu("3").memory("12Gi"));
-    let moved = kubelet.run_until(Duration::from_secs(30), |s| {
-        s.evictions().iter().filter(|r| r.status == 201).count() >= 2
-    });
-    let logs = kubelet.all_logs();
-    assert!(moved, "timer moves did not happen:\n{logs}");
+    let moved = kubelet
+        .run_until(Duration::from_secs(30), |s| {
+            s.evictions().iter().filter(|r| r.status == 201).count() >= 2
+        })
+        .await;
+    let all = logs.text();
+    assert!(moved, "timer moves did not happen:\n{all}");
     assert!(
-        logs.contains("cannot list/watch nodes"),
-        "a clear warning:\n{logs}"
+        all.contains("cannot list/watch nodes"),
+        "a clear warning:\n{all}"
     );
     assert!(
-        logs.contains("rbac/node-reader"),
-        "names the missing permission:\n{logs}"
+        all.contains("rbac/node-reader"),
+        "names the missing permission:\n{all}"
     );
     let events = s.fake.events(NS);
     assert!(!events.is_empty());
@@ -347,20 +359,33 @@ fn without_node_permission_it_warns_and_falls_back_to_the_timer() {
             .all(|e| e.message.as_deref().unwrap_or("").starts_with("lifetime ")),
         "every move came from the timer"
     );
-    // Each agent warns once, not on every retry.
-    for (_, (_, p)) in kubelet.agents.iter() {
-        assert!(p.count_log("cannot list/watch nodes") <= 1, "{}", p.log());
+    // Each agent warns once, not on every retry: the agents running now live
+    // through a retry of the denied list (after 5-10 minutes; no agent is
+    // started meanwhile, so no pod moves twice).
+    vtime::pass(Duration::from_secs(700)).await;
+    let retried = kubelet.agents.values().any(|(_, a)| {
+        s.fake
+            .count_requests(|r| r.path == "/api/v1/nodes" && r.token.as_deref() == Some(&a.token))
+            >= 2
+    });
+    assert!(retried, "no agent retried the node list:\n{}", logs.text());
+    for uid in kubelet.agents.keys() {
+        let own = logs.of_uid(uid);
+        assert!(own.matches("cannot list/watch nodes").count() <= 1, "{own}");
     }
 }
 
-#[test]
-fn a_broken_or_expired_watch_is_listed_again_and_still_moves() {
-    let s = Scene::with_nodes(
+#[tokio::test(start_paused = true)]
+async fn a_broken_or_expired_watch_is_listed_again_and_still_moves() {
+    let (logs, _guard) = Logs::capture();
+    let s = vtime::with_nodes(
         2,
         &[NodeBuilder::new("node-a").cpu("4").memory("16Gi")],
         PodTemplate::placeholder("placeholder", "1", "4Gi"),
-    );
-    let agent = s.agent(
+    )
+    .await;
+    let _agent = vtime::agent(
+        &s,
         "placeholder-0",
         &[
             ("SELFDESTRUCT_NODE_SETTLE", "1s"),
@@ -368,9 +393,9 @@ fn a_broken_or_expired_watch_is_listed_again_and_still_moves() {
         ],
     );
     assert!(
-        agent.wait_for_log("watching nodes", Duration::from_secs(10)),
+        logs.show("watching nodes", Duration::from_secs(10)).await,
         "{}",
-        agent.log()
+        logs.text()
     );
     // Hold the watch so the agent misses a change, compact the history and
     // cut the watch: resuming from its resourceVersion (now older than the
@@ -378,7 +403,7 @@ fn a_broken_or_expired_watch_is_listed_again_and_still_moves() {
     // hold the agent could see the change first, and resuming from the newest
     // resourceVersion is legal (no 410), as on a real API server.
     s.fake.stall_watches();
-    std::thread::sleep(Duration::from_millis(50));
+    vtime::pass(Duration::from_millis(50)).await;
     for i in 0..3 {
         s.fake.modify_node("node-a", |n| {
             n.metadata
@@ -391,40 +416,43 @@ fn a_broken_or_expired_watch_is_listed_again_and_still_moves() {
     s.fake.drop_watches_mid_line();
     s.fake.resume_watches();
     assert!(
-        agent.wait_for_log("listing again", Duration::from_secs(15)),
+        logs.show("listing again", Duration::from_secs(15)).await,
         "no re-list after 410:\n{}",
-        agent.log()
+        logs.text()
     );
     // API timestamps have whole seconds: make the new node's Ready time later
     // than the pod's scheduling time.
-    std::thread::sleep(Duration::from_millis(1100));
+    vtime::pass(Duration::from_millis(1100)).await;
     s.fake
         .add_node(NodeBuilder::new("node-b").cpu("4").memory("16Gi"));
     assert!(
-        s.fake
-            .wait_for_request(|r| r.is_eviction(), Duration::from_secs(15))
+        vtime::request(&s, Duration::from_secs(15), |r| r.is_eviction())
+            .await
             .is_some(),
         "no move after the re-list:\n{}",
-        agent.log()
+        logs.text()
     );
     assert!(
-        agent.wait_for_log("node node-b Ready", Duration::from_secs(3)),
+        logs.show("node node-b Ready", Duration::from_secs(3)).await,
         "{}",
-        agent.log()
+        logs.text()
     );
 }
 
-#[test]
-fn the_node_selector_limits_which_nodes_count() {
-    let s = Scene::with_nodes(
+#[tokio::test(start_paused = true)]
+async fn the_node_selector_limits_which_nodes_count() {
+    let (logs, _guard) = Logs::capture();
+    let s = vtime::with_nodes(
         1,
         &[NodeBuilder::new("node-a")
             .cpu("4")
             .memory("16Gi")
             .label("pool", "user")],
         PodTemplate::placeholder("placeholder", "1", "4Gi"),
-    );
-    let agent = s.agent(
+    )
+    .await;
+    let _agent = vtime::agent(
+        &s,
         "placeholder-0",
         &[
             ("SELFDESTRUCT_NODE_SETTLE", "0"),
@@ -432,25 +460,23 @@ fn the_node_selector_limits_which_nodes_count() {
         ],
     );
     assert!(
-        agent.wait_for_log("watching nodes", Duration::from_secs(10)),
+        logs.show("watching nodes", Duration::from_secs(10)).await,
         "{}",
-        agent.log()
+        logs.text()
     );
     // "watching nodes" follows the list; the watch request comes just after.
-    let watch = s
-        .fake
-        .wait_for_request(
-            |r| r.path == "/api/v1/nodes" && r.watch,
-            Duration::from_secs(10),
-        )
-        .expect("a node watch");
+    let watch = vtime::request(&s, Duration::from_secs(10), |r| {
+        r.path == "/api/v1/nodes" && r.watch
+    })
+    .await
+    .expect("a node watch");
     assert_eq!(
         watch.query_param("labelSelector").as_deref(),
         Some("pool=user")
     );
     s.fake
         .add_node(NodeBuilder::new("other").cpu("4").memory("16Gi"));
-    std::thread::sleep(Duration::from_secs(2));
+    vtime::pass(Duration::from_secs(600)).await;
     assert!(
         s.evictions().is_empty(),
         "a node outside the selector is no reason"
@@ -462,8 +488,8 @@ fn the_node_selector_limits_which_nodes_count() {
             .label("pool", "user"),
     );
     assert!(
-        wait_until(Duration::from_secs(10), || !s.evictions().is_empty()),
+        vtime::until(Duration::from_secs(10), || !s.evictions().is_empty()).await,
         "{}",
-        agent.log()
+        logs.text()
     );
 }

@@ -10,6 +10,7 @@
 //! image) stays on the black-box tier (`common::cluster`).
 #![allow(dead_code)]
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -59,9 +60,9 @@ impl Logs {
         String::from_utf8_lossy(&self.0.lock().expect("log lock")).into_owned()
     }
 
-    /// The lines of the agent of `pod` (its loop runs in a span naming the pod).
+    /// The lines of the agents of `pod` (their loops run in a span naming the pod).
     pub fn of(&self, pod: &str) -> String {
-        let span = format!("pod={pod}");
+        let span = format!("{{pod={pod} ");
         self.text()
             .lines()
             .filter(|l| l.contains(&span))
@@ -134,6 +135,16 @@ impl Logs {
     /// Whether a line containing `needle` is logged within `limit` of virtual time.
     pub async fn show(&self, needle: &str, limit: Duration) -> bool {
         until(limit, || self.text().contains(needle)).await
+    }
+
+    /// The lines of the agent of the pod with `uid`.
+    pub fn of_uid(&self, uid: &str) -> String {
+        let span = format!(" uid={uid}}}");
+        self.text()
+            .lines()
+            .filter(|l| l.contains(&span))
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     /// Whether the agent of `pod` logs a line containing `needle` within `limit`.
@@ -212,6 +223,8 @@ pub fn config(env: &[(&str, &str)]) -> Config {
 /// An agent running in-process; stopped (as by SIGTERM) when dropped.
 pub struct Agent {
     pub pod: String,
+    /// Its bearer token (the fake records it with each request).
+    pub token: String,
     task: tokio::task::JoinHandle<i32>,
     stop: tokio::sync::watch::Sender<bool>,
 }
@@ -298,13 +311,104 @@ pub fn agent_as(scene: &Scene, pod: &str, subject: Subject, env: &[(&str, &str)]
     let clock = Clock::following_tokio(wall, at);
     let (stop, rx) = tokio::sync::watch::channel(false);
     // The span's target passes the log filter: its fields name the agent's lines.
-    let span = tracing::info_span!(target: "selfdestruct", "agent", pod = %pod);
+    let span = tracing::info_span!(target: "selfdestruct", "agent", pod = %pod, uid = %uid);
     let task = tokio::spawn(
         selfdestruct::agent::run_with(client, cfg, clock, Stop::Shutdown(rx)).instrument(span),
     );
     Agent {
         pod: pod.to_string(),
+        token,
         task,
         stop,
+    }
+}
+
+/// Runs one in-process agent per Running placeholder pod, like a kubelet would:
+/// starts one for each new pod (uid), stops it when its pod goes away (the
+/// in-process counterpart of `cluster::Kubelet`).
+pub struct Kubelet<'a> {
+    pub scene: &'a Scene,
+    pub env: Vec<(String, String)>,
+    pub subject: Subject,
+    /// The running agents by pod uid, with the pod's name.
+    pub agents: HashMap<String, (String, Agent)>,
+    /// Every agent started: (pod name, uid, node).
+    pub started: Vec<(String, String, String)>,
+    /// How often [`Kubelet::run_until`] looks at the pods (virtual time).
+    pub step: Duration,
+}
+
+impl<'a> Kubelet<'a> {
+    pub fn new(scene: &'a Scene, env: &[(&str, &str)], subject: Subject) -> Self {
+        Kubelet {
+            scene,
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            subject,
+            agents: HashMap::new(),
+            started: Vec::new(),
+            step: Duration::from_millis(50),
+        }
+    }
+
+    /// Starts and stops agents to match the Running pods.
+    pub fn sync(&mut self) {
+        let live: Vec<(String, String, String)> = self
+            .scene
+            .fake
+            .pods(NS)
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+            .map(|p| {
+                (
+                    p.metadata.name.clone().unwrap_or_default(),
+                    p.metadata.uid.clone().unwrap_or_default(),
+                    p.spec
+                        .as_ref()
+                        .and_then(|s| s.node_name.clone())
+                        .unwrap_or_default(),
+                )
+            })
+            .collect();
+        // Dropping an agent stops it.
+        self.agents
+            .retain(|uid, _| live.iter().any(|(_, u, _)| u == uid));
+        for (name, uid, node) in live {
+            if self.agents.contains_key(&uid) {
+                continue;
+            }
+            let env: Vec<(&str, &str)> = self
+                .env
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            let agent = agent_as(self.scene, &name, self.subject.clone(), &env);
+            self.started.push((name.clone(), uid.clone(), node));
+            self.agents.insert(uid, (name, agent));
+        }
+    }
+
+    /// Keeps syncing (every [`Kubelet::step`] of virtual time) until `done` holds (true) or
+    /// `limit` of virtual time has passed (false).
+    pub async fn run_until(
+        &mut self,
+        limit: Duration,
+        mut done: impl FnMut(&Scene) -> bool,
+    ) -> bool {
+        let scene = self.scene;
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            self.sync();
+            if done(scene) {
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(self.step).await;
+        }
     }
 }
