@@ -21,7 +21,9 @@ use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context as TaskContext, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use selfdestruct_decision::backoff::Backoff;
 
@@ -204,6 +206,23 @@ pub fn client(access: &Access, default_namespace: &str) -> Result<kube::Client, 
     }
     let builder = kube::client::ClientBuilder::try_from(config).map_err(|e| chain(&e))?;
     Ok(builder.with_layer(&PaceWatchesLayer).build())
+}
+
+/// A kube client over `service` with the agent's own layer of [`client`] (the
+/// watch pacing), for an in-process API server: the tests' virtual-time tier
+/// serves the fake API server so.
+pub fn client_over<S, B>(service: S, default_namespace: &str) -> kube::Client
+where
+    S: tower::Service<http::Request<kube::client::Body>, Response = http::Response<B>>
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    use tower::Layer;
+    kube::Client::new(PaceWatchesLayer.layer(service), default_namespace)
 }
 
 /// A watch that ends sooner than this was cut, not timed out.

@@ -271,7 +271,7 @@ pub fn agent(scene: &Scene, pod: &str, env: &[(&str, &str)]) -> Agent {
 pub fn agent_as(scene: &Scene, pod: &str, subject: Subject, env: &[(&str, &str)]) -> Agent {
     let token = format!("token-{pod}-{}", scene.fake.resource_version());
     scene.fake.add_token(&token, subject.bound_to(pod));
-    let client = kube::Client::new(scene.fake.service(Some(&token)), NS);
+    let client = selfdestruct::connect::client_over(scene.fake.service(Some(&token)), NS);
     let p = scene.fake.get_pod(NS, pod).expect("pod exists");
     let uid = p.metadata.uid.clone().unwrap_or_default();
     let node = p
