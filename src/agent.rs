@@ -203,7 +203,7 @@ pub async fn run_gate(
             return pause(signals.terminated()).await;
         }
     };
-    crate::node_gate::run(gate, client, signals).await
+    crate::node_gate::run(gate, client, Stop::Signals(signals)).await
 }
 
 /// A plain pause container: gives the start-up memory back, then waits for

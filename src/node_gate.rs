@@ -3,7 +3,7 @@
 //! from its own node, so user pods land there only when their images are warm.
 //! Fail-open after a timeout; then it pauses like the pause container.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::{Client, Resource};
@@ -12,9 +12,10 @@ use tracing::{error, info, warn};
 
 use crate::api::{ApiError, request, segment};
 use crate::jitter::draw;
-use crate::signals::Signals;
+use crate::signals::Stop;
 use selfdestruct_decision::backoff::Backoff;
 use selfdestruct_decision::images::ImageRef;
+use tokio::time::Instant;
 
 /// The default gate taint (the decision core's, which the simulator shares).
 pub const DEFAULT_TAINT: &str = selfdestruct_decision::model::IMAGES_PENDING_TAINT;
@@ -136,7 +137,7 @@ async fn patch_node(client: &Client, name: &str, patch: &Value) -> Result<Vec<u8
 }
 
 /// Runs the gate: wait for the images (or the timeout), remove the taint, then pause.
-pub async fn run(cfg: GateConfig, client: Client, mut signals: Signals) -> i32 {
+pub async fn run(cfg: GateConfig, client: Client, mut signals: Stop) -> i32 {
     info!(
         node = %cfg.node_name, taint = %cfg.taint_key,
         required_images = %cfg.required_images.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),

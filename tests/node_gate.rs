@@ -1,15 +1,16 @@
-//! `selfdestruct node-gate`: the real binary against the fake API server. It
-//! removes the startup taint from its own node only, keeps concurrent taint
-//! changes (JSON patch guarded by a `test`, retried), waits for the required
-//! images, fails open after the timeout, leaves a node without the taint alone,
-//! pauses without API access, reports and retries denials, and exits 2 without
-//! NODE_NAME.
+//! `selfdestruct node-gate` against the fake API server. In-process on virtual
+//! time (`common::vtime`): it removes the startup taint from its own node only,
+//! keeps concurrent taint changes (JSON patch guarded by a `test`, retried),
+//! waits for the required images, fails open at the timeout, leaves a node
+//! without the taint alone, reports and retries denials. The real binary: it
+//! exits 0 on SIGTERM, pauses without API access, and exits 2 without NODE_NAME.
 
 mod common;
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::vtime::{self, Logs};
 use common::*;
 use fake_apiserver::{
     FakeCluster, FaultResponse, Matcher, NodeBuilder, RecordedRequest, Rule, Subject,
@@ -44,7 +45,18 @@ struct Gate {
 
 impl Gate {
     fn new(nodes: &[NodeBuilder]) -> Gate {
-        let fake = FakeCluster::start();
+        Self::on(FakeCluster::start(), nodes)
+    }
+
+    /// On a fake served in-process (the virtual-time tier).
+    fn in_process(nodes: &[NodeBuilder]) -> Gate {
+        Self::on(
+            FakeCluster::in_process(fake_apiserver::Config::default()),
+            nodes,
+        )
+    }
+
+    fn on(fake: FakeCluster, nodes: &[NodeBuilder]) -> Gate {
         for n in nodes {
             fake.add_node(n.clone());
         }
@@ -74,6 +86,19 @@ impl Gate {
         Proc::spawn(command(bin(), &["node-gate"], &all, &self.home))
     }
 
+    /// Runs the gate in-process on `node` (see [`Gate::start`]).
+    fn run(&self, node: &str, subject: Subject, env: &[(&str, &str)]) -> vtime::Agent {
+        self.fake
+            .add_token(&self.token, subject.bound_to("node-gate-x1y2z"));
+        let mut all: Vec<(&str, &str)> =
+            vec![("NODE_NAME", node), ("SELFDESTRUCT_GATE_POLL", "1s")];
+        for (k, v) in env {
+            all.retain(|(name, _)| name != k);
+            all.push((k, v));
+        }
+        vtime::gate(&self.fake, &self.token, &all)
+    }
+
     fn taint_keys(&self, node: &str) -> Vec<String> {
         self.fake
             .get_node(node)
@@ -101,25 +126,32 @@ impl Gate {
         self.node_requests("PATCH")
     }
 
-    /// Waits until the gate taint is gone from `node` and the fake has
-    /// recorded the successful PATCH (it records a request after serving it).
-    fn wait_open(&self, node: &str, timeout: Duration, gate: &Proc) {
+    /// Waits (virtual time) until the gate taint is gone from `node` and the
+    /// fake has recorded the successful PATCH.
+    async fn wait_open(&self, node: &str, timeout: Duration, logs: &Logs) {
         let path = format!("/api/v1/nodes/{node}");
         assert!(
-            wait_until(timeout, || !self.gated(node)
+            vtime::until(timeout, || !self.gated(node)
                 && self
                     .patches()
                     .iter()
-                    .any(|p| p.path == path && p.status == 200)),
+                    .any(|p| p.path == path && p.status == 200))
+            .await,
             "the gate taint is still on {node}; requests {:?}\n{}",
             self.fake
                 .requests()
                 .iter()
                 .map(|r| format!("{} {} {}", r.method, r.path, r.status))
                 .collect::<Vec<_>>(),
-            gate.log()
+            logs.text()
         );
     }
+}
+
+/// Still running, and stops (as on SIGTERM) with 0.
+async fn assert_stops(gate: vtime::Agent, logs: &Logs) {
+    assert!(gate.is_running(), "exited early:\n{}", logs.text());
+    assert_eq!(gate.stop().await, 0, "{}", logs.text());
 }
 
 fn assert_terminates(gate: &mut Proc) {
@@ -134,12 +166,16 @@ fn assert_terminates(gate: &mut Proc) {
     assert!(took < Duration::from_secs(2), "exit took {took:?}");
 }
 
-#[test]
-fn removes_the_taint_from_its_own_node_only() {
-    let g = Gate::new(&[user_node("n1", true), user_node("n2", true)]);
-    let mut gate = g.start("n1", gate_subject(), &[]);
-    g.wait_open("n1", Duration::from_secs(5), &gate);
-    assert!(gate.wait_for_log("gate opened: taint removed", Duration::from_secs(2)));
+#[tokio::test(start_paused = true)]
+async fn removes_the_taint_from_its_own_node_only() {
+    let (logs, _guard) = Logs::capture();
+    let g = Gate::in_process(&[user_node("n1", true), user_node("n2", true)]);
+    let gate = g.run("n1", gate_subject(), &[]);
+    g.wait_open("n1", Duration::from_secs(5), &logs).await;
+    assert!(
+        logs.show("gate opened: taint removed", Duration::from_secs(2))
+            .await
+    );
 
     assert_eq!(g.taint_keys("n1"), vec![DEDICATED.to_string()]);
     assert_eq!(g.taint_keys("n2"), vec![DEDICATED, GATE]);
@@ -162,27 +198,31 @@ fn removes_the_taint_from_its_own_node_only() {
     for r in g.fake.requests() {
         assert_eq!(r.path, "/api/v1/nodes/n1", "{} {}", r.method, r.path);
     }
-    // Then it pauses: no more requests.
+    // Then it pauses: no more requests, for an hour.
     let before = g.fake.requests().len();
-    std::thread::sleep(Duration::from_millis(1200));
+    vtime::pass(Duration::from_secs(3600)).await;
     assert_eq!(
         g.fake.requests().len(),
         before,
         "requests after the gate opened"
     );
-    assert_terminates(&mut gate);
+    assert_stops(gate, &logs).await;
 }
 
 /// A node tainted with the gate key twice (NoSchedule and NoExecute, as a node
 /// pool and a provisioner may both add it): both go in one guarded patch.
-#[test]
-fn every_taint_with_the_gate_key_is_removed_in_one_patch() {
+#[tokio::test(start_paused = true)]
+async fn every_taint_with_the_gate_key_is_removed_in_one_patch() {
+    let (logs, _guard) = Logs::capture();
     let node = user_node("n1", true).taint(GATE, "", "NoExecute");
-    let g = Gate::new(&[node]);
+    let g = Gate::in_process(&[node]);
     assert_eq!(g.taint_keys("n1"), vec![DEDICATED, GATE, GATE]);
-    let mut gate = g.start("n1", gate_subject(), &[]);
-    g.wait_open("n1", Duration::from_secs(5), &gate);
-    assert!(gate.wait_for_log("gate opened: taint removed", Duration::from_secs(2)));
+    let gate = g.run("n1", gate_subject(), &[]);
+    g.wait_open("n1", Duration::from_secs(5), &logs).await;
+    assert!(
+        logs.show("gate opened: taint removed", Duration::from_secs(2))
+            .await
+    );
     assert_eq!(g.taint_keys("n1"), vec![DEDICATED.to_string()]);
     let patches = g.patches();
     assert_eq!(patches.len(), 1, "one patch: {patches:?}");
@@ -197,48 +237,54 @@ fn every_taint_with_the_gate_key_is_removed_in_one_patch() {
         body[2],
         serde_json::json!({"op": "remove", "path": "/spec/taints/1"})
     );
-    assert_terminates(&mut gate);
+    assert_stops(gate, &logs).await;
 }
 
 /// An accepted PATCH whose answer still shows the gate taint (a proxy or
 /// webhook that dropped the change) does not open the gate: the gate reads
 /// the node again and patches again, and says "gate opened" only then.
-#[test]
-fn the_gate_is_open_only_once_the_node_shows_no_gate_taint() {
-    let g = Gate::new(&[user_node("n1", true)]);
+#[tokio::test(start_paused = true)]
+async fn the_gate_is_open_only_once_the_node_shows_no_gate_taint() {
+    let (logs, _guard) = Logs::capture();
+    let g = Gate::in_process(&[user_node("n1", true)]);
     let unchanged = serde_json::to_value(g.fake.get_node("n1").expect("node")).expect("JSON");
     g.fake.fail_next(
         Matcher::new("PATCH", "/api/v1/nodes/n1"),
         FaultResponse::json(200, unchanged),
         1,
     );
-    let mut gate = g.start("n1", gate_subject(), &[]);
-    g.wait_open("n1", Duration::from_secs(8), &gate);
-    assert!(gate.wait_for_log("gate opened: taint removed", Duration::from_secs(2)));
-    let log = gate.log();
+    let gate = g.run("n1", gate_subject(), &[]);
+    g.wait_open("n1", Duration::from_secs(8), &logs).await;
+    assert!(
+        logs.show("gate opened: taint removed", Duration::from_secs(2))
+            .await
+    );
+    let log = logs.text();
     assert!(
         log.contains("does not show the gate taint gone; reading the node again"),
         "{log}"
     );
-    assert_eq!(gate.count_log("gate opened"), 1, "{log}");
+    assert_eq!(log.matches("gate opened").count(), 1, "{log}");
     let statuses: Vec<u16> = g.patches().iter().map(|p| p.status).collect();
     assert_eq!(statuses, vec![200, 200], "patched again after reading");
     assert_eq!(g.taint_keys("n1"), vec![DEDICATED.to_string()]);
-    assert_terminates(&mut gate);
+    assert_stops(gate, &logs).await;
 }
 
-#[test]
-fn a_concurrent_taint_change_is_kept_and_the_patch_retried() {
-    let g = Gate::new(&[user_node("n1", true)]);
+#[tokio::test(start_paused = true)]
+async fn a_concurrent_taint_change_is_kept_and_the_patch_retried() {
+    let (logs, _guard) = Logs::capture();
+    let g = Gate::in_process(&[user_node("n1", true)]);
     // Every request waits 300 ms before it is served: the taint added right
     // after the gate's GET lands before its PATCH is applied.
     g.fake.set_latency(Duration::from_millis(300));
-    let mut gate = g.start("n1", gate_subject(), &[]);
-    let get = g.fake.wait_for_request(
-        |r| r.method == "GET" && r.path == "/api/v1/nodes/n1" && r.status == 200,
-        Duration::from_secs(5),
-    );
-    assert!(get.is_some(), "no GET:\n{}", gate.log());
+    let gate = g.run("n1", gate_subject(), &[]);
+    let get = vtime::until_some(Duration::from_secs(5), || {
+        g.fake
+            .find_request(|r| r.method == "GET" && r.path == "/api/v1/nodes/n1" && r.status == 200)
+    })
+    .await;
+    assert!(get.is_some(), "no GET:\n{}", logs.text());
     assert!(
         g.patches().is_empty(),
         "the PATCH came too early for the test"
@@ -259,7 +305,7 @@ fn a_concurrent_taint_change_is_kept_and_the_patch_retried() {
             },
         );
     }));
-    g.wait_open("n1", Duration::from_secs(8), &gate);
+    g.wait_open("n1", Duration::from_secs(8), &logs).await;
 
     assert_eq!(
         g.taint_keys("n1"),
@@ -275,22 +321,26 @@ fn a_concurrent_taint_change_is_kept_and_the_patch_retried() {
         vec![422, 200],
         "refused by the test, then retried"
     );
-    assert!(gate.wait_for_log(
-        "taints changed meanwhile; reading the node again",
-        Duration::from_secs(2)
-    ));
+    assert!(
+        logs.show(
+            "taints changed meanwhile; reading the node again",
+            Duration::from_secs(2)
+        )
+        .await
+    );
     // The retry tested the new list and removed the gate taint at its new index.
     let retry = g.patches()[1].body.clone().expect("a JSON patch");
     assert_eq!(retry[0]["value"].as_array().map(Vec::len), Some(3));
     assert_eq!(retry[1]["path"], "/spec/taints/2");
     g.fake.set_latency(Duration::ZERO);
-    assert_terminates(&mut gate);
+    assert_stops(gate, &logs).await;
 }
 
-#[test]
-fn waits_for_the_required_images_then_opens() {
-    let g = Gate::new(&[user_node("n1", true)]);
-    let mut gate = g.start(
+#[tokio::test(start_paused = true)]
+async fn waits_for_the_required_images_then_opens() {
+    let (logs, _guard) = Logs::capture();
+    let g = Gate::in_process(&[user_node("n1", true)]);
+    let gate = g.run(
         "n1",
         gate_subject(),
         &[
@@ -299,25 +349,26 @@ fn waits_for_the_required_images_then_opens() {
         ],
     );
     assert!(
-        gate.wait_for_log(
+        logs.show(
             "waiting for images before opening the gate",
             Duration::from_secs(5)
-        ),
+        )
+        .await,
         "{}",
-        gate.log()
+        logs.text()
     );
     assert!(
-        gate.log().contains(IMAGE),
+        logs.text().contains(IMAGE),
         "names the missing image:\n{}",
-        gate.log()
+        logs.text()
     );
-    let t = Instant::now();
-    std::thread::sleep(Duration::from_millis(2500));
+    let first = g.node_requests("GET").len();
+    vtime::pass(Duration::from_secs(30)).await;
     assert!(g.patches().is_empty(), "patched while images were missing");
     assert!(g.gated("n1"));
     // Polls once a second, not in a busy loop.
-    let gets = g.node_requests("GET").len();
-    assert!((3..=5).contains(&gets), "{gets} GETs in {:?}", t.elapsed());
+    let gets = g.node_requests("GET").len() - first;
+    assert!((29..=31).contains(&gets), "{gets} GETs in 30 s");
 
     g.fake.set_node_images(
         "n1",
@@ -333,25 +384,27 @@ fn waits_for_the_required_images_then_opens() {
             size_bytes: Some(6_000_000_000),
         }],
     );
-    let shown = Instant::now();
-    g.wait_open("n1", Duration::from_secs(3), &gate);
-    assert!(
-        shown.elapsed() <= Duration::from_millis(1500),
-        "{:?}",
-        shown.elapsed()
-    );
+    let shown = g.fake.clock().instant();
+    // At the next poll.
+    g.wait_open("n1", Duration::from_secs(1), &logs).await;
+    assert!(g.patches()[0].at - shown <= Duration::from_secs(1));
     assert_eq!(g.patches().len(), 1);
-    assert!(gate.wait_for_log("required images are on the node", Duration::from_secs(2)));
-    assert!(!gate.log().contains("fail-open"));
-    assert_terminates(&mut gate);
+    assert!(
+        logs.show("required images are on the node", Duration::from_secs(2))
+            .await
+    );
+    assert!(!logs.text().contains("fail-open"));
+    assert_stops(gate, &logs).await;
 }
 
-#[test]
-fn fails_open_after_the_timeout_with_a_warning() {
-    let g = Gate::new(&[user_node("n1", true)]);
+#[tokio::test(start_paused = true)]
+async fn fails_open_after_the_timeout_with_a_warning() {
+    let (logs, _guard) = Logs::capture();
+    let g = Gate::in_process(&[user_node("n1", true)]);
     // A poll that does not divide the timeout: the gate must open at the
     // timeout, not at the next poll after it.
-    let mut gate = g.start(
+    let started = g.fake.clock().instant();
+    let gate = g.run(
         "n1",
         gate_subject(),
         &[
@@ -360,46 +413,48 @@ fn fails_open_after_the_timeout_with_a_warning() {
             ("SELFDESTRUCT_GATE_POLL", "2s"),
         ],
     );
-    let started = gate.started;
-    g.wait_open("n1", Duration::from_secs(6), &gate);
-    let took = started.elapsed();
+    g.wait_open("n1", Duration::from_secs(6), &logs).await;
+    // Virtual time: exactly at the timeout (plus the request's own few ms).
+    let took = g.patches()[0].at - started;
     assert!(took >= Duration::from_secs(3), "opened after {took:?}");
-    assert!(took < Duration::from_millis(3800), "opened after {took:?}");
-    assert!(gate.wait_for_log("gate opened", Duration::from_secs(1)));
-    let log = gate.log();
+    assert!(took < Duration::from_millis(3100), "opened after {took:?}");
+    assert!(logs.show("gate opened", Duration::from_secs(1)).await);
+    let log = logs.text();
     let warning = log
         .lines()
         .find(|l| l.contains("fail-open"))
         .unwrap_or_else(|| panic!("no fail-open warning:\n{log}"));
     assert!(warning.contains("WARN"), "{warning}");
     assert!(warning.contains(IMAGE), "{warning}");
-    assert_eq!(gate.count_log("fail-open"), 1, "{log}");
+    assert_eq!(log.matches("fail-open").count(), 1, "{log}");
     assert_eq!(g.taint_keys("n1"), vec![DEDICATED.to_string()]);
     assert_eq!(g.patches().len(), 1);
-    assert_terminates(&mut gate);
+    assert_stops(gate, &logs).await;
 }
 
-#[test]
-fn a_node_without_the_taint_is_left_alone() {
-    let g = Gate::new(&[user_node("n1", false), user_node("n2", true)]);
-    let mut gate = g.start(
+#[tokio::test(start_paused = true)]
+async fn a_node_without_the_taint_is_left_alone() {
+    let (logs, _guard) = Logs::capture();
+    let g = Gate::in_process(&[user_node("n1", false), user_node("n2", true)]);
+    let gate = g.run(
         "n1",
         gate_subject(),
         &[("SELFDESTRUCT_REQUIRED_IMAGES", IMAGE)],
     );
     assert!(
-        gate.wait_for_log(
+        logs.show(
             "node has no gate taint: nothing to remove",
             Duration::from_secs(5)
-        ),
+        )
+        .await,
         "{}",
-        gate.log()
+        logs.text()
     );
-    std::thread::sleep(Duration::from_millis(1500));
+    vtime::pass(Duration::from_secs(3600)).await;
     assert!(g.patches().is_empty());
     assert_eq!(g.node_requests("GET").len(), 1, "reads its node once");
     assert!(g.gated("n2"));
-    assert_terminates(&mut gate);
+    assert_stops(gate, &logs).await;
 }
 
 #[test]
@@ -436,21 +491,23 @@ fn without_api_access_it_pauses() {
     assert_terminates(&mut gate);
 }
 
-#[test]
-fn rbac_403_on_patch_is_reported_and_retried() {
-    let g = Gate::new(&[user_node("n1", true)]);
+#[tokio::test(start_paused = true)]
+async fn rbac_403_on_patch_is_reported_and_retried() {
+    let (logs, _guard) = Logs::capture();
+    let g = Gate::in_process(&[user_node("n1", true)]);
     let read_only = Subject::new(USER).rule(Rule::new(&["get"], &["nodes"], None));
-    let mut gate = g.start("n1", read_only, &[]);
+    let gate = g.run("n1", read_only, &[]);
     assert!(
-        gate.wait_for_log("not allowed to patch the own node", Duration::from_secs(5)),
+        logs.show("not allowed to patch the own node", Duration::from_secs(5))
+            .await,
         "{}",
-        gate.log()
+        logs.text()
     );
-    assert!(gate.log().contains("ClusterRole"), "{}", gate.log());
+    assert!(logs.text().contains("ClusterRole"), "{}", logs.text());
     assert!(
-        wait_until(Duration::from_secs(5), || g.patches().len() >= 2),
+        vtime::until(Duration::from_secs(5), || g.patches().len() >= 2).await,
         "the PATCH was not retried:\n{}",
-        gate.log()
+        logs.text()
     );
     assert!(g.patches().iter().all(|p| p.status == 403));
     assert!(gate.is_running());
@@ -458,14 +515,15 @@ fn rbac_403_on_patch_is_reported_and_retried() {
 
     // The ClusterRole is fixed: the next retry opens the gate.
     g.fake.add_token(&g.token, gate_subject());
-    g.wait_open("n1", Duration::from_secs(6), &gate);
+    g.wait_open("n1", Duration::from_secs(6), &logs).await;
     assert_eq!(g.patches().last().map(|p| p.status), Some(200));
-    assert_terminates(&mut gate);
+    assert_stops(gate, &logs).await;
 }
 
-#[test]
-fn an_admission_denial_is_not_taken_for_a_conflict() {
-    let g = Gate::new(&[user_node("n1", true)]);
+#[tokio::test(start_paused = true)]
+async fn an_admission_denial_is_not_taken_for_a_conflict() {
+    let (logs, _guard) = Logs::capture();
+    let g = Gate::in_process(&[user_node("n1", true)]);
     let denial = "ValidatingAdmissionPolicy 'selfdestruct-node-gate' with binding \
                   'selfdestruct-node-gate' denied request: the node gate may only remove its taint from its own node";
     g.fake.fail_next(
@@ -477,20 +535,21 @@ fn an_admission_denial_is_not_taken_for_a_conflict() {
         ),
         1,
     );
-    let mut gate = g.start("n1", gate_subject(), &[]);
+    let gate = g.run("n1", gate_subject(), &[]);
     assert!(
-        gate.wait_for_log("the taint removal was refused", Duration::from_secs(5)),
+        logs.show("the taint removal was refused", Duration::from_secs(5))
+            .await,
         "{}",
-        gate.log()
+        logs.text()
     );
-    assert!(!gate.log().contains("taints changed meanwhile"));
+    assert!(!logs.text().contains("taints changed meanwhile"));
     // Retried after a backoff (0.5-1 poll), not at once.
-    g.wait_open("n1", Duration::from_secs(4), &gate);
+    g.wait_open("n1", Duration::from_secs(4), &logs).await;
     let p = g.patches();
     assert_eq!(p.len(), 2);
     let gap = p[1].at.duration_since(p[0].at);
-    assert!(gap >= Duration::from_millis(450), "retried after {gap:?}");
-    assert_terminates(&mut gate);
+    assert!(gap >= Duration::from_millis(500), "retried after {gap:?}");
+    assert_stops(gate, &logs).await;
 }
 
 #[test]

@@ -200,8 +200,29 @@ fn is_ready(p: &k8s_openapi::api::core::v1::Pod) -> bool {
 /// # Panics
 /// On a name that is no setting's variable, or an invalid value.
 pub fn config(env: &[(&str, &str)]) -> Config {
-    let command = Cli::command();
-    let mut argv = vec!["selfdestruct".to_string()];
+    let argv = flags(&Cli::command(), vec!["selfdestruct".to_string()], env);
+    let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+    Config::from_args(&cli.agent, None).unwrap_or_else(|e| panic!("{argv:?}: {e}"))
+}
+
+/// The node gate's settings from their environment variables (see [`config`]).
+pub fn gate_config(env: &[(&str, &str)]) -> selfdestruct::node_gate::GateConfig {
+    let cli = Cli::command();
+    let gate = cli
+        .find_subcommand("node-gate")
+        .expect("the node-gate subcommand");
+    let argv = flags(gate, vec!["selfdestruct".into(), "node-gate".into()], env);
+    let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+    match cli.command {
+        Some(selfdestruct::config::Command::NodeGate(g)) => {
+            g.to_config().unwrap_or_else(|e| panic!("{argv:?}: {e}"))
+        }
+        None => panic!("{argv:?}: no node-gate command"),
+    }
+}
+
+/// `argv` with one `--flag=value` per setting of `command` named by its variable.
+fn flags(command: &clap::Command, mut argv: Vec<String>, env: &[(&str, &str)]) -> Vec<String> {
     for (var, value) in env {
         // Empty values count as unset, as for the environment.
         if value.is_empty() {
@@ -216,8 +237,26 @@ pub fn config(env: &[(&str, &str)]) -> Config {
             .unwrap_or_else(|| panic!("{var} has no flag"));
         argv.push(format!("--{long}={value}"));
     }
-    let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
-    Config::from_args(&cli.agent, None).unwrap_or_else(|e| panic!("{argv:?}: {e}"))
+    argv
+}
+
+/// Starts `selfdestruct node-gate` in-process on `fake` with `token` and the
+/// settings `env` (by their variables).
+pub fn gate(fake: &FakeCluster, token: &str, env: &[(&str, &str)]) -> Agent {
+    let cfg = gate_config(env);
+    let node = cfg.node_name.clone();
+    let client = selfdestruct::connect::client_over(fake.service(Some(token)), "default");
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    let span = tracing::info_span!(target: "selfdestruct", "gate", node = %node);
+    let task = tokio::spawn(
+        selfdestruct::node_gate::run(cfg, client, Stop::Shutdown(rx)).instrument(span),
+    );
+    Agent {
+        pod: node,
+        token: token.to_string(),
+        task,
+        stop,
+    }
 }
 
 /// An agent running in-process; stopped (as by SIGTERM) when dropped.
