@@ -305,11 +305,14 @@ fn the_simulator_decides_with_the_agents_decide() {
 
 #[test]
 fn agent_defaults_match_the_agents_flags() {
-    use clap::Parser;
-    if std::env::vars().any(|(k, _)| k.starts_with("SELFDESTRUCT_")) {
-        return; // the agent's flags read the environment
-    }
-    let cli = selfdestruct::config::Cli::try_parse_from(["selfdestruct"]).expect("defaults parse");
+    use clap::{CommandFactory, FromArgMatches};
+    // The defaults alone: the flags without their environment variables, so a
+    // SELFDESTRUCT_* variable of the shell running the tests cannot change them.
+    let matches = selfdestruct::config::Cli::command()
+        .mut_args(|a| a.env(None))
+        .try_get_matches_from(["selfdestruct"])
+        .expect("defaults parse");
+    let cli = selfdestruct::config::Cli::from_arg_matches(&matches).expect("defaults parse");
     let config =
         selfdestruct::config::Config::from_args(&cli.agent, None).expect("defaults are valid");
     assert_eq!(config.policy, agent_defaults());
