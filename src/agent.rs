@@ -10,18 +10,18 @@ use tokio::sync::mpsc;
 use tracing::{debug, error, info, warn};
 
 use crate::api::{PodApi, outcome_of, rbac_hint};
-use crate::backoff::Backoff;
 use crate::config::{Config, Mode, Siblings};
 use crate::connect::{self, Access, AccessError};
-use crate::decision::{Decision, Hold, Memory, Outcome, Reject, Snapshot, Trigger, decide};
-use crate::duration::format as fmt_duration;
 use crate::identity::{self, Source};
-use crate::model::{NodeSummary, OwnPod, Sibling};
-use crate::selector::Selector;
 use crate::signals::{Signals, Stop};
 use crate::watch::{self, Target, Update};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
+use selfdestruct_decision::backoff::Backoff;
+use selfdestruct_decision::duration::format as fmt_duration;
+use selfdestruct_decision::model::{NodeSummary, OwnPod, Sibling};
+use selfdestruct_decision::selector::Selector;
+use selfdestruct_decision::{Decision, Hold, Memory, Outcome, Reject, Snapshot, Trigger, decide};
 
 /// Exit code for invalid configuration.
 pub const EXIT_CONFIG: i32 = 2;
@@ -118,7 +118,7 @@ pub async fn prepare(cfg: &Config, stop: &mut Stop) -> Result<Ready, NotReady> {
         .metadata
         .creation_timestamp
         .as_ref()
-        .map(crate::model::time_of);
+        .map(crate::summarize::time_of);
     if id.uid.is_none() && !identity::may_be_own(created, process_start) {
         warn!(
             pod = %id.name.0, uid = pod.metadata.uid.as_deref().unwrap_or(""),
@@ -154,7 +154,7 @@ impl Ready {
     /// Runs the decision loop until `stop` fires (with [`Stop::Never`]: until the
     /// future is dropped).
     pub async fn run(self, cfg: Config, stop: &mut Stop) -> i32 {
-        let mut own = OwnPod::from_pod(&self.pod);
+        let mut own = crate::summarize::own_pod(&self.pod);
         let mut agent = Agent::new(cfg, self.api, &mut own, &self.id);
         agent.run(own, stop).await
     }
@@ -245,7 +245,7 @@ async fn fetch_own_pod(api: &PodApi, id: &identity::Identity) -> Option<Pod> {
                 Backoff::TRANSIENT
             }
         };
-        let wait = backoff.delay(failures, crate::backoff::draw());
+        let wait = backoff.delay(failures, crate::jitter::draw());
         failures = failures.saturating_add(1);
         debug!(retry_in = %fmt_duration(wait), "waiting before the next try");
         tokio::time::sleep(wait).await;
@@ -289,7 +289,7 @@ impl Agent {
             own.node_name.clone_from(&id.node_name);
         }
         let deadline = match (memory.lifetime, own.started_at) {
-            (Some(l), Some(s)) => Some(crate::decision::later(s, l)),
+            (Some(l), Some(s)) => Some(selfdestruct_decision::later(s, l)),
             _ => None,
         };
         info!(
@@ -327,7 +327,8 @@ impl Agent {
 
     fn start_watches(&mut self, own: &OwnPod) {
         // One delay for both lists: a fleet that starts together spreads out.
-        let start_delay = crate::decision::scaled(self.cfg.start_jitter, crate::backoff::draw());
+        let start_delay =
+            selfdestruct_decision::scaled(self.cfg.start_jitter, crate::jitter::draw());
         if self.cfg.policy.move_to_new_nodes {
             let (tx, rx) = mpsc::channel(64);
             let target = Target {
@@ -342,7 +343,7 @@ impl Agent {
                 target,
                 tx,
                 start_delay,
-                move |n: Node| NodeSummary::from_node(n, &keys, &images),
+                move |n: Node| crate::summarize::node(n, &keys, &images),
             ));
             self.node_rx = Some(rx);
         }
@@ -382,7 +383,7 @@ impl Agent {
                 target,
                 tx,
                 start_delay,
-                Sibling::from_pod,
+                crate::summarize::sibling,
             ));
             self.sibling_rx = Some(rx);
         }

@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
-use crate::decision::Policy;
-use crate::duration;
-use crate::images;
-use crate::selector::Selector;
+use selfdestruct_decision::Policy;
+use selfdestruct_decision::duration;
+use selfdestruct_decision::images;
+use selfdestruct_decision::selector::Selector;
 
 /// The command line: the agent's flags, or a subcommand.
 #[derive(Parser, Debug, Clone)]
@@ -95,7 +95,7 @@ impl GateArgs {
         let taint_key = self.gate_taint.trim().to_string();
         Selector::parse(&taint_key)
             .ok()
-            .filter(|s| matches!(s.0.as_slice(), [crate::selector::Requirement::Exists(_)]))
+            .filter(|s| matches!(s.0.as_slice(), [selfdestruct_decision::selector::Requirement::Exists(_)]))
             .ok_or_else(|| {
                 err(
                     "SELFDESTRUCT_GATE_TAINT",
@@ -715,6 +715,9 @@ mod tests {
     #[test]
     fn defaults_are_sane() {
         let c = parse(&[]).expect("defaults are valid");
+        // The core's `Policy::default()` (which the simulator runs as "the agent's
+        // defaults") is exactly what the flags' defaults give.
+        assert_eq!(c.policy, selfdestruct_decision::Policy::default());
         assert_eq!(c.policy.lifetime, None);
         assert_eq!(c.mode, Mode::Evict);
         assert!(!c.dry_run);

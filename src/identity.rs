@@ -99,7 +99,7 @@ pub fn may_be_own(
     created: Option<std::time::SystemTime>,
     process_start: std::time::SystemTime,
 ) -> bool {
-    created.is_some_and(|c| c <= crate::decision::later(process_start, CLOCK_SKEW))
+    created.is_some_and(|c| c <= selfdestruct_decision::later(process_start, CLOCK_SKEW))
 }
 
 fn read_trimmed(path: &Path) -> Option<String> {

@@ -23,8 +23,8 @@ use tracing::{debug, error, info, warn};
 use crate::agent::{self, NotReady};
 use crate::api::{PodApi, outcome_of, rbac_hint};
 use crate::config::{Config, Mode, OnExit};
-use crate::decision::Outcome;
 use crate::signals::{self, Stop, WrapperSignal, WrapperSignals};
+use selfdestruct_decision::Outcome;
 
 /// Exit code when CMD cannot be found (as in a shell).
 pub const EXIT_NOT_FOUND: i32 = 127;
