@@ -305,9 +305,7 @@ pub async fn request(client: &Client, req: Request<Vec<u8>>) -> Result<Vec<u8>, 
         let retry_after = res
             .headers()
             .get(http::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
+            .and_then(|v| retry_after(v.as_bytes()));
         let body = res
             .into_body()
             .collect()
@@ -359,7 +357,20 @@ pub fn transport_text(e: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
-fn status_error(status: StatusCode, body: &[u8], retry_after: Option<Duration>) -> ApiError {
+/// A `Retry-After` header's value in seconds (the form kube-apiserver sends);
+/// `None` for anything else, such as an HTTP date.
+pub fn retry_after(value: &[u8]) -> Option<Duration> {
+    std::str::from_utf8(value)
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs)
+}
+
+/// The error for a non-2xx answer: the `Status` body's reason and message (the
+/// body itself, cut to 300 bytes, when it is not a `Status`), and the
+/// `Retry-After` header (`retry_after`) or else the `Status`'s
+/// `details.retryAfterSeconds`.
+pub fn status_error(status: StatusCode, body: &[u8], retry_after: Option<Duration>) -> ApiError {
     // Any JSON object reads as a Status of empty fields: then the body is the message.
     let parsed: Status = serde_json::from_slice(body).unwrap_or_default();
     let retry_after = retry_after.or_else(|| {

@@ -272,7 +272,7 @@ fn lifetime_counts_from_the_pod_start_not_the_process_start() {
             .map(|v| v.trim_matches('"').to_string())
     })
     .unwrap_or_else(|| panic!("no wait decision:\n{}", fresh.log()));
-    let next = selfdestruct::duration::parse(&next)
+    let next = selfdestruct_decision::duration::parse(&next)
         .unwrap_or_else(|e| panic!("next={next}: {e}\n{}", fresh.log()));
     assert!(
         next > Duration::from_secs(25 * 60) && next <= Duration::from_secs(40 * 60),

@@ -235,7 +235,10 @@ mod tests {
             matches!(&want, Decision::Move { trigger: Trigger::NewNode { node, .. } } if node == "new"),
             "{want:?}"
         );
-        assert_eq!(agent.decide(1_000_000, &nodes, &siblings, &policy, 0.25), want);
+        assert_eq!(
+            agent.decide(1_000_000, &nodes, &siblings, &policy, 0.25),
+            want
+        );
         // a sibling still Pending holds both the same way
         let pending = vec![Placeholder::new(1, 0).sibling(|_| "old".into())];
         let mut held = Agent::start(&p, "old", 0, false, &policy, 0.25);
