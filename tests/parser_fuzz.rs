@@ -361,8 +361,8 @@ proptest! {
         match identity::resolve(&hints, host.clone(), kubeconfig_namespace.as_deref()) {
             Ok(id) => {
                 // Whatever the source, what comes out is a Kubernetes name.
-                prop_assert!(identity::is_dns1123_subdomain(&id.name.0), "{id:?}");
-                prop_assert!(identity::is_dns1123_label(&id.namespace.0), "{id:?}");
+                prop_assert!(identity::is_dns1123_subdomain(&id.name), "{id:?}");
+                prop_assert!(identity::is_dns1123_label(&id.namespace), "{id:?}");
                 if let Some(u) = &id.uid {
                     prop_assert!(!u.is_empty() && !u.contains(char::is_whitespace), "{id:?}");
                 }
