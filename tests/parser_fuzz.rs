@@ -504,7 +504,7 @@ fn parse_settings(argv: &[String]) -> Result<(), String> {
 }
 
 #[test]
-fn every_setting_is_fuzzed() {
+fn the_settings_walk_finds_every_kind_of_setting() {
     // The walk below finds the settings in clap's description: it is not empty,
     // and it reaches the ones named in the README's tables.
     let agent = settings(false);
