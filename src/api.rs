@@ -426,11 +426,14 @@ mod tests {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/fake-apiserver/fixtures")
             .join(name);
-        let text = std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let text =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let v: serde_json::Value = serde_json::from_str(&text).expect("a JSON capture");
         let code = v["status"].as_u64().and_then(|c| u16::try_from(c).ok());
-        (code.expect("a status code"), v["body"].to_string().into_bytes())
+        (
+            code.expect("a status code"),
+            v["body"].to_string().into_bytes(),
+        )
     }
 
     #[test]
