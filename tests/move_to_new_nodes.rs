@@ -474,6 +474,8 @@ async fn the_node_selector_limits_which_nodes_count() {
         watch.query_param("labelSelector").as_deref(),
         Some("pool=user")
     );
+    // A node outside the selector: no reason to move, for ten minutes; then one
+    // inside, and the move is for that one.
     s.fake
         .add_node(NodeBuilder::new("other").cpu("4").memory("16Gi"));
     vtime::pass(Duration::from_secs(600)).await;
@@ -492,4 +494,16 @@ async fn the_node_selector_limits_which_nodes_count() {
         "{}",
         logs.text()
     );
+    assert!(
+        logs.show("moving: node node-b Ready", Duration::from_secs(5))
+            .await,
+        "the move is for node-b:\n{}",
+        logs.text()
+    );
+    assert!(
+        !logs.text().contains("node other"),
+        "a node outside the selector is no reason:\n{}",
+        logs.text()
+    );
+    assert_eq!(s.evictions().len(), 1, "{}", logs.text());
 }

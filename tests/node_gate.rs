@@ -366,9 +366,18 @@ async fn waits_for_the_required_images_then_opens() {
     vtime::pass(Duration::from_secs(30)).await;
     assert!(g.patches().is_empty(), "patched while images were missing");
     assert!(g.gated("n1"));
-    // Polls once a second, not in a busy loop.
-    let gets = g.node_requests("GET").len() - first;
-    assert!((29..=31).contains(&gets), "{gets} GETs in 30 s");
+    // Polls once a second (SELFDESTRUCT_GATE_POLL's floor), not in a busy loop:
+    // each read at least a poll after the one before.
+    let gets = g.node_requests("GET");
+    assert!(
+        (29..=31).contains(&(gets.len() - first)),
+        "{} GETs in 30 s",
+        gets.len() - first
+    );
+    for pair in gets.windows(2) {
+        let gap = pair[1].at.duration_since(pair[0].at);
+        assert!(gap >= Duration::from_secs(1), "GETs {gap:?} apart");
+    }
 
     g.fake.set_node_images(
         "n1",
@@ -385,7 +394,7 @@ async fn waits_for_the_required_images_then_opens() {
         }],
     );
     let shown = g.fake.clock().instant();
-    // At the next poll.
+    // Opened on the first read that saw the images: at the next poll.
     g.wait_open("n1", Duration::from_secs(1), &logs).await;
     assert!(g.patches()[0].at - shown <= Duration::from_secs(1));
     assert_eq!(g.patches().len(), 1);
