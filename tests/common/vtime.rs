@@ -200,9 +200,14 @@ fn is_ready(p: &k8s_openapi::api::core::v1::Pod) -> bool {
 /// # Panics
 /// On a name that is no setting's variable, or an invalid value.
 pub fn config(env: &[(&str, &str)]) -> Config {
+    try_config(env).unwrap_or_else(|e| panic!("{env:?}: {e}"))
+}
+
+/// [`config`], or the message the binary would exit 2 with.
+pub fn try_config(env: &[(&str, &str)]) -> Result<Config, String> {
     let argv = flags(&Cli::command(), vec!["selfdestruct".to_string()], env);
-    let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
-    Config::from_args(&cli.agent, None).unwrap_or_else(|e| panic!("{argv:?}: {e}"))
+    let cli = Cli::try_parse_from(&argv).map_err(|e| e.to_string())?;
+    Config::from_args(&cli.agent, None).map_err(|e| e.to_string())
 }
 
 /// The node gate's settings from their environment variables (see [`config`]).
