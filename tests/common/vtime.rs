@@ -30,6 +30,17 @@ use super::cluster::{NS, Scene};
 /// How often the waits below look again (virtual time).
 const STEP: Duration = Duration::from_millis(20);
 
+/// Wall time after which a virtual-time test counts as hung (they take well
+/// under a second each, unloaded).
+pub const HANG: Duration = Duration::from_secs(300);
+
+/// Keeps the log capture and the hang watch of [`Logs::capture`] on.
+pub struct Capture {
+    _default: tracing::subscriber::DefaultGuard,
+    /// Dropped with the capture: tells the watch the test ended.
+    _done: std::sync::mpsc::Sender<()>,
+}
+
 /// Log lines of the agents of one test, captured from `tracing` on this thread.
 #[derive(Clone, Default)]
 pub struct Logs(Arc<Mutex<Vec<u8>>>);
@@ -38,7 +49,12 @@ impl Logs {
     /// Captures this thread's logs (selfdestruct at debug, libraries at warn)
     /// until the guard is dropped. The runtime of a `#[tokio::test]` runs every
     /// task on the test's thread, so the agents' watch tasks are captured too.
-    pub fn capture() -> (Logs, tracing::subscriber::DefaultGuard) {
+    ///
+    /// The guard also watches for a test that cannot end: virtual time only
+    /// advances while every task waits, so a task that never waits (a hot loop)
+    /// would hang the test instead of failing it. After [`HANG`] of wall time the
+    /// process is aborted with the last log lines.
+    pub fn capture() -> (Logs, Capture) {
         let logs = Logs::default();
         let sink = logs.clone();
         let layer = tracing_subscriber::fmt::layer()
@@ -52,7 +68,28 @@ impl Logs {
         let subscriber = tracing_subscriber::registry()
             .with(tracing_subscriber::Layer::with_filter(layer, filter));
         let guard = tracing::subscriber::set_default(subscriber);
-        (logs, guard)
+        let (done, rx) = std::sync::mpsc::channel::<()>();
+        let seen = logs.clone();
+        std::thread::spawn(move || {
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(HANG) {
+                let text = seen.text();
+                let tail: Vec<&str> = text.lines().rev().take(40).collect();
+                eprintln!(
+                    "a virtual-time test is still running after {HANG:?} of wall time: a task \
+                     that never waits keeps tokio from advancing the clock (a hot loop?). Last \
+                     log lines:\n{}",
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                );
+                std::process::abort();
+            }
+        });
+        (
+            logs,
+            Capture {
+                _default: guard,
+                _done: done,
+            },
+        )
     }
 
     /// Everything logged so far.
