@@ -10,18 +10,18 @@ use tokio::sync::mpsc;
 use tracing::{debug, error, info, warn};
 
 use crate::api::{PodApi, outcome_of, rbac_hint};
-use crate::backoff::Backoff;
 use crate::config::{Config, Mode, Siblings};
 use crate::connect::{self, Access, AccessError};
-use crate::decision::{Decision, Hold, Memory, Outcome, Reject, Snapshot, Trigger, decide};
-use crate::duration::format as fmt_duration;
 use crate::identity::{self, Source};
-use crate::model::{NodeSummary, OwnPod, Sibling};
-use crate::selector::Selector;
 use crate::signals::{Signals, Stop};
 use crate::watch::{self, Target, Update};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
+use selfdestruct_decision::backoff::Backoff;
+use selfdestruct_decision::duration::format as fmt_duration;
+use selfdestruct_decision::model::{NodeSummary, OwnPod, Sibling};
+use selfdestruct_decision::selector::Selector;
+use selfdestruct_decision::{Decision, Hold, Memory, Outcome, Reject, Snapshot, Trigger, decide};
 
 /// Exit code for invalid configuration.
 pub const EXIT_CONFIG: i32 = 2;
@@ -73,11 +73,11 @@ pub enum NotReady {
 }
 
 /// The own pod, read once, with an API client bound to it: what the decision
-/// loop needs to start.
+/// loop needs to start (and what the wrapper's delete on exit needs).
+#[derive(Clone)]
 pub struct Ready {
     api: PodApi,
-    pod: Pod,
-    id: identity::Identity,
+    own: OwnPod,
 }
 
 /// Finds API access, the own identity and reads the own pod (retrying), unless
@@ -98,7 +98,7 @@ pub async fn prepare(cfg: &Config, stop: &mut Stop) -> Result<Ready, NotReady> {
         error!("{e}");
         NotReady::Fatal
     })?;
-    let client = connect::client(&access, &id.namespace.0).map_err(|e| {
+    let client = connect::client(&access, &id.namespace).map_err(|e| {
         if access.named {
             NotReady::BadKubeconfig(format!(
                 "{}: no API client can be built from it: {e}",
@@ -108,26 +108,17 @@ pub async fn prepare(cfg: &Config, stop: &mut Stop) -> Result<Ready, NotReady> {
             NotReady::NoClient(e)
         }
     })?;
-    let api = PodApi::new(client, &id.namespace.0, &id.name.0);
+    let api = PodApi::new(client, &id.namespace, &id.name);
     let pod = tokio::select! {
         sig = stop.terminated() => return Err(NotReady::Stopped(sig)),
         pod = fetch_own_pod(&api, &id) => pod,
     };
     let pod = pod.ok_or(NotReady::Fatal)?;
-    let created = pod
-        .metadata
-        .creation_timestamp
-        .as_ref()
-        .map(crate::model::time_of);
-    if id.uid.is_none() && !identity::may_be_own(created, process_start) {
-        warn!(
-            pod = %id.name.0, uid = pod.metadata.uid.as_deref().unwrap_or(""),
-            "the pod under this name was created after this process started: a successor, not ours; \
-             doing nothing to it (set POD_UID from the Downward API: fieldPath: metadata.uid)"
-        );
-        return Err(NotReady::NotOurs);
-    }
-    Ok(Ready { api, pod, id })
+    let own = id.own_pod(&pod, process_start).map_err(|e| {
+        warn!(pod = %id.name, "{e}");
+        NotReady::NotOurs
+    })?;
+    Ok(Ready { api, own })
 }
 
 impl Ready {
@@ -136,27 +127,16 @@ impl Ready {
         &self.api
     }
 
-    /// The own namespace.
-    pub fn namespace(&self) -> &str {
-        &self.id.namespace.0
-    }
-
-    /// The own pod's uid: from the Downward API if given (the precondition then
-    /// fails for a successor under the same name), else as read.
-    pub fn uid(&self) -> String {
-        self.id
-            .uid
-            .clone()
-            .or_else(|| self.pod.metadata.uid.clone())
-            .unwrap_or_default()
+    /// The own pod, as read and identified.
+    pub fn own(&self) -> &OwnPod {
+        &self.own
     }
 
     /// Runs the decision loop until `stop` fires (with [`Stop::Never`]: until the
     /// future is dropped).
     pub async fn run(self, cfg: Config, stop: &mut Stop) -> i32 {
-        let mut own = OwnPod::from_pod(&self.pod);
-        let mut agent = Agent::new(cfg, self.api, &mut own, &self.id);
-        agent.run(own, stop).await
+        let mut agent = Agent::new(cfg, self.api, &self.own);
+        agent.run(self.own, stop).await
     }
 }
 
@@ -216,7 +196,7 @@ async fn api_access(cfg: &Config) -> Result<Access, AccessError> {
 
 /// Reads the own pod, retrying with backoff. `None` means a fatal identification error.
 async fn fetch_own_pod(api: &PodApi, id: &identity::Identity) -> Option<Pod> {
-    let (name, ns) = (&id.name.0, &id.namespace.0);
+    let (name, ns) = (&id.name, &id.namespace);
     let mut failures = 0u32;
     loop {
         let err = match api.get().await {
@@ -224,7 +204,7 @@ async fn fetch_own_pod(api: &PodApi, id: &identity::Identity) -> Option<Pod> {
             Err(e) => e,
         };
         let backoff = match err.code() {
-            Some(404) if id.name.1 == Source::Hostname => {
+            Some(404) if id.name_from == Source::Hostname => {
                 error!(
                     pod = %name, namespace = %ns,
                     "no pod named after the hostname: set POD_NAME from the Downward API \
@@ -245,7 +225,7 @@ async fn fetch_own_pod(api: &PodApi, id: &identity::Identity) -> Option<Pod> {
                 Backoff::TRANSIENT
             }
         };
-        let wait = backoff.delay(failures, crate::backoff::draw());
+        let wait = backoff.delay(failures, crate::jitter::draw());
         failures = failures.saturating_add(1);
         debug!(retry_in = %fmt_duration(wait), "waiting before the next try");
         tokio::time::sleep(wait).await;
@@ -272,24 +252,10 @@ struct Agent {
 }
 
 impl Agent {
-    fn new(cfg: Config, api: PodApi, own: &mut OwnPod, id: &identity::Identity) -> Self {
-        let mut rng = SmallRng::from_os_rng();
-        let mut memory = Memory::new(&cfg.policy, rng.random());
-        if let Some(uid) = &id.uid {
-            if !own.uid.is_empty() && own.uid != *uid {
-                warn!(
-                    pod = %own.name, ours = %uid, current = %own.uid,
-                    "the pod under this name is a successor, not ours: nothing to do"
-                );
-                memory.finished = true;
-            }
-            own.uid.clone_from(uid);
-        }
-        if own.node_name.is_none() {
-            own.node_name.clone_from(&id.node_name);
-        }
+    fn new(cfg: Config, api: PodApi, own: &OwnPod) -> Self {
+        let memory = Memory::new(&cfg.policy, crate::jitter::draw());
         let deadline = match (memory.lifetime, own.started_at) {
-            (Some(l), Some(s)) => Some(crate::decision::later(s, l)),
+            (Some(l), Some(s)) => Some(selfdestruct_decision::later(s, l)),
             _ => None,
         };
         info!(
@@ -327,7 +293,8 @@ impl Agent {
 
     fn start_watches(&mut self, own: &OwnPod) {
         // One delay for both lists: a fleet that starts together spreads out.
-        let start_delay = crate::decision::scaled(self.cfg.start_jitter, crate::backoff::draw());
+        let start_delay =
+            selfdestruct_decision::scaled(self.cfg.start_jitter, crate::jitter::draw());
         if self.cfg.policy.move_to_new_nodes {
             let (tx, rx) = mpsc::channel(64);
             let target = Target {
@@ -342,7 +309,7 @@ impl Agent {
                 target,
                 tx,
                 start_delay,
-                move |n: Node| NodeSummary::from_node(n, &keys, &images),
+                move |n: Node| crate::summarize::node(n, &keys, &images),
             ));
             self.node_rx = Some(rx);
         }
@@ -382,7 +349,7 @@ impl Agent {
                 target,
                 tx,
                 start_delay,
-                Sibling::from_pod,
+                crate::summarize::sibling,
             ));
             self.sibling_rx = Some(rx);
         }

@@ -20,7 +20,7 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
 use crate::config::Mode;
-use crate::decision::Outcome;
+use selfdestruct_decision::Outcome;
 
 /// Timeout of every non-watch request.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);

@@ -16,10 +16,10 @@ use clap::builder::{BoolishValueParser, EnumValueParser, RangedU64ValueParser, T
 use clap::{Parser, Subcommand, ValueEnum};
 use tracing::level_filters::LevelFilter;
 
-use crate::decision::Policy;
-use crate::duration;
-use crate::images::{self, ImageRef};
-use crate::selector::{Requirement, Selector};
+use selfdestruct_decision::Policy;
+use selfdestruct_decision::duration;
+use selfdestruct_decision::images::{self, ImageRef};
+use selfdestruct_decision::selector::{Requirement, Selector};
 
 /// The command line: the agent's flags, or a subcommand.
 #[derive(Parser, Debug, Clone)]
@@ -612,6 +612,9 @@ mod tests {
     #[test]
     fn defaults_are_sane() {
         let c = parse(&[]).expect("defaults are valid");
+        // The core's `Policy::default()` (which the simulator runs as "the agent's
+        // defaults") is exactly what the flags' defaults give.
+        assert_eq!(c.policy, selfdestruct_decision::Policy::default());
         assert_eq!(c.policy.lifetime, None);
         assert_eq!(c.mode, Mode::Evict);
         assert!(!c.dry_run);

@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context as TaskContext, Poll};
 use std::time::{Duration, Instant};
 
-use crate::backoff::Backoff;
+use selfdestruct_decision::backoff::Backoff;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
@@ -254,7 +254,7 @@ impl<S> PaceWatches<S> {
         };
         let wait = match *short {
             0 => Duration::ZERO,
-            n => Backoff::TRANSIENT.delay(n - 1, crate::backoff::draw()),
+            n => Backoff::TRANSIENT.delay(n - 1, crate::jitter::draw()),
         };
         if *short == 1 {
             let what = if path.ends_with("/pods") {

@@ -4,6 +4,10 @@
 
 use std::fs;
 use std::path::Path;
+use std::time::SystemTime;
+
+use k8s_openapi::api::core::v1::Pod;
+use selfdestruct_decision::model::OwnPod;
 
 use crate::config::IdentityHints;
 
@@ -22,17 +26,87 @@ pub enum Source {
     Kubeconfig,
 }
 
-/// The own pod as far as known before asking the API server.
+/// The own pod as far as known before asking the API server: enough to read it.
+/// [`Identity::own_pod`] then makes the one own-pod value the agent works with.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Identity {
-    /// Pod name and where it came from.
-    pub name: (String, Source),
-    /// Namespace and where it came from.
-    pub namespace: (String, Source),
+    /// Pod name.
+    pub name: String,
+    /// Where the name came from.
+    pub name_from: Source,
+    /// Namespace.
+    pub namespace: String,
+    /// Where the namespace came from.
+    pub namespace_from: Source,
     /// Pod uid, if the Downward API gives it.
     pub uid: Option<String>,
     /// Node name, if the Downward API gives it.
     pub node_name: Option<String>,
+}
+
+/// Why the pod read under the own name is not this process's pod (a successor
+/// the StatefulSet created under the same name): nothing may be done to it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotOurs {
+    /// `POD_UID` names another pod.
+    #[error(
+        "the pod under this name (uid {read}) is a successor, not ours (POD_UID {ours}): nothing to do"
+    )]
+    OtherUid {
+        /// The Downward API's uid.
+        ours: String,
+        /// The uid as read.
+        read: String,
+    },
+    /// Without `POD_UID`: the pod was created after this process started.
+    #[error(
+        "the pod under this name (uid {read}) was created after this process started: a successor, \
+         not ours; doing nothing to it (set POD_UID from the Downward API: fieldPath: metadata.uid)"
+    )]
+    CreatedLater {
+        /// The uid as read.
+        read: String,
+    },
+}
+
+impl Identity {
+    /// The own pod, built once from this identity and the pod as read under its
+    /// name. The Downward API's uid wins: a pod read with another uid is a
+    /// successor. Without it, a pod created after `process_start` (beyond
+    /// [`CLOCK_SKEW`]) is one. The Downward API's node name fills in a pod not
+    /// yet bound in the API server's answer.
+    pub fn own_pod(&self, pod: &Pod, process_start: SystemTime) -> Result<OwnPod, NotOurs> {
+        let mut own = crate::summarize::own_pod(pod);
+        match &self.uid {
+            Some(ours) if !own.uid.is_empty() && own.uid != *ours => {
+                return Err(NotOurs::OtherUid {
+                    ours: ours.clone(),
+                    read: own.uid,
+                });
+            }
+            Some(ours) => own.uid.clone_from(ours),
+            None => {
+                let created = pod
+                    .metadata
+                    .creation_timestamp
+                    .as_ref()
+                    .map(crate::summarize::time_of);
+                if !may_be_own(created, process_start) {
+                    return Err(NotOurs::CreatedLater { read: own.uid });
+                }
+            }
+        }
+        if own.name.is_empty() {
+            own.name.clone_from(&self.name);
+        }
+        if own.namespace.is_empty() {
+            own.namespace.clone_from(&self.namespace);
+        }
+        if own.node_name.is_none() {
+            own.node_name.clone_from(&self.node_name);
+        }
+        Ok(own)
+    }
 }
 
 /// What could not be found, with the fix.
@@ -95,11 +169,8 @@ pub const CLOCK_SKEW: std::time::Duration = std::time::Duration::from_secs(60);
 /// [`CLOCK_SKEW`]). A later one is a successor that took the name while the first
 /// reads failed (a force deletion and re-creation), and adopting its uid would
 /// delete it. An unknown creation time proves nothing either way: refuse.
-pub fn may_be_own(
-    created: Option<std::time::SystemTime>,
-    process_start: std::time::SystemTime,
-) -> bool {
-    created.is_some_and(|c| c <= crate::decision::later(process_start, CLOCK_SKEW))
+pub fn may_be_own(created: Option<SystemTime>, process_start: SystemTime) -> bool {
+    created.is_some_and(|c| c <= selfdestruct_decision::later(process_start, CLOCK_SKEW))
 }
 
 fn read_trimmed(path: &Path) -> Option<String> {
@@ -123,14 +194,14 @@ pub fn resolve(
     kubeconfig_namespace: Option<&str>,
 ) -> Result<Identity, IdentityError> {
     let podinfo = |file: &str| read_trimmed(&hints.podinfo_dir.join(file));
-    let name = hints
+    let (name, name_from) = hints
         .pod_name
         .clone()
         .map(|n| (n, Source::Env))
         .or_else(|| podinfo("name").map(|n| (n, Source::PodInfo)))
         .or_else(|| hostname.map(|n| (n, Source::Hostname)))
         .ok_or(IdentityError::NoName)?;
-    let namespace = hints
+    let (namespace, namespace_from) = hints
         .namespace
         .clone()
         .map(|n| (n, Source::Env))
@@ -145,25 +216,27 @@ pub fn resolve(
                 .map(|n| (n.to_string(), Source::Kubeconfig))
         })
         .ok_or(IdentityError::NoNamespace)?;
-    if !is_dns1123_subdomain(&name.0) {
+    if !is_dns1123_subdomain(&name) {
         return Err(IdentityError::Invalid {
             what: "name",
             var: "POD_NAME",
-            value: name.0,
-            from: name.1,
+            value: name,
+            from: name_from,
         });
     }
-    if !is_dns1123_label(&namespace.0) {
+    if !is_dns1123_label(&namespace) {
         return Err(IdentityError::Invalid {
             what: "namespace",
             var: "POD_NAMESPACE",
-            value: namespace.0,
-            from: namespace.1,
+            value: namespace,
+            from: namespace_from,
         });
     }
     Ok(Identity {
         name,
+        name_from,
         namespace,
+        namespace_from,
         uid: hints.uid.clone().or_else(|| podinfo("uid")),
         node_name: hints.node_name.clone(),
     })
@@ -293,21 +366,23 @@ mod tests {
             ..IdentityHints::default()
         };
         let id = resolve(&hints, Some("host".into()), None).expect("resolves");
-        assert_eq!(id.name, ("from-env".into(), Source::Env));
-        assert_eq!(id.namespace, ("ns-file".into(), Source::PodInfo));
+        assert_eq!((id.name.as_str(), id.name_from), ("from-env", Source::Env));
+        assert_eq!(
+            (id.namespace.as_str(), id.namespace_from),
+            ("ns-file", Source::PodInfo)
+        );
         assert_eq!(id.uid.as_deref(), Some("uid-file"));
         hints.pod_name = None;
         assert_eq!(
             resolve(&hints, Some("host".into()), None)
                 .expect("ok")
-                .name
-                .1,
+                .name_from,
             Source::PodInfo
         );
         fs::remove_file(dir.join("name")).expect("rm");
         assert_eq!(
-            resolve(&hints, Some("host".into()), None).expect("ok").name,
-            ("host".into(), Source::Hostname)
+            resolve(&hints, Some("host".into()), None).map(|id| (id.name, id.name_from)),
+            Ok(("host".into(), Source::Hostname))
         );
         assert_eq!(resolve(&hints, None, None), Err(IdentityError::NoName));
     }
@@ -325,13 +400,13 @@ mod tests {
         };
         assert_eq!(resolve(&hints, None, None), Err(IdentityError::NoNamespace));
         assert_eq!(
-            resolve(&hints, None, Some("ctx")).expect("ok").namespace,
-            ("ctx".into(), Source::Kubeconfig)
+            resolve(&hints, None, Some("ctx")).map(|id| (id.namespace, id.namespace_from)),
+            Ok(("ctx".into(), Source::Kubeconfig))
         );
         fs::write(sa.join("namespace"), "placeholders").expect("write");
         assert_eq!(
-            resolve(&hints, None, Some("ctx")).expect("ok").namespace,
-            ("placeholders".into(), Source::ServiceAccount)
+            resolve(&hints, None, Some("ctx")).map(|id| (id.namespace, id.namespace_from)),
+            Ok(("placeholders".into(), Source::ServiceAccount))
         );
         // blank and garbage files are ignored
         fs::write(sa.join("namespace"), "  \n").expect("write");
@@ -339,6 +414,65 @@ mod tests {
         fs::write(sa.join("namespace"), "two words").expect("write");
         assert_eq!(resolve(&hints, None, None), Err(IdentityError::NoNamespace));
         assert!(IdentityError::NoName.to_string().contains("POD_NAME"));
+    }
+
+    #[test]
+    fn the_own_pod_is_built_once_and_the_downward_uid_wins() {
+        use std::time::Duration;
+        let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let id = Identity {
+            name: "placeholder-0".into(),
+            name_from: Source::Env,
+            namespace: "placeholders".into(),
+            namespace_from: Source::Env,
+            uid: None,
+            node_name: Some("node-a".into()),
+        };
+        // `start` is 2027-01-15T08:00:00Z; `created` is an hour-of-day then.
+        let pod = |uid: &str, created: &str| -> Pod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "placeholder-0", "namespace": "placeholders", "uid": uid,
+                             "creationTimestamp": format!("2027-01-15T{created}:00:00Z")},
+                "spec": {"containers": []}
+            }))
+            .expect("valid pod")
+        };
+        // Without POD_UID: the uid as read, unless the pod is younger than the process.
+        let own = id.own_pod(&pod("u1", "08"), start).expect("ours");
+        assert_eq!(
+            (own.uid.as_str(), own.node_name.as_deref()),
+            ("u1", Some("node-a"))
+        );
+        assert_eq!(
+            id.own_pod(&pod("u2", "09"), start),
+            Err(NotOurs::CreatedLater { read: "u2".into() })
+        );
+        // With POD_UID: it wins, and a pod read with another uid is a successor.
+        let with_uid = Identity {
+            uid: Some("u1".into()),
+            ..id.clone()
+        };
+        assert_eq!(
+            with_uid.own_pod(&pod("u1", "09"), start).map(|o| o.uid),
+            Ok("u1".into())
+        );
+        assert_eq!(
+            with_uid.own_pod(&pod("u2", "08"), start),
+            Err(NotOurs::OtherUid {
+                ours: "u1".into(),
+                read: "u2".into()
+            })
+        );
+        // A pod read without a uid (a minimal answer) takes the Downward API's.
+        assert_eq!(
+            with_uid.own_pod(&pod("", "08"), start).map(|o| o.uid),
+            Ok("u1".into())
+        );
+        assert!(
+            NotOurs::CreatedLater { read: "u2".into() }
+                .to_string()
+                .contains("a successor, not ours")
+        );
     }
 
     #[test]

@@ -2,25 +2,21 @@
 //! evicts its own pod when moving it helps: on a jittered lifetime, or when a
 //! newer node is ready for it.
 //!
-//! The decision ([`decision::decide`]) is a pure function over a snapshot; the
-//! agent ([`agent`]) is a thin I/O shell around it.
+//! The decision (`selfdestruct_decision::decide`, in the `decision/` crate) is a
+//! pure function over a snapshot; the agent ([`agent`]) is a thin I/O shell around it.
 #![warn(missing_docs)]
 
 pub mod agent;
 pub mod api;
-pub mod backoff;
 pub mod config;
 pub mod connect;
-pub mod decision;
-pub mod duration;
 pub mod identity;
-pub mod images;
+pub mod jitter;
 pub mod logging;
 pub mod memory;
-pub mod model;
 pub mod node_gate;
 pub mod pdb;
-pub mod selector;
 pub mod signals;
+pub mod summarize;
 pub mod watch;
 pub mod wrapper;

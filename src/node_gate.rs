@@ -11,14 +11,13 @@ use serde_json::{Value, json};
 use tracing::{error, info, warn};
 
 use crate::api::{ApiError, request, segment};
-use crate::backoff::{Backoff, draw};
-use crate::images::ImageRef;
+use crate::jitter::draw;
 use crate::signals::Signals;
+use selfdestruct_decision::backoff::Backoff;
+use selfdestruct_decision::images::ImageRef;
 
-/// The default gate taint: the cluster autoscaler treats the
-/// `startup-taint.cluster-autoscaler.kubernetes.io/` prefix as a startup taint and
-/// still scales up for pods that don't tolerate it.
-pub const DEFAULT_TAINT: &str = "startup-taint.cluster-autoscaler.kubernetes.io/images-pending";
+/// The default gate taint (the decision core's, which the simulator shares).
+pub const DEFAULT_TAINT: &str = selfdestruct_decision::model::IMAGES_PENDING_TAINT;
 
 /// The gate's settings.
 #[derive(Clone, Debug, PartialEq)]
@@ -141,8 +140,8 @@ pub async fn run(cfg: GateConfig, client: Client, mut signals: Signals) -> i32 {
     info!(
         node = %cfg.node_name, taint = %cfg.taint_key,
         required_images = %cfg.required_images.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
-        timeout = %crate::duration::format(cfg.timeout),
-        poll = %crate::duration::format(cfg.poll),
+        timeout = %selfdestruct_decision::duration::format(cfg.timeout),
+        poll = %selfdestruct_decision::duration::format(cfg.poll),
         "node gate started"
     );
     tokio::select! {
@@ -212,7 +211,7 @@ async fn open_gate(cfg: &GateConfig, client: &Client) {
                     if !told_waiting {
                         info!(
                             node = %cfg.node_name, missing = %v.missing.join(","),
-                            timeout = %crate::duration::format(cfg.timeout),
+                            timeout = %selfdestruct_decision::duration::format(cfg.timeout),
                             "waiting for images before opening the gate"
                         );
                         told_waiting = true;
@@ -230,7 +229,7 @@ async fn open_gate(cfg: &GateConfig, client: &Client) {
                     } else if !told_fail_open {
                         warn!(
                             node = %cfg.node_name, missing = %v.missing.join(","),
-                            timeout = %crate::duration::format(cfg.timeout),
+                            timeout = %selfdestruct_decision::duration::format(cfg.timeout),
                             "images still missing after SELFDESTRUCT_GATE_TIMEOUT: opening the gate anyway (fail-open)"
                         );
                         told_fail_open = true;
@@ -252,7 +251,7 @@ async fn open_gate(cfg: &GateConfig, client: &Client) {
                                 info!(
                                     node = %cfg.node_name, taint = %cfg.taint_key,
                                     removed = v.gate_indices.len(),
-                                    waited = %crate::duration::format(Duration::from_secs(started.elapsed().as_secs())),
+                                    waited = %selfdestruct_decision::duration::format(Duration::from_secs(started.elapsed().as_secs())),
                                     fail_open = !v.missing.is_empty(),
                                     "gate opened: taint removed"
                                 );
@@ -384,7 +383,7 @@ mod tests {
         GateConfig {
             node_name: "n1".into(),
             taint_key: DEFAULT_TAINT.into(),
-            required_images: crate::images::parse_list(images).expect("valid"),
+            required_images: selfdestruct_decision::images::parse_list(images).expect("valid"),
             timeout: Duration::from_secs(900),
             poll: Duration::from_secs(10),
         }

@@ -24,7 +24,8 @@ use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 
-use crate::backoff::{Backoff, draw};
+use crate::jitter::draw;
+use selfdestruct_decision::backoff::Backoff;
 
 /// Objects per list page. kube's watcher deserialises a whole page before it
 /// hands out the first object, and the summaries kept are allocated among

@@ -13,18 +13,17 @@
 //! controller re-creates it, possibly elsewhere, instead of the kubelet restarting
 //! the container in place.
 
-use std::cell::RefCell;
 use std::ffi::OsString;
-use std::rc::Rc;
 use std::time::Duration;
 
+use tokio::sync::watch;
 use tracing::{debug, error, info, warn};
 
-use crate::agent::{self, NotReady};
-use crate::api::{PodApi, outcome_of, rbac_hint};
+use crate::agent::{self, NotReady, Ready};
+use crate::api::{outcome_of, rbac_hint};
 use crate::config::{Config, Mode, OnExit};
-use crate::decision::Outcome;
 use crate::signals::{self, Stop, WrapperSignal, WrapperSignals};
+use selfdestruct_decision::Outcome;
 
 /// Exit code when CMD cannot be found (as in a shell).
 pub const EXIT_NOT_FOUND: i32 = 127;
@@ -34,9 +33,6 @@ pub const EXIT_CANNOT_EXEC: i32 = 126;
 /// How long a child's exit waits for the own pod to be read before
 /// `SELFDESTRUCT_ON_EXIT=delete` gives up.
 const DELETE_SETUP_WAIT: Duration = Duration::from_secs(10);
-
-/// The own pod, once the agent has read it: what a delete needs.
-type PodHandle = Rc<RefCell<Option<(PodApi, String, String)>>>;
 
 /// Runs `argv` as the child, to its end; returns the exit code to exit with.
 pub async fn run(cfg: Config, argv: Vec<OsString>) -> i32 {
@@ -81,8 +77,9 @@ pub async fn run(cfg: Config, argv: Vec<OsString>) -> i32 {
         "started the command as the child of selfdestruct"
     );
 
-    let handle: PodHandle = Rc::new(RefCell::new(None));
-    let agent_side = agent_side(cfg.clone(), Rc::clone(&handle));
+    // The agent side publishes the own pod here once it has read it.
+    let (known, mut own_pod) = watch::channel(None);
+    let agent_side = agent_side(cfg.clone(), known);
     tokio::pin!(agent_side);
 
     let mut terminating = None;
@@ -133,22 +130,17 @@ pub async fn run(cfg: Config, argv: Vec<OsString>) -> i32 {
                 "not deleting the own pod: it is being stopped already ({sig})"
             ),
             None => {
-                if handle.borrow().is_none() {
-                    // The child ended before the own pod was read: give the
-                    // agent a moment to finish reading it.
-                    let _ = tokio::time::timeout(DELETE_SETUP_WAIT, async {
-                        while handle.borrow().is_none() {
-                            tokio::select! {
-                                () = &mut agent_side => {}
-                                () = tokio::time::sleep(Duration::from_millis(50)) => {}
-                            }
-                        }
-                    })
-                    .await;
-                }
-                let own = handle.borrow().clone();
-                match own {
-                    Some((api, uid, ns)) => delete_own_pod(&cfg, &api, &uid, &ns, code).await,
+                // The child may have ended before the own pod was read: give the
+                // agent side (still running) a moment to finish reading it.
+                let read = tokio::time::timeout(DELETE_SETUP_WAIT, async {
+                    tokio::select! {
+                        () = &mut agent_side => None,
+                        own = own_pod.wait_for(Option::is_some) => own.ok().and_then(|o| o.clone()),
+                    }
+                })
+                .await;
+                match read.ok().flatten() {
+                    Some(ready) => delete_own_pod(&cfg, &ready, code).await,
                     None => warn!(
                         "SELFDESTRUCT_ON_EXIT=delete: the own pod is unknown (no API access, see above): \
                          cannot delete it; the kubelet restarts the container in place"
@@ -161,17 +153,13 @@ pub async fn run(cfg: Config, argv: Vec<OsString>) -> i32 {
 }
 
 /// The agent's decision loop, never returning: it reads the own pod (and
-/// publishes it in `handle`), then runs until the wrapper drops it. Without API
+/// publishes it in `known`), then runs until the wrapper drops it. Without API
 /// access it says once what it cannot do.
-async fn agent_side(cfg: Config, handle: PodHandle) {
+async fn agent_side(cfg: Config, known: watch::Sender<Option<Ready>>) {
     let mut never = Stop::Never;
     match agent::prepare(&cfg, &mut never).await {
         Ok(ready) => {
-            *handle.borrow_mut() = Some((
-                ready.api().clone(),
-                ready.uid(),
-                ready.namespace().to_string(),
-            ));
+            known.send_replace(Some(ready.clone()));
             ready.run(cfg, &mut never).await;
         }
         Err(NotReady::NoApi(why) | NotReady::NoClient(why) | NotReady::BadKubeconfig(why)) => {
@@ -192,7 +180,8 @@ async fn agent_side(cfg: Config, handle: PodHandle) {
 
 /// `SELFDESTRUCT_ON_EXIT=delete`: deletes the own pod with the uid precondition,
 /// retrying server and network errors a few times.
-async fn delete_own_pod(cfg: &Config, api: &PodApi, uid: &str, namespace: &str, code: i32) {
+async fn delete_own_pod(cfg: &Config, ready: &Ready, code: i32) {
+    let (api, uid, namespace) = (ready.api(), &ready.own().uid, &ready.own().namespace);
     let reason =
         format!("command exited with code {code}: deleting the pod (SELFDESTRUCT_ON_EXIT=delete)");
     if cfg.dry_run {

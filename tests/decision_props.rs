@@ -1,4 +1,4 @@
-//! Property tests of the pure decision (`selfdestruct::decision::decide`) over
+//! Property tests of the pure decision (`selfdestruct_decision::decide`) over
 //! arbitrary snapshots built from `selfdestruct::model` types.
 //!
 //! The `Decision` type carries no target: a move is always of the own pod. So
@@ -15,14 +15,15 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
-use common::props::*;
+use common::props::proptest_config;
 use proptest::prelude::*;
 use proptest::test_runner::TestRunner;
-use selfdestruct::decision::{
+use selfdestruct_decision::builder::{HOUR, OWN, OWN_UID, World, at};
+use selfdestruct_decision::images::ImageRef;
+use selfdestruct_decision::model::{NodeSummary, OwnPod, Readiness, Sibling, Taint, Toleration};
+use selfdestruct_decision::{
     Armed, Decision, Hold, Memory, Outcome, Policy, Snapshot, Trigger, decide,
 };
-use selfdestruct::images::ImageRef;
-use selfdestruct::model::{NodeSummary, OwnPod, Readiness, Sibling, Taint, Toleration};
 
 /// Times within about six hours of T0: enough to cross every boundary
 /// (settle, min age, an hour of attempts) without overflowing.
@@ -560,7 +561,8 @@ proptest! {
 /// not make `decide` panic.
 #[test]
 fn extreme_configured_durations_never_panic() {
-    let huge = selfdestruct::duration::parse("300000000000y").expect("the config accepts it");
+    let huge =
+        selfdestruct_decision::duration::parse("300000000000y").expect("the config accepts it");
     let base = World {
         now: at(1000),
         own: OwnPod {

@@ -15,10 +15,10 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use selfdestruct::config::IdentityHints;
-use selfdestruct::images::{self, ImageRef};
-use selfdestruct::model::{NodeSummary, Sibling};
-use selfdestruct::selector::Selector;
-use selfdestruct::{duration, identity};
+use selfdestruct::identity;
+use selfdestruct_decision::duration;
+use selfdestruct_decision::images::{self, ImageRef};
+use selfdestruct_decision::selector::Selector;
 use serde_json::{Value, json};
 
 /// Text that looks like a duration often enough to reach the parser's insides.
@@ -158,7 +158,7 @@ fn summarise_node(bytes: &[u8]) {
             images::parse_list("nginx:1.25,quay.io/x/y@sha256:0123456789abcdef0123456789abcdef")
                 .expect("valid");
         let keys: BTreeSet<String> = ["pool".to_string()].into();
-        let s = NodeSummary::from_node(node, &keys, &required);
+        let s = selfdestruct::summarize::node(node, &keys, &required);
         assert!(s.images_present.iter().all(|i| *i < required.len()));
         assert!(s.labels.keys().all(|k| keys.contains(k)));
         assert!(
@@ -171,7 +171,7 @@ fn summarise_node(bytes: &[u8]) {
 
 fn summarise_pod(bytes: &[u8]) {
     if let Ok(pod) = serde_json::from_slice::<Pod>(bytes) {
-        let s = Sibling::from_pod(pod);
+        let s = selfdestruct::summarize::sibling(pod);
         // Not bound to a node means Pending, whatever the phase says.
         if s.node_name.is_none() {
             assert!(s.pending);
@@ -310,10 +310,10 @@ proptest! {
             ..IdentityHints::default()
         };
         if let Ok(id) = identity::resolve(&hints, host.clone(), Some("fallback-ns")) {
-            for v in [&id.name.0, &id.namespace.0] {
+            for v in [&id.name, &id.namespace] {
                 prop_assert!(!v.is_empty(), "{id:?}");
-                if id.name.1 == identity::Source::PodInfo {
-                    prop_assert!(!id.name.0.contains(char::is_whitespace) && id.name.0.len() <= 253, "{id:?}");
+                if id.name_from == identity::Source::PodInfo {
+                    prop_assert!(!id.name.contains(char::is_whitespace) && id.name.len() <= 253, "{id:?}");
                 }
             }
             if let Some(u) = &id.uid {

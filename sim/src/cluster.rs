@@ -4,14 +4,14 @@
 
 use std::time::SystemTime;
 
-use selfdestruct::model::{NodeSummary, Readiness, Taint};
+use selfdestruct_decision::model::{NodeSummary, Readiness, Taint};
 
 use crate::scenario::{Ms, Resources};
 
 /// The startup taint of the node readiness gate (`selfdestruct node-gate`'s default):
 /// removed once the user image is on the node. The cluster autoscaler treats taints
 /// with this prefix as startup taints.
-pub const STARTUP_TAINT: &str = selfdestruct::node_gate::DEFAULT_TAINT;
+pub const STARTUP_TAINT: &str = selfdestruct_decision::model::IMAGES_PENDING_TAINT;
 /// Set by the node lifecycle controller until the node is Ready.
 pub const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
 /// Set by the cluster autoscaler on a node it drains.

@@ -7,8 +7,8 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::rc::Rc;
 
-use selfdestruct::decision::{Decision, Outcome, Trigger};
-use selfdestruct::model::{NodeSummary, Sibling};
+use selfdestruct_decision::model::{NodeSummary, Sibling};
+use selfdestruct_decision::{Decision, Outcome, Trigger};
 
 use crate::autoscaler;
 use crate::cluster::{self, Node, Phase, User};

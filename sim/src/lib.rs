@@ -1,6 +1,6 @@
 //! A discrete-event simulator of JupyterHub/Binder placeholder pods whose
 //! container is the `selfdestruct` agent. Every placeholder decides with the
-//! agent's own [`selfdestruct::decision::decide`]; the simulator models only the
+//! agent's own [`selfdestruct_decision::decide`]; the simulator models only the
 //! cluster around it: users, nodes, the two schedulers, preemption, the
 //! PodDisruptionBudget, the StatefulSet and the cluster autoscaler.
 

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use selfdestruct::decision::Policy;
+use selfdestruct_decision::Policy;
 use selfdestruct_sim::recommend::{self, Target};
 use selfdestruct_sim::report;
 use selfdestruct_sim::scenario::{self, HOUR, Load, Scenario, Setup, ms};
@@ -215,7 +215,7 @@ struct Args {
 }
 
 fn duration(s: &str) -> Result<Duration, String> {
-    selfdestruct::duration::parse(s)
+    selfdestruct_decision::duration::parse(s)
         .map_err(|e| format!("expected a duration such as 90s, 15m or 1h30m ({e})"))
 }
 

@@ -71,7 +71,7 @@ pub struct Log {
     pub scale_ups: Vec<(Ms, u32)>,
     /// Times nodes were drained.
     pub scale_downs: Vec<Ms>,
-    /// Calls of `selfdestruct::decision::decide`.
+    /// Calls of `selfdestruct_decision::decide`.
     pub decide_calls: u64,
     /// Most nodes existing at once during the measured window.
     pub peak_nodes: u32,

@@ -4,14 +4,14 @@
 
 use std::time::{Duration, SystemTime};
 
-use selfdestruct::decision::{Decision, Memory, Outcome, Policy, Snapshot, decide};
-use selfdestruct::model::{NodeSummary, OwnPod, Sibling, Toleration};
+use selfdestruct_decision::model::{NodeSummary, OwnPod, Sibling, Toleration};
+use selfdestruct_decision::{Decision, Memory, Outcome, Policy, Snapshot, decide};
 
 use crate::cluster::STARTUP_TAINT;
 use crate::scenario::Ms;
 
 /// Simulated time 0 as wall-clock time (any fixed instant works).
-pub const EPOCH_OFFSET_SECS: u64 = 1_800_000_000;
+pub const EPOCH_OFFSET_SECS: u64 = selfdestruct_decision::builder::T0;
 
 /// Simulated milliseconds to the `SystemTime` the decision reads.
 pub fn system_time(t: Ms) -> SystemTime {
@@ -210,5 +210,47 @@ mod tests {
         let s = p.sibling(name);
         assert!(s.terminating && s.node_name.as_deref() == Some("node-001"));
         assert_eq!(s.uid, "placeholder-3-uid-0");
+    }
+
+    #[test]
+    fn the_simulated_agent_decides_as_the_core_on_the_same_world() {
+        use selfdestruct_decision::Trigger;
+        use selfdestruct_decision::builder::{World, at, ready_node, running_sibling};
+        let policy = World::new().policy;
+        let p = Placeholder::new(0, 0);
+        let mut agent = Agent::start(&p, "old", 0, false, &policy, 0.25);
+        let nodes = vec![ready_node("old", 0), ready_node("new", 900)];
+        let siblings = vec![running_sibling("placeholder-1", "old")];
+        let world = World {
+            now: at(1000),
+            own: agent.own.clone(),
+            nodes: Some(nodes.clone()),
+            siblings: Some(siblings.clone()),
+            policy: policy.clone(),
+            memory: agent.memory.clone(),
+            draw: 0.25,
+        };
+        let want = world.decide();
+        assert!(
+            matches!(&want, Decision::Move { trigger: Trigger::NewNode { node, .. } } if node == "new"),
+            "{want:?}"
+        );
+        assert_eq!(
+            agent.decide(1_000_000, &nodes, &siblings, &policy, 0.25),
+            want
+        );
+        // a sibling still Pending holds both the same way
+        let pending = vec![Placeholder::new(1, 0).sibling(|_| "old".into())];
+        let mut held = Agent::start(&p, "old", 0, false, &policy, 0.25);
+        let world = World {
+            siblings: Some(pending.clone()),
+            memory: held.memory.clone(),
+            ..world
+        };
+        assert_eq!(
+            held.decide(1_000_000, &nodes, &pending, &policy, 0.25),
+            world.decide()
+        );
+        assert!(!matches!(world.decide(), Decision::Move { .. }));
     }
 }

@@ -3,8 +3,8 @@
 use std::fmt::Write;
 use std::time::Duration;
 
-use selfdestruct::decision::Policy;
-use selfdestruct::duration::format as fmt_duration;
+use selfdestruct_decision::Policy;
+use selfdestruct_decision::duration::format as fmt_duration;
 use serde::Serialize;
 
 use crate::metrics::Summary;

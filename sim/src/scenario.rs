@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use selfdestruct::decision::Policy;
-use selfdestruct::images::ImageRef;
+use selfdestruct_decision::Policy;
+use selfdestruct_decision::images::ImageRef;
 
 use crate::random::{Random, Stream};
 
@@ -417,18 +417,9 @@ pub struct Setup {
     pub gate: bool,
 }
 
-/// The agent's own defaults (`selfdestruct --help`): node trigger on, 10s settle,
-/// 10s jitter, 12 moves per hour, 2m minimum age, no lifetime, no required images.
+/// The agent's own defaults (`selfdestruct --help`), as the core defines them.
 pub fn agent_defaults() -> Policy {
-    Policy {
-        lifetime: None,
-        move_to_new_nodes: true,
-        node_settle: Duration::from_secs(10),
-        required_images: Vec::new(),
-        move_jitter: Duration::from_secs(10),
-        max_moves_per_hour: 12,
-        min_age: Duration::from_secs(120),
-    }
+    Policy::default()
 }
 
 /// The policy of the stock pause container: never moves.

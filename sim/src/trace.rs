@@ -367,7 +367,7 @@ fn session_ms(s: &str) -> Result<u32, String> {
     let ms = match s.parse::<f64>() {
         Ok(secs) if secs.is_finite() && secs >= 0.0 => secs * 1000.0,
         Ok(_) => return Err(format!("duration {s:?} is not a length")),
-        Err(_) => selfdestruct::duration::parse(s)
+        Err(_) => selfdestruct_decision::duration::parse(s)
             .map_err(|e| format!("duration {s:?}: expected 27m, 1h30m or seconds ({e})"))?
             .as_millis() as f64,
     };

@@ -6,7 +6,7 @@ use std::time::Duration;
 use selfdestruct_sim::engine::{RunResult, simulate};
 use selfdestruct_sim::metrics::MoveReason;
 use selfdestruct_sim::scenario::{
-    self, HOUR, Load, MIN, Resources, Scenario, Setup, agent_defaults, standard_rows, static_policy,
+    HOUR, Load, MIN, Resources, Scenario, Setup, agent_defaults, standard_rows, static_policy,
 };
 use selfdestruct_sim::{report, run_rows};
 
@@ -86,7 +86,7 @@ fn invariants_hold_for_every_policy_and_scenario() {
         let configured = Setup {
             name: "configured".into(),
             replicas: sc.replicas,
-            policy: selfdestruct::decision::Policy {
+            policy: selfdestruct_decision::Policy {
                 lifetime: Some((Duration::from_secs(600), Duration::from_secs(1200))),
                 move_jitter: Duration::ZERO,
                 min_age: Duration::ZERO,
@@ -288,7 +288,7 @@ fn the_simulator_decides_with_the_agents_decide() {
     assert!(r.log.decide_calls > 0);
     assert!(!r.log.moves.is_empty());
     assert!(run(&sc, &row(&sc, "none"), 2).log.decide_calls == 0);
-    // min_age is read only by selfdestruct::decision::decide: pods younger than
+    // min_age is read only by selfdestruct_decision::decide: pods younger than
     // 10h never move, so no placeholder moves at all in a 3h run.
     let mut old_only = base.clone();
     old_only.policy.min_age = Duration::from_secs(10 * 3600);
@@ -304,15 +304,8 @@ fn the_simulator_decides_with_the_agents_decide() {
 }
 
 #[test]
-fn agent_defaults_match_the_agents_flags() {
-    use clap::Parser;
-    if std::env::vars().any(|(k, _)| k.starts_with("SELFDESTRUCT_")) {
-        return; // the agent's flags read the environment
-    }
-    let cli = selfdestruct::config::Cli::try_parse_from(["selfdestruct"]).expect("defaults parse");
-    let config =
-        selfdestruct::config::Config::from_args(&cli.agent, None).expect("defaults are valid");
-    assert_eq!(config.policy, agent_defaults());
-    assert_eq!(scenario::static_policy().lifetime, None);
+fn the_static_row_is_the_agent_defaults_without_moves() {
+    assert_eq!(agent_defaults(), selfdestruct_decision::Policy::default());
+    assert_eq!(static_policy().lifetime, None);
     assert!(!static_policy().move_to_new_nodes);
 }

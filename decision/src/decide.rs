@@ -53,6 +53,24 @@ pub struct Policy {
     pub min_age: Duration,
 }
 
+impl Default for Policy {
+    /// The agent's shipped defaults (`selfdestruct --help`; the agent's config
+    /// tests check that its flags' defaults give exactly this): the node trigger
+    /// on, 10s settle, 10s jitter, 12 moves per hour, 2m minimum age, no lifetime,
+    /// no required images.
+    fn default() -> Self {
+        Policy {
+            lifetime: None,
+            move_to_new_nodes: true,
+            node_settle: Duration::from_secs(10),
+            required_images: Vec::new(),
+            move_jitter: Duration::from_secs(10),
+            max_moves_per_hour: 12,
+            min_age: Duration::from_secs(120),
+        }
+    }
+}
+
 impl Policy {
     /// Draws a lifetime uniformly from the range with `draw` in [0, 1).
     pub fn draw_lifetime(&self, draw: f64) -> Option<Duration> {
@@ -490,90 +508,12 @@ pub fn decide(s: &Snapshot) -> Decision {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::builder::{World, at, quiet_policy as policy, ready_node};
     use crate::model::{Readiness, Taint, Toleration};
     use crate::selector::Requirement;
 
-    const T0: u64 = 1_800_000_000;
-
-    fn at(secs: u64) -> SystemTime {
-        SystemTime::UNIX_EPOCH + Duration::from_secs(T0 + secs)
-    }
-
-    fn own() -> OwnPod {
-        OwnPod {
-            name: "placeholder-0".into(),
-            namespace: "placeholders".into(),
-            uid: "uid-0".into(),
-            node_name: Some("old".into()),
-            started_at: Some(at(0)),
-            scheduled_at: Some(at(0)),
-            ..OwnPod::default()
-        }
-    }
-
     fn node(name: &str, ready_at: u64) -> NodeSummary {
-        NodeSummary {
-            name: name.into(),
-            created: Some(at(ready_at)),
-            ready: Readiness {
-                ready: true,
-                since: Some(at(ready_at)),
-            },
-            ..NodeSummary::default()
-        }
-    }
-
-    fn policy() -> Policy {
-        Policy {
-            lifetime: None,
-            move_to_new_nodes: true,
-            node_settle: Duration::from_secs(30),
-            required_images: vec![],
-            move_jitter: Duration::ZERO,
-            max_moves_per_hour: 0,
-            min_age: Duration::ZERO,
-        }
-    }
-
-    struct Case {
-        own: OwnPod,
-        nodes: Option<Vec<NodeSummary>>,
-        siblings: Option<Vec<Sibling>>,
-        policy: Policy,
-        memory: Memory,
-        now: SystemTime,
-        draw: f64,
-    }
-
-    impl Case {
-        fn new() -> Self {
-            Case {
-                own: own(),
-                nodes: Some(vec![node("old", 0)]),
-                siblings: None,
-                policy: policy(),
-                memory: Memory::default(),
-                now: at(1000),
-                draw: 0.5,
-            }
-        }
-        fn snapshot(&self) -> Snapshot<'_> {
-            Snapshot {
-                now: self.now,
-                own: &self.own,
-                nodes: self.nodes.as_deref(),
-                siblings: self.siblings.as_deref(),
-                policy: &self.policy,
-                memory: &self.memory,
-                draw: self.draw,
-            }
-        }
-        fn decide(&self) -> Decision {
-            decide(&self.snapshot())
-        }
-        fn verdict(&self, n: &NodeSummary) -> Result<Duration, Reject> {
-            self.snapshot().node_verdict(n)
-        }
+        ready_node(name, ready_at)
     }
 
     fn moves_to(d: &Decision) -> Option<&str> {
@@ -587,7 +527,7 @@ mod tests {
 
     #[test]
     fn each_candidate_rule_alone() {
-        let c = Case::new();
+        let c = World::new();
         let fresh = node("new", 500);
         assert_eq!(c.verdict(&fresh), Ok(Duration::from_secs(500)));
         let taint = |key: &str, effect: &str| Taint {
@@ -680,14 +620,14 @@ mod tests {
         // Exactly at the settle boundary it counts.
         assert!(c.verdict(&node("new", 970)).is_ok());
         // Unknown own scheduling time: no node is a reason.
-        let mut unknown = Case::new();
+        let mut unknown = World::new();
         unknown.own.scheduled_at = None;
         assert_eq!(unknown.verdict(&fresh), Err(Reject::OwnScheduleUnknown));
     }
 
     #[test]
     fn tolerated_taints_and_placement_rules() {
-        let mut c = Case::new();
+        let mut c = World::new();
         let mut n = node("new", 500);
         n.taints = vec![Taint {
             key: "hub.jupyter.org/dedicated".into(),
@@ -727,7 +667,7 @@ mod tests {
 
     #[test]
     fn image_gate_present_missing_truncated() {
-        let mut c = Case::new();
+        let mut c = World::new();
         c.policy.required_images =
             crate::images::parse_list("jupyter/scipy:1,quay.io/x/y:2").expect("valid");
         let mut n = node("new", 500);
@@ -758,7 +698,7 @@ mod tests {
 
     #[test]
     fn combined_rules_pick_the_longest_ready_valid_node() {
-        let mut c = Case::new();
+        let mut c = World::new();
         c.nodes = Some(vec![
             node("old", 0),
             NodeSummary {
@@ -783,7 +723,7 @@ mod tests {
 
     #[test]
     fn no_node_view_or_trigger_off_means_timer_only() {
-        let mut c = Case::new();
+        let mut c = World::new();
         c.nodes = None;
         assert_eq!(
             c.decide(),
@@ -805,7 +745,7 @@ mod tests {
 
     #[test]
     fn lifetime_timer_counts_from_pod_start_and_jitters() {
-        let mut c = Case::new();
+        let mut c = World::new();
         c.nodes = None;
         c.memory.lifetime = Some(Duration::from_secs(2000));
         assert_eq!(
@@ -844,7 +784,7 @@ mod tests {
         );
         assert_eq!(want.to_string(), "lifetime 33m20s reached");
         // A restart long after expiry arms with a delay instead of moving at once.
-        let mut late = Case::new();
+        let mut late = World::new();
         late.nodes = None;
         late.memory.lifetime = Some(Duration::from_secs(10));
         late.policy.move_jitter = Duration::from_secs(60);
@@ -876,7 +816,7 @@ mod tests {
 
     #[test]
     fn armed_move_is_rechecked_and_dropped_when_the_node_goes() {
-        let mut c = Case::new();
+        let mut c = World::new();
         c.policy.move_jitter = Duration::from_secs(100);
         c.nodes = Some(vec![node("old", 0), node("new", 500)]);
         let d = c.decide();
@@ -898,7 +838,7 @@ mod tests {
 
     #[test]
     fn churn_controls_hold_moves() {
-        let mut c = Case::new();
+        let mut c = World::new();
         c.nodes = Some(vec![node("old", 0), node("new", 500)]);
         // min age
         c.policy.min_age = Duration::from_secs(1200);
@@ -956,7 +896,7 @@ mod tests {
 
     #[test]
     fn min_age_holds_node_moves_but_not_the_lifetime() {
-        let mut c = Case::new();
+        let mut c = World::new();
         c.policy.min_age = Duration::from_secs(120);
         c.policy.lifetime = Some((Duration::from_secs(3), Duration::from_secs(3)));
         c.memory.lifetime = Some(Duration::from_secs(3));
@@ -994,7 +934,7 @@ mod tests {
             }
         );
         // A node move still waits for MIN_AGE, even with the lifetime set.
-        let mut c = Case::new();
+        let mut c = World::new();
         c.policy.min_age = Duration::from_secs(120);
         c.memory.lifetime = Some(Duration::from_secs(3600));
         c.nodes = Some(vec![node("old", 0), node("new", 10)]);
@@ -1009,7 +949,7 @@ mod tests {
         c.now = at(120);
         assert_eq!(moves_to(&c.decide()), Some("new"));
         // Both due while young: the lifetime goes, the node move does not take its place.
-        let mut c = Case::new();
+        let mut c = World::new();
         c.policy.min_age = Duration::from_secs(120);
         c.memory.lifetime = Some(Duration::from_secs(30));
         c.nodes = Some(vec![node("old", 0), node("new", 10)]);
@@ -1024,7 +964,7 @@ mod tests {
 
     #[test]
     fn an_old_node_whose_ready_condition_blips_is_not_new() {
-        let mut c = Case::new();
+        let mut c = World::new();
         // node-b exists since before the own pod was scheduled (at 0) and flips
         // NotReady -> Ready at 900 (kubelet restart): a fresh lastTransitionTime.
         let blip = NodeSummary {
@@ -1085,7 +1025,7 @@ mod tests {
 
     #[test]
     fn sibling_awareness() {
-        let mut c = Case::new();
+        let mut c = World::new();
         c.nodes = Some(vec![node("old", 0), node("new", 500)]);
         c.siblings = Some(vec![
             sibling("placeholder-0", 0, Some("old"), false),
@@ -1143,7 +1083,7 @@ mod tests {
 
     #[test]
     fn a_replacement_never_chases_a_node_that_was_already_there() {
-        let mut c = Case::new();
+        let mut c = World::new();
         c.nodes = Some(vec![node("old", 0), node("new", 500)]);
         // the moved pod's successor was scheduled after "new" became Ready
         c.own.node_name = Some("old".into());
@@ -1161,7 +1101,7 @@ mod tests {
 
     #[test]
     fn extreme_durations_saturate_instead_of_panicking() {
-        let mut c = Case::new();
+        let mut c = World::new();
         c.nodes = Some(vec![node("old", 0), node("new", 500)]);
         c.memory.lifetime = Some(Duration::MAX);
         c.policy.node_settle = Duration::MAX;

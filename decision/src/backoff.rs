@@ -2,15 +2,6 @@
 
 use std::time::Duration;
 
-use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
-
-/// A uniform random number in [0, 1) from a freshly seeded generator (for the
-/// rare retry paths; hot paths keep their own generator).
-pub fn draw() -> f64 {
-    SmallRng::from_os_rng().random()
-}
-
 /// A backoff schedule: `base * 2^failures`, capped, with "equal jitter"
 /// (half fixed, half drawn) so a fleet that fails together does not retry together.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,7 +37,7 @@ impl Backoff {
             .unwrap_or(self.cap)
             .min(self.cap);
         let half = exp / 2;
-        half + crate::decision::scaled(half, draw)
+        half + crate::scaled(half, draw)
     }
 }
 

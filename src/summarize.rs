@@ -1,0 +1,256 @@
+//! The API objects as the decision sees them: turns the k8s-openapi Pod and
+//! Node objects into the core's small summaries as they arrive, keeping only
+//! the fields the decision reads, so memory does not grow with the size of a
+//! Node object. Every Kubernetes field is optional here.
+
+use std::collections::BTreeSet;
+use std::time::SystemTime;
+
+use k8s_openapi::api::core::v1::{
+    Node, NodeSelectorRequirement, Pod, Taint as K8sTaint, Toleration as K8sToleration,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use selfdestruct_decision::images::ImageRef;
+use selfdestruct_decision::model::{
+    KUBELET_MAX_IMAGES, NodeSummary, NodeTerm, OwnPod, Readiness, Sibling, Taint, Toleration,
+};
+use selfdestruct_decision::selector::Requirement;
+
+/// The own pod's summary, from the pod as read from the API server.
+pub fn own_pod(pod: &Pod) -> OwnPod {
+    let meta = &pod.metadata;
+    let spec = pod.spec.as_ref();
+    let status = pod.status.as_ref();
+    let scheduled_at = status
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .find(|c| c.type_ == "PodScheduled" && c.status == "True")
+        .and_then(|c| c.last_transition_time.as_ref())
+        .map(time_of);
+    let started_at = status
+        .and_then(|s| s.start_time.as_ref())
+        .or(meta.creation_timestamp.as_ref())
+        .map(time_of);
+    let affinity = spec
+        .and_then(|s| s.affinity.as_ref())
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|a| {
+            a.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .map(|r| r.node_selector_terms.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .map(|t| NodeTerm {
+            labels: t
+                .match_expressions
+                .iter()
+                .flatten()
+                .map(requirement)
+                .collect(),
+            fields: t.match_fields.iter().flatten().map(requirement).collect(),
+        })
+        .collect();
+    OwnPod {
+        name: meta.name.clone().unwrap_or_default(),
+        namespace: meta.namespace.clone().unwrap_or_default(),
+        uid: meta.uid.clone().unwrap_or_default(),
+        node_name: spec
+            .and_then(|s| s.node_name.clone())
+            .filter(|n| !n.is_empty()),
+        started_at,
+        scheduled_at: scheduled_at.or(started_at),
+        labels: meta.labels.clone().unwrap_or_default(),
+        node_selector: spec
+            .and_then(|s| s.node_selector.clone())
+            .unwrap_or_default(),
+        affinity,
+        tolerations: spec
+            .and_then(|s| s.tolerations.as_ref())
+            .into_iter()
+            .flatten()
+            .map(toleration)
+            .collect(),
+        terminating: meta.deletion_timestamp.is_some(),
+    }
+}
+
+/// A node's summary, keeping only the labels in `label_keys` and which of `required` images it holds.
+pub fn node(node: Node, label_keys: &BTreeSet<String>, required: &[ImageRef]) -> NodeSummary {
+    let status = node.status.unwrap_or_default();
+    let ready = status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| Readiness {
+            ready: c.status == "True",
+            since: c.last_transition_time.as_ref().map(time_of),
+        })
+        .unwrap_or_default();
+    let images = status.images.unwrap_or_default();
+    let images_present = required
+        .iter()
+        .enumerate()
+        .filter(|(_, want)| {
+            images
+                .iter()
+                .flat_map(|i| i.names.iter().flatten())
+                .any(|name| want.matches(name))
+        })
+        .map(|(i, _)| i)
+        .collect();
+    let spec = node.spec.unwrap_or_default();
+    NodeSummary {
+        labels: node
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(k, _)| label_keys.contains(k))
+            .collect(),
+        name: node.metadata.name.unwrap_or_default(),
+        created: node.metadata.creation_timestamp.as_ref().map(time_of),
+        unschedulable: spec.unschedulable.unwrap_or(false),
+        taints: spec
+            .taints
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
+            .map(taint)
+            .collect(),
+        ready,
+        images_present,
+        images_truncated: images.len() >= KUBELET_MAX_IMAGES,
+    }
+}
+
+/// A sibling placeholder pod's summary.
+pub fn sibling(pod: Pod) -> Sibling {
+    let node_name = pod.spec.and_then(|s| s.node_name).filter(|n| !n.is_empty());
+    let phase = pod.status.and_then(|s| s.phase);
+    Sibling {
+        pending: node_name.is_none() || phase.as_deref().is_none_or(|p| p == "Pending"),
+        name: pod.metadata.name.unwrap_or_default(),
+        uid: pod.metadata.uid.unwrap_or_default(),
+        created: pod.metadata.creation_timestamp.as_ref().map(time_of),
+        node_name,
+        terminating: pod.metadata.deletion_timestamp.is_some(),
+    }
+}
+
+/// The time of an API timestamp.
+pub fn time_of(t: &Time) -> SystemTime {
+    SystemTime::from(t.0)
+}
+
+fn toleration(t: &K8sToleration) -> Toleration {
+    Toleration {
+        key: t.key.clone(),
+        operator: t.operator.clone(),
+        value: t.value.clone(),
+        effect: t.effect.clone(),
+    }
+}
+
+fn taint(t: K8sTaint) -> Taint {
+    Taint {
+        key: t.key,
+        value: t.value,
+        effect: t.effect,
+    }
+}
+
+/// A node selector requirement as a selector requirement (an unknown operator
+/// or an unparsable Gt/Lt value matches nothing, as in the scheduler).
+pub fn requirement(r: &NodeSelectorRequirement) -> Requirement {
+    let (key, values) = (r.key.clone(), r.values.clone().unwrap_or_default());
+    let num = || values.first().and_then(|v| v.parse::<i64>().ok());
+    match r.operator.as_str() {
+        "In" => Requirement::In(key, values),
+        "NotIn" => Requirement::NotIn(key, values),
+        "Exists" => Requirement::Exists(key),
+        "DoesNotExist" => Requirement::DoesNotExist(key),
+        "Gt" => num().map_or(Requirement::In(key.clone(), vec![]), |n| {
+            Requirement::Gt(key.clone(), n)
+        }),
+        "Lt" => num().map_or(Requirement::In(key.clone(), vec![]), |n| {
+            Requirement::Lt(key.clone(), n)
+        }),
+        _ => Requirement::In(key, vec![]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_pod_summary_never_needs_optional_fields() {
+        let empty = own_pod(&Pod::default());
+        assert_eq!(empty.name, "");
+        assert_eq!(empty.started_at, None);
+        assert!(empty.affinity.is_empty());
+        let from_fixture: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "placeholder-0", "namespace": "placeholders", "uid": "u1",
+                         "creationTimestamp": "2026-11-22T04:26:01Z", "labels": {"a": "b"}},
+            "spec": {"nodeName": "node-a", "containers": [],
+                     "tolerations": [{"key": "k", "operator": "Exists"}],
+                     "nodeSelector": {"pool": "user"},
+                     "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                        {"nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}}}},
+            "status": {"startTime": "2026-11-22T04:26:05Z",
+                       "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-11-22T04:26:02Z"}]}
+        }))
+        .expect("valid pod");
+        let own = own_pod(&from_fixture);
+        assert_eq!(own.node_name.as_deref(), Some("node-a"));
+        assert!(own.started_at > own.scheduled_at);
+        assert_eq!(own.tolerations.len(), 1);
+        assert_eq!(
+            own.label_keys_of_interest(),
+            ["pool".to_string(), "zone".to_string()].into()
+        );
+    }
+
+    #[test]
+    fn node_summary_keeps_only_what_is_needed() {
+        let object: Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n1", "labels": {"pool": "user", "noise": "x"}, "annotations": {"big": "..."}},
+            "spec": {"taints": [{"key": "a", "effect": "NoSchedule"}, {"key": "b", "effect": "PreferNoSchedule"}]},
+            "status": {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-22T04:26:05Z"}],
+                       "images": [{"names": ["docker.io/library/nginx:1.25"], "sizeBytes": 1}]}
+        }))
+        .expect("valid node");
+        let required =
+            selfdestruct_decision::images::parse_list("nginx:1.25,busybox").expect("valid");
+        let s = node(object, &["pool".to_string()].into(), &required);
+        assert_eq!(s.labels.len(), 1);
+        assert_eq!(s.taints.len(), 1);
+        assert!(s.ready.ready && s.ready.since.is_some());
+        assert_eq!(s.images_present, vec![0]);
+        assert!(!s.images_truncated);
+        let bare = node(Node::default(), &BTreeSet::new(), &required);
+        assert!(!bare.ready.ready);
+    }
+
+    #[test]
+    fn sibling_pending_states() {
+        let lite = |node: Option<&str>, phase: Option<&str>| Pod {
+            spec: Some(k8s_openapi::api::core::v1::PodSpec {
+                node_name: node.map(Into::into),
+                ..Default::default()
+            }),
+            status: Some(k8s_openapi::api::core::v1::PodStatus {
+                phase: phase.map(Into::into),
+                ..Default::default()
+            }),
+            ..Pod::default()
+        };
+        assert!(sibling(lite(None, Some("Pending"))).pending);
+        assert!(sibling(lite(Some("n"), Some("Pending"))).pending);
+        assert!(sibling(lite(Some("n"), None)).pending);
+        assert!(!sibling(lite(Some("n"), Some("Running"))).pending);
+    }
+}
