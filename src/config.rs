@@ -134,42 +134,9 @@ pub struct Args {
     #[arg(long, env = "SELFDESTRUCT_LOG_LEVEL", value_name = "LEVEL", default_value = "",
           hide_default_value = true, value_parser = Setting::new(unset_or(log_level)))]
     pub log_level: std::option::Option<LevelFilter>,
-    /// Own pod name (Downward API metadata.name) [fallback: podinfo dir, hostname]
-    #[arg(long, env = "POD_NAME", value_name = "NAME", default_value = "",
-          hide_default_value = true, value_parser = Setting::new(unset_or(subdomain)))]
-    pub pod_name: std::option::Option<String>,
-    /// Own namespace (Downward API metadata.namespace) [fallback: podinfo dir, service account]
-    #[arg(long, env = "POD_NAMESPACE", value_name = "NAMESPACE", default_value = "",
-          hide_default_value = true, value_parser = Setting::new(unset_or(label)))]
-    pub pod_namespace: std::option::Option<String>,
-    /// Own pod uid (Downward API metadata.uid) [fallback: podinfo dir, one GET of the pod]
-    #[arg(long, env = "POD_UID", value_name = "UID", default_value = "",
-          hide_default_value = true, value_parser = Setting::new(unset_or(uid)))]
-    pub pod_uid: std::option::Option<String>,
-    /// Own node (Downward API spec.nodeName) [fallback: the pod's spec.nodeName]
-    #[arg(long, env = "NODE_NAME", value_name = "NODE", default_value = "",
-          hide_default_value = true, value_parser = Setting::new(unset_or(subdomain)))]
-    pub node_name: std::option::Option<String>,
-    /// downwardAPI volume folder with files name, namespace, uid
-    #[arg(
-        long,
-        env = "SELFDESTRUCT_PODINFO_DIR",
-        value_name = "DIR",
-        default_value = "/etc/podinfo"
-    )]
-    pub podinfo_dir: PathBuf,
-    /// Service-account folder (token, namespace) of in-cluster access
-    #[arg(
-        long,
-        env = "SELFDESTRUCT_SERVICE_ACCOUNT_DIR",
-        value_name = "DIR",
-        default_value = "/var/run/secrets/kubernetes.io/serviceaccount",
-        hide = true
-    )]
-    pub service_account_dir: PathBuf,
-    /// Kubeconfig file [default: KUBECONFIG, else ~/.kube/config, else the in-cluster account]
-    #[arg(long, value_name = "FILE")]
-    pub kubeconfig: Option<PathBuf>,
+    /// The own pod's identity settings.
+    #[command(flatten)]
+    pub identity: IdentityHints,
     /// Move when a newer node is Ready (needs read access to Nodes)
     #[arg(long, env = "SELFDESTRUCT_MOVE_TO_NEW_NODES", value_name = "BOOL",
           default_value = "true", hide_possible_values = true, action = clap::ArgAction::Set,
@@ -260,21 +227,44 @@ pub enum Siblings {
 }
 
 /// What the Downward API and the environment say about the own pod.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(clap::Args, Clone, Debug, Default, PartialEq, Eq)]
 pub struct IdentityHints {
-    /// POD_NAME
-    pub pod_name: Option<String>,
-    /// POD_NAMESPACE
-    pub namespace: Option<String>,
-    /// POD_UID
-    pub uid: Option<String>,
-    /// NODE_NAME
-    pub node_name: Option<String>,
-    /// downwardAPI volume folder
+    /// Own pod name (Downward API metadata.name) [fallback: podinfo dir, hostname]
+    #[arg(long = "pod-name", env = "POD_NAME", value_name = "NAME", default_value = "",
+          hide_default_value = true, value_parser = Setting::new(unset_or(subdomain)))]
+    pub pod_name: std::option::Option<String>,
+    /// Own namespace (Downward API metadata.namespace) [fallback: podinfo dir, service account]
+    #[arg(long = "pod-namespace", env = "POD_NAMESPACE", value_name = "NAMESPACE",
+          default_value = "", hide_default_value = true,
+          value_parser = Setting::new(unset_or(label)))]
+    pub namespace: std::option::Option<String>,
+    /// Own pod uid (Downward API metadata.uid) [fallback: podinfo dir, one GET of the pod]
+    #[arg(long = "pod-uid", env = "POD_UID", value_name = "UID", default_value = "",
+          hide_default_value = true, value_parser = Setting::new(unset_or(uid)))]
+    pub uid: std::option::Option<String>,
+    /// Own node (Downward API spec.nodeName) [fallback: the pod's spec.nodeName]
+    #[arg(long, env = "NODE_NAME", value_name = "NODE", default_value = "",
+          hide_default_value = true, value_parser = Setting::new(unset_or(subdomain)))]
+    pub node_name: std::option::Option<String>,
+    /// downwardAPI volume folder with files name, namespace, uid
+    #[arg(
+        long,
+        env = "SELFDESTRUCT_PODINFO_DIR",
+        value_name = "DIR",
+        default_value = "/etc/podinfo"
+    )]
     pub podinfo_dir: PathBuf,
-    /// service-account folder
+    /// Service-account folder (token, namespace) of in-cluster access
+    #[arg(
+        long,
+        env = "SELFDESTRUCT_SERVICE_ACCOUNT_DIR",
+        value_name = "DIR",
+        default_value = "/var/run/secrets/kubernetes.io/serviceaccount",
+        hide = true
+    )]
     pub service_account_dir: PathBuf,
-    /// `--kubeconfig`
+    /// Kubeconfig file [default: KUBECONFIG, else ~/.kube/config, else the in-cluster account]
+    #[arg(long, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
 }
 
@@ -424,36 +414,32 @@ fn log_level(value: &str) -> Result<LevelFilter, String> {
     parse_level(value).ok_or_else(|| "one of error, warn, info, debug, trace, off".into())
 }
 
+/// `value` if it passes `valid`, else what is expected.
+fn checked(valid: bool, value: &str, expected: &str) -> Result<String, String> {
+    valid
+        .then(|| value.to_string())
+        .ok_or_else(|| expected.to_string())
+}
+
 fn subdomain(value: &str) -> Result<String, String> {
-    if crate::identity::is_dns1123_subdomain(value) {
-        Ok(value.to_string())
-    } else {
-        Err(
-            "a DNS-1123 subdomain: lower-case letters, digits, '-' and '.', starting and ending \
-             with a letter or digit, at most 253 characters (the Downward API value)"
-                .into(),
-        )
-    }
+    let expected = "a DNS-1123 subdomain: lower-case letters, digits, '-' and '.', starting and \
+                    ending with a letter or digit, at most 253 characters (the Downward API value)";
+    checked(
+        crate::identity::is_dns1123_subdomain(value),
+        value,
+        expected,
+    )
 }
 
 fn label(value: &str) -> Result<String, String> {
-    if crate::identity::is_dns1123_label(value) {
-        Ok(value.to_string())
-    } else {
-        Err(
-            "a DNS-1123 label: lower-case letters, digits and '-', starting and ending with a \
-             letter or digit, at most 63 characters (the Downward API value)"
-                .into(),
-        )
-    }
+    let expected = "a DNS-1123 label: lower-case letters, digits and '-', starting and ending \
+                    with a letter or digit, at most 63 characters (the Downward API value)";
+    checked(crate::identity::is_dns1123_label(value), value, expected)
 }
 
 fn uid(value: &str) -> Result<String, String> {
-    if value.chars().any(|c| c.is_whitespace() || c.is_control()) || value.len() > 128 {
-        Err("the pod's metadata.uid from the Downward API".into())
-    } else {
-        Ok(value.to_string())
-    }
+    let valid = value.len() <= 128 && !value.chars().any(|c| c.is_whitespace() || c.is_control());
+    checked(valid, value, "the pod's metadata.uid from the Downward API")
 }
 
 /// The node-gate's own node: required.
@@ -467,13 +453,10 @@ fn gate_node_name(value: &str) -> Result<String, String> {
 }
 
 fn taint_key(value: &str) -> Result<String, String> {
-    match Selector::parse(value) {
-        Ok(s) if matches!(s.0.as_slice(), [Requirement::Exists(_)]) => Ok(value.to_string()),
-        _ => Err(
-            "a taint key such as startup-taint.cluster-autoscaler.kubernetes.io/images-pending"
-                .into(),
-        ),
-    }
+    let key = Selector::parse(value).is_ok_and(|s| matches!(s.0[..], [Requirement::Exists(_)]));
+    let expected =
+        "a taint key such as startup-taint.cluster-autoscaler.kubernetes.io/images-pending";
+    checked(key, value, expected)
 }
 
 fn image_list(value: &str) -> Result<Vec<ImageRef>, String> {
@@ -514,21 +497,12 @@ pub fn whole_grace_seconds(grace: Duration, force: bool) -> Duration {
 
 /// Parses a level name (`info`) or a `RUST_LOG`-style list (`warn,selfdestruct=debug`).
 pub fn parse_level(value: &str) -> Option<LevelFilter> {
-    let level = |s: &str| match s.trim().to_ascii_lowercase().as_str() {
-        "off" => Some(LevelFilter::OFF),
-        "error" => Some(LevelFilter::ERROR),
-        "warn" | "warning" => Some(LevelFilter::WARN),
-        "info" => Some(LevelFilter::INFO),
-        "debug" => Some(LevelFilter::DEBUG),
-        "trace" => Some(LevelFilter::TRACE),
-        _ => None,
-    };
     let mut found = None;
     for part in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         match part.split_once('=') {
-            Some((target, l)) if target.trim() == "selfdestruct" => return level(l),
+            Some(("selfdestruct", level)) => return level.trim().parse().ok(),
             Some(_) => {}
-            None => found = Some(level(part)?),
+            None => found = Some(part.parse().ok()?),
         }
     }
     found
@@ -577,15 +551,7 @@ impl Config {
                 .log_level
                 .or_else(|| rust_log.and_then(parse_level))
                 .unwrap_or(LevelFilter::INFO),
-            identity: IdentityHints {
-                pod_name: a.pod_name.clone(),
-                namespace: a.pod_namespace.clone(),
-                uid: a.pod_uid.clone(),
-                node_name: a.node_name.clone(),
-                podinfo_dir: a.podinfo_dir.clone(),
-                service_account_dir: a.service_account_dir.clone(),
-                kubeconfig: a.kubeconfig.clone(),
-            },
+            identity: a.identity.clone(),
             node_selector: a.node_selector.clone(),
             siblings: a.sibling_selector.clone(),
             start_jitter: a.start_jitter,
@@ -609,172 +575,138 @@ mod tests {
         Config::from_args(&cli.agent, None).map_err(|e| e.to_string())
     }
 
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
     #[test]
     fn defaults_are_sane() {
         let c = parse(&[]).expect("defaults are valid");
         // The core's `Policy::default()` (which the simulator runs as "the agent's
         // defaults") is exactly what the flags' defaults give.
         assert_eq!(c.policy, selfdestruct_decision::Policy::default());
-        assert_eq!(c.policy.lifetime, None);
-        assert_eq!(c.mode, Mode::Evict);
-        assert!(!c.dry_run);
-        assert!(c.policy.move_to_new_nodes);
-        assert_eq!(c.policy.node_settle, Duration::from_secs(10));
-        assert_eq!(c.policy.move_jitter, Duration::from_secs(10));
-        assert_eq!(c.policy.max_moves_per_hour, 12);
-        assert_eq!(c.policy.min_age, Duration::from_secs(120));
-        assert!(c.policy.required_images.is_empty());
-        assert!(c.node_selector.is_empty());
-        assert_eq!(c.siblings, Siblings::FromLabels);
-        assert_eq!(c.log_format, LogFormat::Text);
-        assert_eq!(c.log_level, LevelFilter::INFO);
-        assert_eq!(c.on_exit, OnExit::Exit);
-        assert_eq!(c.identity.pod_name, None);
-        assert_eq!(c.grace_period, None);
+        assert_eq!((c.policy.lifetime, c.policy.max_moves_per_hour), (None, 12));
+        assert_eq!(
+            (c.policy.node_settle, c.policy.min_age),
+            (secs(10), secs(120))
+        );
+        assert!(c.policy.move_to_new_nodes && c.policy.required_images.is_empty());
+        assert_eq!(
+            (c.mode, c.dry_run, c.grace_period),
+            (Mode::Evict, false, None)
+        );
+        assert_eq!(
+            (c.log_format, c.log_level),
+            (LogFormat::Text, LevelFilter::INFO)
+        );
+        assert_eq!(
+            (c.siblings, c.on_exit),
+            (Siblings::FromLabels, OnExit::Exit)
+        );
+        assert!(c.node_selector.is_empty() && c.identity.pod_name.is_none());
     }
 
     #[test]
     fn wrapper_command_and_on_exit() {
-        let argv = [
-            "--max-lifetime=1h",
-            "--on-exit=delete",
-            "--",
-            "sh",
-            "-c",
-            "exit 3",
-            "-x",
-        ];
+        let argv = ["--max-lifetime=1h", "--on-exit=delete", "--", "sh", "-x"];
         let wrapped = cli(&argv).expect("flags");
-        assert_eq!(wrapped.exec, ["sh", "-c", "exit 3", "-x"]);
+        assert_eq!(wrapped.exec, ["sh", "-x"]);
         let c = Config::from_args(&wrapped.agent, None).expect("valid");
-        assert_eq!(c.on_exit, OnExit::Delete);
-        let hour = Duration::from_secs(3600);
-        assert_eq!(c.policy.lifetime, Some((hour, hour)));
+        assert_eq!(
+            (c.on_exit, c.policy.lifetime),
+            (OnExit::Delete, Some((secs(3600), secs(3600))))
+        );
         assert!(cli(&["--max-lifetime=1h"]).expect("flags").exec.is_empty());
         assert!(
             cli(&["node-gate", "--node-name=n"])
-                .expect("flags")
+                .expect("ok")
                 .exec
                 .is_empty()
         );
     }
 
     #[test]
-    fn valid_forms() {
+    fn valid_forms_trimmed_and_in_any_case() {
+        #[rustfmt::skip]
         let c = parse(&[
-            ("min-lifetime", "1h"),
-            ("max-lifetime", "1h30m"),
-            ("mode", " Delete "),
-            ("dry-run", "yes"),
-            ("grace-period", "5s"),
-            ("log-format", "JSON"),
-            ("log-level", "debug"),
-            ("node-selector", "pool=user,zone in (a,b)"),
-            (
-                "required-images",
-                "jupyter/scipy-notebook:2024, quay.io/x/y:1",
-            ),
-            ("max-moves-per-hour", " 0 "),
-            ("sibling-selector", "app=x"),
-            ("move-to-new-nodes", "off"),
-            ("pod-name", "user-placeholder-3"),
-            ("pod-namespace", "jhub"),
-            ("pod-uid", "0b1f-77"),
-            ("node-name", "ip-10-0-0-1.ec2.internal"),
+            ("min-lifetime", "1h"), ("max-lifetime", "1h30m"), ("mode", " Delete "),
+            ("dry-run", "yes"), ("grace-period", "5s"), ("log-format", "JSON"),
+            ("log-level", "debug"), ("node-selector", "pool=user,zone in (a,b)"),
+            ("required-images", "jupyter/scipy-notebook:2024, quay.io/x/y:1"),
+            ("max-moves-per-hour", " 0 "), ("sibling-selector", "app=x"),
+            ("move-to-new-nodes", "off"), ("pod-name", "user-placeholder-3"),
+            ("pod-namespace", "jhub"), ("pod-uid", "0b1f-77"), ("node-name", "ip-10.ec2.internal"),
         ])
         .expect("valid");
-        let secs = Duration::from_secs;
-        assert_eq!(c.policy.lifetime, Some((secs(3600), secs(5400))));
-        assert_eq!(
-            (c.mode, c.dry_run, c.log_format),
-            (Mode::Delete, true, LogFormat::Json)
-        );
-        assert_eq!(
-            (c.grace_period, c.log_level),
-            (Some(secs(5)), LevelFilter::DEBUG)
-        );
-        assert_eq!(c.policy.required_images.len(), 2);
-        assert_eq!(
-            c.node_selector,
-            Selector::parse("pool=user,zone in (a,b)").expect("valid")
-        );
-        assert_eq!(
-            c.siblings,
-            Siblings::Selector(Selector::parse("app=x").expect("valid"))
-        );
-        assert_eq!(
-            (c.policy.max_moves_per_hour, c.policy.move_to_new_nodes),
-            (0, false)
-        );
-        assert_eq!(c.identity.pod_name.as_deref(), Some("user-placeholder-3"));
-        assert_eq!(c.identity.namespace.as_deref(), Some("jhub"));
-        assert_eq!(c.identity.uid.as_deref(), Some("0b1f-77"));
-        assert_eq!(
-            c.identity.node_name.as_deref(),
-            Some("ip-10-0-0-1.ec2.internal")
-        );
+        let defaults = parse(&[]).expect("defaults");
+        let selector = |s| Selector::parse(s).expect("valid");
+        let want = Config {
+            policy: Policy {
+                lifetime: Some((secs(3600), secs(5400))),
+                required_images: images::parse_list("jupyter/scipy-notebook:2024,quay.io/x/y:1")
+                    .expect("valid"),
+                max_moves_per_hour: 0,
+                move_to_new_nodes: false,
+                ..defaults.policy.clone()
+            },
+            mode: Mode::Delete,
+            dry_run: true,
+            grace_period: Some(secs(5)),
+            log_format: LogFormat::Json,
+            log_level: LevelFilter::DEBUG,
+            identity: IdentityHints {
+                pod_name: Some("user-placeholder-3".into()),
+                namespace: Some("jhub".into()),
+                uid: Some("0b1f-77".into()),
+                node_name: Some("ip-10.ec2.internal".into()),
+                ..defaults.identity.clone()
+            },
+            node_selector: selector("pool=user,zone in (a,b)"),
+            siblings: Siblings::Selector(selector("app=x")),
+            ..defaults
+        };
+        assert_eq!(c, want);
         // a bare boolean flag means true
-        assert!(
-            Config::from_args(&cli(&["--dry-run"]).expect("flag").agent, None)
-                .expect("ok")
-                .dry_run
-        );
+        let bare = cli(&["--dry-run"]).expect("flag").agent;
+        assert!(Config::from_args(&bare, None).expect("valid").dry_run);
     }
 
     #[test]
     fn lifetime_bounds_and_unset_values() {
         let lifetime = |pairs: &[(&str, &str)]| parse(pairs).expect("valid").policy.lifetime;
-        let secs = Duration::from_secs;
-        // one bound alone fixes the lifetime
-        assert_eq!(
-            lifetime(&[("max-lifetime", "2h")]),
-            Some((secs(7200), secs(7200)))
-        );
-        assert_eq!(
-            lifetime(&[("min-lifetime", "2h")]),
-            Some((secs(7200), secs(7200)))
-        );
-        // MAX_LIFETIME=0 is "off", whatever the minimum says
-        assert_eq!(
-            lifetime(&[("min-lifetime", "0"), ("max-lifetime", "0")]),
-            None
-        );
-        assert_eq!(
-            lifetime(&[("min-lifetime", "1h"), ("max-lifetime", "0")]),
-            None
-        );
-        // an empty value (a chart's unset one) is unset
-        assert_eq!(
-            lifetime(&[("min-lifetime", "1h"), ("max-lifetime", " ")]),
-            Some((secs(3600), secs(3600)))
-        );
-        let empty = parse(&[
-            ("grace-period", ""),
-            ("log-level", ""),
-            ("pod-name", ""),
-            ("node-selector", ""),
-            ("sibling-selector", ""),
-            ("required-images", ""),
-            ("log-format", ""),
-            ("on-exit", ""),
-        ])
-        .expect("empty = unset");
-        assert_eq!(empty, parse(&[]).expect("defaults"));
-        // `none` in any case turns sibling awareness off
-        for none in ["none", "NONE", "None"] {
+        #[rustfmt::skip]
+        let table: &[(&[(&str, &str)], Option<(u64, u64)>)] = &[
+            // one bound alone fixes the lifetime
+            (&[("max-lifetime", "2h")], Some((7200, 7200))),
+            (&[("min-lifetime", "2h")], Some((7200, 7200))),
+            // MAX_LIFETIME=0 is "off", whatever the minimum says
+            (&[("min-lifetime", "0"), ("max-lifetime", "0")], None),
+            (&[("min-lifetime", "1h"), ("max-lifetime", "0")], None),
+            // an empty value (a chart's unset one) is unset
+            (&[("min-lifetime", "1h"), ("max-lifetime", " ")], Some((3600, 3600))),
+        ];
+        for (pairs, want) in table {
             assert_eq!(
-                parse(&[("sibling-selector", none)])
-                    .expect("valid")
-                    .siblings,
-                Siblings::Off
+                lifetime(pairs),
+                want.map(|(lo, hi)| (secs(lo), secs(hi))),
+                "{pairs:?}"
             );
         }
+        #[rustfmt::skip]
+        let empty = parse(&[
+            ("grace-period", ""), ("log-level", ""), ("pod-name", ""), ("node-selector", ""),
+            ("sibling-selector", ""), ("required-images", ""), ("log-format", ""), ("on-exit", ""),
+        ]);
+        assert_eq!(empty, parse(&[]), "empty = unset");
+        // `none` in any case turns sibling awareness off
+        for none in ["none", "NONE", "None"] {
+            let c = parse(&[("sibling-selector", none)]).expect("valid");
+            assert_eq!(c.siblings, Siblings::Off);
+        }
         let e = parse(&[("min-lifetime", "2h"), ("max-lifetime", "1h")]).expect_err("min > max");
-        assert_eq!(
-            e,
-            "invalid SELFDESTRUCT_MIN_LIFETIME (--min-lifetime) = \"2h\": expected at most \
-             SELFDESTRUCT_MAX_LIFETIME (1h)"
-        );
+        let want = "invalid SELFDESTRUCT_MIN_LIFETIME (--min-lifetime) = \"2h\": expected at \
+                    most SELFDESTRUCT_MAX_LIFETIME (1h)";
+        assert_eq!(e, want);
     }
 
     #[test]
@@ -784,13 +716,12 @@ mod tests {
             ("0", 1),
             ("0s", 1),
             ("500ms", 1),
-            ("1s", 1),
             ("1500ms", 2),
             ("30s", 30),
         ] {
             assert_eq!(
                 grace(&[("grace-period", value)]),
-                Some(Duration::from_secs(want)),
+                Some(secs(want)),
                 "{value}"
             );
         }
@@ -798,11 +729,7 @@ mod tests {
         let forced = grace(&[("grace-period", "0"), ("force-delete", "true")]);
         assert_eq!(forced, Some(Duration::ZERO));
         let rounded = grace(&[("grace-period", "500ms"), ("force-delete", "true")]);
-        assert_eq!(
-            rounded,
-            Some(Duration::from_secs(1)),
-            "only an explicit 0 is 0"
-        );
+        assert_eq!(rounded, Some(secs(1)), "only an explicit 0 is 0");
     }
 
     #[test]
@@ -874,36 +801,32 @@ mod tests {
         ];
         for (flags, var) in bad {
             let e = gate(flags).expect_err("invalid");
-            assert!(
-                e.contains(&format!("invalid {var} (")) && e.contains("expected"),
-                "{e}"
-            );
+            let named = e.contains(&format!("invalid {var} (")) && e.contains("expected");
+            assert!(named, "{e}");
         }
     }
 
     #[test]
     fn log_levels_from_rust_log() {
-        assert_eq!(parse_level("debug"), Some(LevelFilter::DEBUG));
-        assert_eq!(
-            parse_level("warn,selfdestruct=trace"),
-            Some(LevelFilter::TRACE)
-        );
-        assert_eq!(parse_level("kube=debug"), None);
-        assert_eq!(parse_level("verbose"), None);
+        use LevelFilter as L;
+        let lists = [
+            ("debug", Some(L::DEBUG)),
+            ("warn,selfdestruct=trace", Some(L::TRACE)),
+        ];
+        for (list, want) in lists
+            .into_iter()
+            .chain([("kube=debug", None), ("verbose", None)])
+        {
+            assert_eq!(parse_level(list), want, "{list}");
+        }
         let a = cli(&[]).expect("flags").agent;
-        let level = |rust_log| {
-            Config::from_args(&a, Some(rust_log))
-                .expect("valid")
-                .log_level
-        };
-        assert_eq!(level("error"), LevelFilter::ERROR);
-        assert_eq!(level("garbage"), LevelFilter::INFO);
-        let flag = cli(&["--log-level=warn"]).expect("flags").agent;
-        let given = Config::from_args(&flag, Some("error")).expect("valid");
+        let level = |rust_log| Config::from_args(&a, Some(rust_log)).map(|c| c.log_level);
         assert_eq!(
-            given.log_level,
-            LevelFilter::WARN,
-            "the setting wins over RUST_LOG"
+            (level("error"), level("garbage")),
+            (Ok(L::ERROR), Ok(L::INFO))
         );
+        let flag = cli(&["--log-level=warn"]).expect("flags").agent;
+        let given = Config::from_args(&flag, Some("error")).map(|c| c.log_level);
+        assert_eq!(given, Ok(L::WARN), "the setting wins over RUST_LOG");
     }
 }
