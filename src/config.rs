@@ -569,7 +569,10 @@ mod tests {
         Cli::try_parse_from(argv).map_err(|e| e.to_string())
     }
 
-    fn parse(pairs: &[(&str, &str)]) -> Result<Config, String> {
+    /// Flags and their values.
+    type Pairs<'a> = &'a [(&'a str, &'a str)];
+
+    fn parse(pairs: Pairs) -> Result<Config, String> {
         let flags: Vec<String> = pairs.iter().map(|(f, v)| format!("--{f}={v}")).collect();
         let cli = cli(&flags.iter().map(String::as_str).collect::<Vec<_>>())?;
         Config::from_args(&cli.agent, None).map_err(|e| e.to_string())
@@ -673,9 +676,9 @@ mod tests {
 
     #[test]
     fn lifetime_bounds_and_unset_values() {
-        let lifetime = |pairs: &[(&str, &str)]| parse(pairs).expect("valid").policy.lifetime;
+        let lifetime = |pairs: Pairs| parse(pairs).expect("valid").policy.lifetime;
         #[rustfmt::skip]
-        let table: &[(&[(&str, &str)], Option<(u64, u64)>)] = &[
+        let table: &[(Pairs, Option<(u64, u64)>)] = &[
             // one bound alone fixes the lifetime
             (&[("max-lifetime", "2h")], Some((7200, 7200))),
             (&[("min-lifetime", "2h")], Some((7200, 7200))),
@@ -711,7 +714,7 @@ mod tests {
 
     #[test]
     fn grace_period_is_whole_seconds_and_never_a_silent_force_delete() {
-        let grace = |pairs: &[(&str, &str)]| parse(pairs).expect("valid").grace_period;
+        let grace = |pairs: Pairs| parse(pairs).expect("valid").grace_period;
         for (value, want) in [
             ("0", 1),
             ("0s", 1),
