@@ -1,12 +1,12 @@
 //! Configuration: every setting is an environment variable and a flag, typed by clap.
-//! Each value goes through a [`Setting`] parser, so an invalid one fails with exit code 2
+//! Each value goes through a `Setting` parser, so an invalid one fails with exit code 2
 //! and a message naming the variable, the flag, the value and the accepted form.
 //! [`Config::from_args`] adds what clap cannot say: the lifetime range, the grace
 //! period's force opt-in and the `RUST_LOG` fallback.
 //!
-//! A setting that may be unset is typed `std::option::Option<T>` (the spelling that
-//! stops clap from reading it as an optional flag) with a hidden empty default: its
-//! parser sees every value, so an empty variable (a chart's unset value) means unset.
+//! A setting that may be unset is typed `std::option::Option<T>` (the spelling with
+//! which clap's derive leaves the whole type to the parser) with a hidden empty default:
+//! its parser sees every value and reads an empty one (a chart's unset value) as unset.
 
 use std::ffi::OsStr;
 use std::path::PathBuf;
@@ -313,7 +313,7 @@ pub struct ConfigError {
 /// `P` refuses fails naming the variable, the flag, the value and the accepted form
 /// (`form`, else its possible values, else the reason the parser gives).
 #[derive(Clone)]
-pub struct Setting<P> {
+struct Setting<P> {
     parser: P,
     form: &'static str,
 }
