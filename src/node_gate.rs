@@ -167,7 +167,7 @@ enum Step {
 /// Whether a failed PATCH means "the taints changed since the read" (the `test`
 /// operation failed, or a write conflict): read again and retry. A 422 from an
 /// admission policy also says Invalid, but names the policy in its message.
-fn is_conflict(e: &ApiError) -> bool {
+pub fn is_conflict(e: &ApiError) -> bool {
     match e {
         ApiError::Status { code: 409, .. } => true,
         ApiError::Status {

@@ -448,13 +448,11 @@ fn the_node_selector_limits_which_nodes_count() {
         watch.query_param("labelSelector").as_deref(),
         Some("pool=user")
     );
+    // A node outside the selector first, then one inside: the agent decides after
+    // each update in order (no jitter here), so had it taken `other` for a reason
+    // it would have moved for it before it saw node-b.
     s.fake
         .add_node(NodeBuilder::new("other").cpu("4").memory("16Gi"));
-    std::thread::sleep(Duration::from_secs(2));
-    assert!(
-        s.evictions().is_empty(),
-        "a node outside the selector is no reason"
-    );
     s.fake.add_node(
         NodeBuilder::new("node-b")
             .cpu("4")
@@ -466,4 +464,15 @@ fn the_node_selector_limits_which_nodes_count() {
         "{}",
         agent.log()
     );
+    assert!(
+        agent.wait_for_log("moving: node node-b Ready", Duration::from_secs(5)),
+        "the move is for node-b:\n{}",
+        agent.log()
+    );
+    assert!(
+        !agent.log().contains("node other"),
+        "a node outside the selector is no reason:\n{}",
+        agent.log()
+    );
+    assert_eq!(s.evictions().len(), 1, "{}", agent.log());
 }

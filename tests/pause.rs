@@ -141,53 +141,71 @@ fn every_invalid_setting_exits_2_naming_the_variable() {
     assert!(out.contains("--mode"), "{out}");
 }
 
-/// Starts `init` as PID 1 of a new PID namespace after orphaning five `sleep 1`
-/// processes into it, and returns how many zombies are left after they exit.
-fn zombies_left_under(init: &str) -> Option<usize> {
+/// Starts `init` as PID 1 of a new PID namespace after orphaning five shells
+/// into it (see [`orphans`]), waits until init runs with the five alive as its
+/// children, and lets them exit. Returns `unshare` (dropping it ends the
+/// namespace: see [`end_namespace`]) and init's pid outside.
+fn init_with_exiting_orphans(init: &str, env: &[(&str, &str)]) -> (Proc, u32) {
     let home = tempdir("pid1");
-    let script = format!("for i in 1 2 3 4 5; do sh -c 'sleep 1 &'; done; exec {init}");
-    let mut cmd = in_pid_namespace(&["sh", "-c", &script], &[], &home);
-    cmd.stdout(std::process::Stdio::null());
-    let p = Proc::spawn(cmd);
-    let found = wait_until(Duration::from_secs(5), || {
-        children_of(p.pid()).iter().any(|(pid, _)| {
-            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| {
-                let c = c.trim();
-                init.contains(c) && !c.is_empty()
-            })
+    let script = format!("{}; exec {init}", orphans(5, &home));
+    let p = Proc::spawn(in_pid_namespace(&["sh", "-c", &script], env, &home));
+    let name = init.split(' ').next().unwrap_or(init);
+    let name = name.rsplit('/').next().unwrap_or(name);
+    let mut init_pid = None;
+    let ready = wait_until(Duration::from_secs(20), || {
+        init_pid = children_of(p.pid()).first().map(|c| c.0).filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == name)
+        });
+        init_pid.is_some_and(|pid| {
+            let kids = orphan_shells(pid);
+            kids.len() == 5 && kids.iter().all(|(_, s)| *s != 'Z')
         })
     });
-    if !found {
-        eprintln!("could not start {init} in a PID namespace: {}", p.log());
-        return None;
+    let init_pid = match (ready, init_pid) {
+        (true, Some(pid)) => pid,
+        _ => panic!(
+            "{init} did not start as PID 1 with five live orphans: {:?}\n{}",
+            init_pid.map(orphan_shells),
+            p.log()
+        ),
+    };
+    release_orphans(&home);
+    (p, init_pid)
+}
+
+/// Ends the namespace of `init_with_exiting_orphans`: ending `unshare` would
+/// orphan the namespace's init, so end the init, which ends the whole namespace.
+fn end_namespace(init_pid: u32) {
+    // SAFETY: SIGKILL to the init this test started.
+    unsafe {
+        libc::kill(init_pid as i32, libc::SIGKILL);
     }
-    let init_pid = children_of(p.pid())[0].0;
-    std::thread::sleep(Duration::from_millis(2500));
-    let zombies = children_of(init_pid)
-        .iter()
-        .filter(|(_, s)| *s == 'Z')
-        .count();
-    // Ending `unshare` would orphan the namespace's init: end the init, which
-    // ends the whole namespace.
-    let _ = std::process::Command::new("kill")
-        .args(["-KILL", &init_pid.to_string()])
-        .status();
-    Some(zombies)
 }
 
 #[test]
 fn reaps_zombies_as_pid_1() {
-    if !pid_namespaces_allowed() {
-        eprintln!("SKIPPED: this machine does not allow PID namespaces (unshare --pid)");
-        return;
-    }
-    // Control: a PID 1 that never reaps leaves the orphans as zombies, so the check can fail.
-    let control = zombies_left_under("sleep 30");
-    assert_eq!(control, Some(5), "control init should leave 5 zombies");
-    let left = zombies_left_under(bin());
-    assert_eq!(
-        left,
-        Some(0),
-        "selfdestruct as PID 1 must reap every orphan"
+    require_pid_namespaces();
+    // Control: a PID 1 that never reaps keeps the five exited orphans as zombies,
+    // so the check below can fail.
+    let (control, init) = init_with_exiting_orphans("sleep 600", &[]);
+    assert!(
+        wait_until(Duration::from_secs(20), || {
+            let kids = orphan_shells(init);
+            kids.len() == 5 && kids.iter().all(|(_, s)| *s == 'Z')
+        }),
+        "the control init should keep 5 zombies: {:?}",
+        orphan_shells(init)
+    );
+    end_namespace(init);
+    drop(control);
+    // selfdestruct as PID 1 reaps them: none is left, alive or zombie.
+    let (p, init) = init_with_exiting_orphans(bin(), &[]);
+    let reaped = wait_until(Duration::from_secs(20), || orphan_shells(init).is_empty());
+    let left = orphan_shells(init);
+    end_namespace(init);
+    assert!(
+        reaped,
+        "selfdestruct as PID 1 must reap every orphan; left: {left:?}\n{}",
+        p.log()
     );
 }

@@ -110,16 +110,13 @@ fn exit_codes_are_propagated() {
 
 #[test]
 fn reaps_orphans_as_pid_1_and_keeps_the_childs_status() {
-    if !pid_namespaces_allowed() {
-        eprintln!("SKIPPED: this machine does not allow PID namespaces (unshare --pid)");
-        return;
-    }
+    require_pid_namespaces();
     let home = tempdir("wrap-pid1");
-    // The child orphans five `sleep 1` grandchildren, which become the wrapper's
-    // (PID 1's) children, then keeps running.
-    let child = "for i in 1 2 3 4 5; do sh -c 'sleep 1 &'; done; echo child ready; exec sleep 30";
+    // The child orphans five shells, which become the wrapper's (PID 1's)
+    // children and live until released, then keeps running.
+    let child = format!("{}; echo child ready; exec sleep 600", orphans(5, &home));
     let mut p = Proc::spawn(in_pid_namespace(
-        &[bin(), "--", "sh", "-c", child],
+        &[bin(), "--", "sh", "-c", &child],
         &[],
         &home,
     ));
@@ -134,10 +131,22 @@ fn reaps_orphans_as_pid_1_and_keeps_the_childs_status() {
         "not PID 1 in its namespace:\n{}",
         p.log()
     );
-    std::thread::sleep(Duration::from_millis(2500));
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            let kids = orphan_shells(init);
+            kids.len() == 5 && kids.iter().all(|(_, s)| *s != 'Z')
+        }),
+        "five live orphans under the wrapper: {:?}",
+        children_of(init)
+    );
+    release_orphans(&home);
+    assert!(
+        wait_until(Duration::from_secs(20), || orphan_shells(init).is_empty()),
+        "the wrapper as PID 1 must reap every orphan; left: {:?}\n{}",
+        orphan_shells(init),
+        p.log()
+    );
     let kids = children_of(init);
-    let zombies = kids.iter().filter(|(_, s)| *s == 'Z').count();
-    assert_eq!(zombies, 0, "zombies left: {kids:?}\n{}", p.log());
     assert!(
         kids.iter().any(|(_, s)| *s != 'Z'),
         "the child still runs: {kids:?}"

@@ -207,12 +207,56 @@ pub fn children_of(pid: u32) -> Vec<(u32, char)> {
     out
 }
 
-/// Whether this machine lets the tests start a new PID namespace (`unshare --pid`).
-pub fn pid_namespaces_allowed() -> bool {
-    Command::new("unshare")
+/// The precondition of the PID-1 tests: this machine lets them start a new PID
+/// namespace (`unshare --pid --fork --mount-proc`, which needs root or user
+/// namespaces). CI runs as root and has `unshare`; where it cannot, the test
+/// fails here and says why (it never passes without running).
+pub fn require_pid_namespaces() {
+    let out = Command::new("unshare")
         .args(["--pid", "--fork", "--mount-proc", "true"])
-        .status()
-        .is_ok_and(|s| s.success())
+        .output();
+    let why = match out {
+        Ok(o) if o.status.success() => return,
+        Ok(o) => format!(
+            "{}: {}",
+            o.status,
+            String::from_utf8_lossy(&o.stderr).trim()
+        ),
+        Err(e) => format!("cannot run unshare: {e}"),
+    };
+    panic!(
+        "this test runs selfdestruct as PID 1 of a new PID namespace and needs root (or user \
+         namespaces) and util-linux's `unshare`, as CI has; `unshare --pid --fork --mount-proc \
+         true` failed here: {why}"
+    );
+}
+
+/// Shell commands that leave `n` orphans behind for the shell's PID 1 (the
+/// `sh -c` around each one exits at once). Each orphan lives until the file
+/// `go` appears in `dir` ([`release_orphans`]) and then exits, so a test sees
+/// them alive first and then decides when they end, instead of guessing how
+/// long a `sleep` takes under load.
+pub fn orphans(n: usize, dir: &Path) -> String {
+    let go = dir.join("go");
+    format!(
+        "for i in $(seq {n}); do sh -c 'while [ ! -e \"{}\" ]; do sleep 0.05; done &'; done",
+        go.display()
+    )
+}
+
+/// Lets the orphans of [`orphans`] exit.
+pub fn release_orphans(dir: &Path) {
+    std::fs::write(dir.join("go"), "").expect("write the release file");
+}
+
+/// The children of `pid` that are `sh` (the orphans of [`orphans`], alive or zombie).
+pub fn orphan_shells(pid: u32) -> Vec<(u32, char)> {
+    children_of(pid)
+        .into_iter()
+        .filter(|(c, _)| {
+            std::fs::read_to_string(format!("/proc/{c}/comm")).is_ok_and(|comm| comm.trim() == "sh")
+        })
+        .collect()
 }
 
 /// `argv` run as PID 1 of a new PID namespace (with its own /proc), in the
