@@ -9,6 +9,7 @@
 //! its parser sees every value and reads an empty one (a chart's unset value) as unset.
 
 use std::ffi::OsStr;
+use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -297,7 +298,6 @@ pub struct Config {
 
 /// An invalid setting.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid {var} ({flag}) = {value:?}: expected {expected}")]
 pub struct ConfigError {
     /// The environment variable.
     pub var: String,
@@ -307,6 +307,16 @@ pub struct ConfigError {
     pub value: String,
     /// The accepted form, and what was wrong.
     pub expected: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.var.as_str() {
+            "" => write!(f, "invalid {}", self.flag)?,
+            var => write!(f, "invalid {var} ({})", self.flag)?,
+        }
+        write!(f, " = {:?}: expected {}", self.value, self.expected)
+    }
 }
 
 /// The parser of every typed setting: trims the value and parses it with `P`; a value
@@ -777,6 +787,13 @@ mod tests {
             let head = format!("invalid {var} (--{flag}) = {value:?}: expected ");
             assert!(e.contains(&head) && e.contains(form), "{flag}={value}: {e}");
         }
+        // An argument without a variable is named by its flag alone.
+        let no_env = <Cli as clap::CommandFactory>::command().mut_args(|a| a.env(None));
+        let e = no_env
+            .try_get_matches_from(["selfdestruct", "--mode=x"])
+            .expect_err("bad");
+        let want = "error: invalid --mode = \"x\": expected evict or delete\n";
+        assert_eq!(e.to_string(), want);
     }
 
     #[test]
