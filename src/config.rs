@@ -5,8 +5,9 @@
 //! period's force opt-in and the `RUST_LOG` fallback.
 //!
 //! A setting that may be unset is typed `std::option::Option<T>` (the spelling with
-//! which clap's derive leaves the whole type to the parser) with a hidden empty default:
-//! its parser sees every value and reads an empty one (a chart's unset value) as unset.
+//! which clap's derive leaves the whole type to the parser; `std::vec::Vec` likewise)
+//! with a hidden empty default: its parser sees every value and reads an empty one (a
+//! chart's unset value) as unset.
 
 use std::ffi::OsStr;
 use std::fmt;
@@ -60,6 +61,8 @@ pub enum Command {
 #[derive(clap::Args, Debug, Clone)]
 pub struct GateArgs {
     /// Own node (Downward API spec.nodeName)
+    // Required: its parser refuses the hidden empty default, so a missing NODE_NAME is
+    // reported like an invalid one, naming the variable and the form.
     #[arg(long, env = "NODE_NAME", value_name = "NODE", default_value = "",
           hide_default_value = true, value_parser = Setting::new(gate_node_name))]
     pub node_name: String,
