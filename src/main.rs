@@ -20,7 +20,7 @@ fn main() {
     let gate = cli
         .command
         .as_ref()
-        .map(|Command::NodeGate(g)| g.to_config().unwrap_or_else(|e| fail(&e)));
+        .map(|Command::NodeGate(g)| g.to_config());
     // `selfdestruct --` alone: a wrapper with nothing to run is a mistake, not a pause.
     let wrapped = !cli.exec.is_empty() || std::env::args_os().skip(1).any(|a| a == "--");
     if wrapped && cli.exec.is_empty() {

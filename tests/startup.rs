@@ -106,6 +106,81 @@ fn the_wrapper_and_the_gate_exit_2_too_and_run_nothing() {
     assert_eq!(code, Some(2), "{out}");
 }
 
+/// Settings that take any text, so no value of theirs is invalid (with the reason).
+const ANY_TEXT: &[(&str, &str)] = &[
+    (
+        "SELFDESTRUCT_PODINFO_DIR",
+        "a folder, read only if present (a missing one is a fallback, not an error)",
+    ),
+    (
+        "SELFDESTRUCT_SERVICE_ACCOUNT_DIR",
+        "a folder, read only if present (a missing one means no in-cluster access)",
+    ),
+];
+
+/// Arguments that are no setting of their own environment variable (with the reason).
+const NO_VARIABLE: &[(&str, &str)] = &[
+    (
+        "kubeconfig",
+        "KUBECONFIG is a list of files that kube reads itself; --kubeconfig names one file",
+    ),
+    ("exec", "the wrapped command after --"),
+];
+
+/// Walks clap's own description of the command line: every setting has an environment
+/// variable, and a bad value in it exits 2 naming the variable and the accepted form.
+/// A new setting that takes any text fails here until it is listed in `ANY_TEXT`.
+#[test]
+fn every_setting_has_a_variable_and_a_bad_value_in_it_exits_2_naming_it() {
+    use clap::CommandFactory;
+    const BAD: &str = "not valid? \u{7}";
+    let mut cli = selfdestruct::config::Cli::command();
+    cli.build();
+    let commands = std::iter::once((None, &cli)).chain(
+        cli.get_subcommands()
+            .filter(|c| c.get_name() != "help")
+            .map(|c| (Some(c.get_name()), c)),
+    );
+    let (mut settings, mut exempt) = (Vec::new(), Vec::new());
+    for (sub, command) in commands {
+        for arg in command.get_arguments() {
+            let id = arg.get_id().as_str();
+            match arg.get_env().and_then(|v| v.to_str()) {
+                _ if id == "help" || id == "version" => {}
+                None if NO_VARIABLE.iter().any(|(n, _)| *n == id) => exempt.push(id),
+                None => panic!("the setting {id} has no environment variable"),
+                Some(var) => settings.push((sub, var)),
+            }
+        }
+    }
+    let listed = |list: &[(&'static str, &str)]| list.iter().map(|(n, _)| *n).collect::<Vec<_>>();
+    assert_eq!(exempt, listed(NO_VARIABLE), "a listed argument is gone");
+    assert!(settings.len() >= 29, "{settings:?}");
+    // A valid configuration stops at this kubeconfig (exit 2 naming the file).
+    let kubeconfig = unusable("missing", None);
+    let mut seen_any_text = Vec::new();
+    for (sub, var) in settings {
+        let mut args = vec!["--kubeconfig", kubeconfig.to_str().expect("utf-8 path")];
+        args.extend(sub);
+        let mut env = vec![(var, BAD)];
+        if sub.is_some() && var != "NODE_NAME" {
+            env.push(("NODE_NAME", "node-a"));
+        }
+        let (code, out) = run_to_exit(&args, &env);
+        let named = out.contains(&format!("invalid {var} (")) && out.contains("expected");
+        if ANY_TEXT.iter().any(|(n, _)| *n == var) {
+            assert!(!named, "{var} is typed now: drop it from ANY_TEXT: {out}");
+            seen_any_text.push(var);
+        } else {
+            assert!(
+                code == Some(2) && named,
+                "{sub:?} {var}={BAD:?}: exit {code:?}: {out}"
+            );
+        }
+    }
+    assert_eq!(seen_any_text, listed(ANY_TEXT), "a listed setting is gone");
+}
+
 #[test]
 fn no_api_access_at_all_is_a_plain_pause() {
     let home = tempdir("no-api");
