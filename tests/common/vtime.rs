@@ -55,6 +55,12 @@ impl Logs {
     /// would hang the test instead of failing it. After [`HANG`] of wall time the
     /// process is aborted with the last log lines.
     pub fn capture() -> (Logs, Capture) {
+        Self::capture_at(LevelFilter::DEBUG)
+    }
+
+    /// [`Logs::capture`] with selfdestruct's lines at `level` (a fleet at debug
+    /// spends its time formatting lines).
+    pub fn capture_at(level: LevelFilter) -> (Logs, Capture) {
         let logs = Logs::default();
         let sink = logs.clone();
         let layer = tracing_subscriber::fmt::layer()
@@ -63,7 +69,7 @@ impl Logs {
             .with_ansi(false)
             .with_target(false);
         let filter = Targets::new()
-            .with_target("selfdestruct", LevelFilter::DEBUG)
+            .with_target("selfdestruct", level)
             .with_default(LevelFilter::WARN);
         let subscriber = tracing_subscriber::registry()
             .with(tracing_subscriber::Layer::with_filter(layer, filter));
