@@ -71,7 +71,7 @@ pub fn bad_kubeconfig(e: &str) -> i32 {
 // --- start-up, shared by `run` and the entrypoint wrapper (src/wrapper.rs) ---
 
 /// Why [`prepare`] found no own pod to act on.
-pub enum NotReady {
+pub(crate) enum NotReady {
     /// No API access at all (no kubeconfig, no service-account token): the reason.
     NoApi(String),
     /// A kubeconfig that no client can be built from: the error.
@@ -91,7 +91,7 @@ pub enum NotReady {
 /// The own pod, read once, with an API client bound to it: what the decision
 /// loop needs to start (and what the wrapper's delete on exit needs).
 #[derive(Clone)]
-pub struct Ready {
+pub(crate) struct Ready {
     api: PodApi,
     own: OwnPod,
     clock: Clock,
@@ -99,7 +99,7 @@ pub struct Ready {
 
 /// Finds API access, the own identity and reads the own pod (retrying), unless
 /// `stop` fires first.
-pub async fn prepare(cfg: &Config, stop: &mut Stop) -> Result<Ready, NotReady> {
+pub(crate) async fn prepare(cfg: &Config, stop: &mut Stop) -> Result<Ready, NotReady> {
     prepare_on(cfg, stop, None, Clock::system()).await
 }
 
@@ -158,12 +158,12 @@ async fn prepare_on(
 
 impl Ready {
     /// The API client bound to the own pod.
-    pub fn api(&self) -> &PodApi {
+    pub(crate) fn api(&self) -> &PodApi {
         &self.api
     }
 
     /// The own pod, as read and identified.
-    pub fn own(&self) -> &OwnPod {
+    pub(crate) fn own(&self) -> &OwnPod {
         &self.own
     }
 

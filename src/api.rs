@@ -23,7 +23,7 @@ use crate::config::Mode;
 use selfdestruct_decision::Outcome;
 
 /// Timeout of every non-watch request.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A failed API call.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -102,7 +102,7 @@ const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
 
 /// A name as one URL path segment: kube's request builder joins names into
 /// paths as they are, so a `/` or `?` in one would change the request.
-pub fn segment(name: &str) -> String {
+pub(crate) fn segment(name: &str) -> String {
     let escaped = utf8_percent_encode(name, SEGMENT).to_string();
     // "." and ".." would be resolved away by URL normalisation.
     match escaped.as_str() {
@@ -119,7 +119,7 @@ fn pods(namespace: &str) -> kube::core::Request {
 
 /// The API calls on the own pod.
 #[derive(Clone)]
-pub struct PodApi {
+pub(crate) struct PodApi {
     client: Client,
     namespace: String,
     name: String,
@@ -127,7 +127,7 @@ pub struct PodApi {
 
 impl PodApi {
     /// Calls on pod `namespace/name`.
-    pub fn new(client: Client, namespace: &str, name: &str) -> Self {
+    pub(crate) fn new(client: Client, namespace: &str, name: &str) -> Self {
         PodApi {
             client,
             namespace: namespace.to_string(),
@@ -136,12 +136,12 @@ impl PodApi {
     }
 
     /// The kube client.
-    pub fn client(&self) -> &Client {
+    pub(crate) fn client(&self) -> &Client {
         &self.client
     }
 
     /// Reads the own pod.
-    pub async fn get(&self) -> Result<Pod, ApiError> {
+    pub(crate) async fn get(&self) -> Result<Pod, ApiError> {
         let req = pods(&self.namespace)
             .get(&segment(&self.name), &kube::api::GetParams::default())
             .map_err(|e| ApiError::Transport(e.to_string()))?;
@@ -158,7 +158,7 @@ impl PodApi {
     }
 
     /// Evicts or deletes the own pod, only if its uid is still `uid`.
-    pub async fn remove(
+    pub(crate) async fn remove(
         &self,
         mode: Mode,
         uid: &str,
@@ -210,7 +210,7 @@ impl PodApi {
     /// Event is a new one: kube's series aggregation keys on reason and action
     /// but keeps the first note, and every Event here has its own note (the
     /// agent posts one per trigger), so the Role needs only `create`.
-    pub async fn event(
+    pub(crate) async fn event(
         &self,
         uid: &str,
         action: &str,
@@ -223,7 +223,7 @@ impl PodApi {
 
     /// The PodDisruptionBudgets of the own namespace (needs the optional `list` on
     /// `poddisruptionbudgets`; used only to name the budgets in a warning).
-    pub async fn budgets(&self) -> Result<Vec<PodDisruptionBudget>, ApiError> {
+    pub(crate) async fn budgets(&self) -> Result<Vec<PodDisruptionBudget>, ApiError> {
         let api: kube::Api<PodDisruptionBudget> =
             kube::Api::namespaced(self.client.clone(), &self.namespace);
         let list =
@@ -235,7 +235,7 @@ impl PodApi {
     }
 
     /// Posts a Warning Event about the own pod (as [`PodApi::event`]).
-    pub async fn warning(
+    pub(crate) async fn warning(
         &self,
         uid: &str,
         action: &str,
@@ -286,7 +286,7 @@ impl PodApi {
 /// Sends one request built by kube's request builder (asking for JSON) and
 /// returns the body of a 2xx answer, or the error with the server's `Status`
 /// and `Retry-After`.
-pub async fn request(client: &Client, req: Request<Vec<u8>>) -> Result<Vec<u8>, ApiError> {
+pub(crate) async fn request(client: &Client, req: Request<Vec<u8>>) -> Result<Vec<u8>, ApiError> {
     let has_body = !req.body().is_empty();
     let mut req = req.map(kube::client::Body::from);
     let headers = req.headers_mut();
@@ -343,7 +343,7 @@ pub fn from_kube(e: kube::Error) -> ApiError {
 }
 
 /// An error and its causes ("client error (Connect): invalid peer certificate: UnknownIssuer").
-pub fn transport_text(e: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn transport_text(e: &(dyn std::error::Error + 'static)) -> String {
     let mut text = e.to_string();
     let mut cause = e.source();
     while let Some(c) = cause {
@@ -401,7 +401,7 @@ pub fn status_error(status: StatusCode, body: &[u8], retry_after: Option<Duratio
 }
 
 /// A log hint for a denied request.
-pub fn rbac_hint(code: Option<u16>, verb: &str, resource: &str, namespace: &str) -> String {
+pub(crate) fn rbac_hint(code: Option<u16>, verb: &str, resource: &str, namespace: &str) -> String {
     match code {
         Some(422) => format!(
             "an admission policy refused to {verb} {resource}: check the ValidatingAdmissionPolicy \

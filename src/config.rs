@@ -397,7 +397,7 @@ impl<P: TypedValueParser> TypedValueParser for Setting<P> {
 }
 
 /// The longest duration accepted anywhere (100 years): longer is a typo.
-pub const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 86_400);
+pub(crate) const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 86_400);
 
 const DURATION_FORM: &str = "a duration such as 90s, 15m or 1h30m";
 
@@ -499,7 +499,7 @@ fn siblings(value: &str) -> Result<Siblings, String> {
 /// force deletion (the object goes at once, the StatefulSet may start the successor
 /// while this container still runs), so it is sent only with `force` (as kubectl
 /// sends 1 for `--grace-period=0` without `--force`).
-pub fn whole_grace_seconds(grace: Duration, force: bool) -> Duration {
+pub(crate) fn whole_grace_seconds(grace: Duration, force: bool) -> Duration {
     let secs = grace.as_secs() + u64::from(grace.subsec_nanos() > 0);
     if secs == 0 && force {
         Duration::ZERO

@@ -192,7 +192,7 @@ pub async fn in_cluster(
 }
 
 /// The kube client for `access`, with `default_namespace`.
-pub fn client(access: &Access, default_namespace: &str) -> Result<kube::Client, String> {
+pub(crate) fn client(access: &Access, default_namespace: &str) -> Result<kube::Client, String> {
     let mut config = access.config.clone();
     default_namespace.clone_into(&mut config.default_namespace);
     // Every retry is the agent's own, with its backoff: kube's retry layer
@@ -226,7 +226,7 @@ where
 }
 
 /// A watch that ends sooner than this was cut, not timed out.
-pub const MIN_WATCH_LIFE: Duration = Duration::from_secs(5);
+pub(crate) const MIN_WATCH_LIFE: Duration = Duration::from_secs(5);
 
 /// Paces the watch requests of one path: kube's watcher opens the next watch
 /// at once when one ends, and one that a server or proxy ends at once (an

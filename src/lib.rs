@@ -4,6 +4,9 @@
 //!
 //! The decision (`selfdestruct_decision::decide`, in the `decision/` crate) is a
 //! pure function over a snapshot; the agent ([`agent`]) is a thin I/O shell around it.
+//!
+//! A module or item is public only if the binary (`src/main.rs`) or the tests use
+//! it; everything else is `pub(crate)`.
 #![warn(missing_docs)]
 
 pub mod agent;
@@ -12,12 +15,12 @@ pub mod clock;
 pub mod config;
 pub mod connect;
 pub mod identity;
-pub mod jitter;
+mod jitter;
 pub mod logging;
-pub mod memory;
+mod memory;
 pub mod node_gate;
 pub mod pdb;
 pub mod signals;
 pub mod summarize;
-pub mod watch;
+mod watch;
 pub mod wrapper;

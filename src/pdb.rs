@@ -14,7 +14,7 @@ use kube::core::{Selector, SelectorExt};
 const MULTIPLE_PDBS: &str = "more than one PodDisruptionBudget";
 
 /// The Event reason for it.
-pub const EVENT_REASON: &str = "MultiplePodDisruptionBudgets";
+pub(crate) const EVENT_REASON: &str = "MultiplePodDisruptionBudgets";
 
 /// Whether an eviction's error answer (HTTP status `code`, and the error's
 /// text, which carries the server's message) says that two or more
@@ -42,7 +42,7 @@ pub fn selecting(pdbs: &[PodDisruptionBudget], labels: &BTreeMap<String, String>
 /// What to tell the operator: the budgets that select the pod when the agent
 /// could list them (`named`; listing them is an optional permission), else
 /// which to look for, and how to fix it.
-pub fn multiple_pdbs_message(
+pub(crate) fn multiple_pdbs_message(
     namespace: &str,
     pod: &str,
     labels: &BTreeMap<String, String>,

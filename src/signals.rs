@@ -75,7 +75,7 @@ pub fn reap_zombies() -> usize {
 
 /// What [`reap_children`] found.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Reaped {
+pub(crate) struct Reaped {
     /// How many other children (orphans, when PID 1) were reaped.
     pub others: usize,
     /// The raw wait status of the watched child, if it exited.
@@ -85,7 +85,7 @@ pub struct Reaped {
 /// Reaps every exited child like [`reap_zombies`], but keeps the wait status of
 /// `child` when its pid comes back, so a wrapper that is PID 1 can both reap the
 /// orphans and learn how its own child ended.
-pub fn reap_children(child: libc::pid_t) -> Reaped {
+pub(crate) fn reap_children(child: libc::pid_t) -> Reaped {
     let mut out = Reaped::default();
     loop {
         let mut status = 0;
@@ -104,7 +104,7 @@ pub fn reap_children(child: libc::pid_t) -> Reaped {
 
 /// The exit code a shell would report for a wait status: the exit code, or
 /// 128 + the signal number when the process was killed by a signal.
-pub fn exit_code(status: i32) -> i32 {
+pub(crate) fn exit_code(status: i32) -> i32 {
     if libc::WIFEXITED(status) {
         libc::WEXITSTATUS(status)
     } else if libc::WIFSIGNALED(status) {
@@ -115,7 +115,7 @@ pub fn exit_code(status: i32) -> i32 {
 }
 
 /// The signals the entrypoint wrapper passes on to its child.
-pub const FORWARDED: [(libc::c_int, &str); 6] = [
+pub(crate) const FORWARDED: [(libc::c_int, &str); 6] = [
     (libc::SIGTERM, "SIGTERM"),
     (libc::SIGINT, "SIGINT"),
     (libc::SIGHUP, "SIGHUP"),
@@ -126,7 +126,7 @@ pub const FORWARDED: [(libc::c_int, &str); 6] = [
 
 /// What the wrapper's handlers report.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WrapperSignal {
+pub(crate) enum WrapperSignal {
     /// One of [`FORWARDED`]: its number and name.
     Forward(libc::c_int, &'static str),
     /// SIGCHLD: some child changed state.
@@ -135,7 +135,7 @@ pub enum WrapperSignal {
 
 /// The entrypoint wrapper's handlers: every signal of [`FORWARDED`], and SIGCHLD.
 /// Installed before the child is started, so nothing is missed.
-pub struct WrapperSignals {
+pub(crate) struct WrapperSignals {
     forward: Vec<(libc::c_int, &'static str, Signal)>,
     child: Signal,
 }
@@ -154,7 +154,7 @@ impl WrapperSignals {
     }
 
     /// The next signal. Cancel-safe: usable as a `select!` branch.
-    pub async fn recv(&mut self) -> WrapperSignal {
+    pub(crate) async fn recv(&mut self) -> WrapperSignal {
         let forward = self.forward.iter_mut().map(|(num, name, s)| {
             let (num, name) = (*num, *name);
             Box::pin(async move {

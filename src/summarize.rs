@@ -141,7 +141,7 @@ pub fn sibling(pod: Pod) -> Sibling {
 }
 
 /// The time of an API timestamp.
-pub fn time_of(t: &Time) -> SystemTime {
+pub(crate) fn time_of(t: &Time) -> SystemTime {
     SystemTime::from(t.0)
 }
 
@@ -164,7 +164,7 @@ fn taint(t: K8sTaint) -> Taint {
 
 /// A node selector requirement as a selector requirement (an unknown operator
 /// or an unparsable Gt/Lt value matches nothing, as in the scheduler).
-pub fn requirement(r: &NodeSelectorRequirement) -> Requirement {
+pub(crate) fn requirement(r: &NodeSelectorRequirement) -> Requirement {
     let (key, values) = (r.key.clone(), r.values.clone().unwrap_or_default());
     let num = || values.first().and_then(|v| v.parse::<i64>().ok());
     match r.operator.as_str() {

@@ -35,18 +35,18 @@ use selfdestruct_decision::backoff::Backoff;
 /// `malloc_trim` cannot give back around the summaries) small. 100 Nodes are
 /// about 1 MiB of JSON; a 5,000-Node list is 50 requests, made at start-up
 /// and after a 410 only.
-pub const PAGE_SIZE: u32 = 100;
+pub(crate) const PAGE_SIZE: u32 = 100;
 /// The most objects one list may hold (1,000 pages): more is a server that
 /// never ends its list.
-pub const MAX_LIST_OBJECTS: usize = 1000 * PAGE_SIZE as usize;
+pub(crate) const MAX_LIST_OBJECTS: usize = 1000 * PAGE_SIZE as usize;
 /// The longest a watch request asks for (`timeoutSeconds`, minus up to half of it as jitter).
-pub const WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
+pub(crate) const WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
 /// After this long without an error, the next error backs off from the start again.
-pub const QUIET: Duration = Duration::from_secs(600);
+pub(crate) const QUIET: Duration = Duration::from_secs(600);
 
 /// What a watcher tells the agent, with the objects summarised.
 #[derive(Debug)]
-pub enum Update<T> {
+pub(crate) enum Update<T> {
     /// The full current set (after a list).
     Reset(Vec<T>),
     /// An object was added or changed.
@@ -59,7 +59,7 @@ pub enum Update<T> {
 
 /// What to watch: a label selector and a name for the log.
 #[derive(Clone, Debug)]
-pub struct Target {
+pub(crate) struct Target {
     /// Label selector (empty: all).
     pub selector: String,
     /// Human name for logs ("nodes", "sibling pods").
@@ -100,7 +100,7 @@ fn classify(e: &watcher::Error) -> Failure {
 /// Runs list+watch forever, sending the `summarize`d objects to `tx`. Ends only
 /// when `tx` closes. `start_delay` spreads the first list of a fleet that starts
 /// together.
-pub async fn run<K, S>(
+pub(crate) async fn run<K, S>(
     api: Api<K>,
     target: Target,
     tx: mpsc::Sender<Update<S>>,

@@ -26,9 +26,9 @@ use crate::signals::{self, Stop, WrapperSignal, WrapperSignals};
 use selfdestruct_decision::Outcome;
 
 /// Exit code when CMD cannot be found (as in a shell).
-pub const EXIT_NOT_FOUND: i32 = 127;
+pub(crate) const EXIT_NOT_FOUND: i32 = 127;
 /// Exit code when CMD cannot be executed (as in a shell).
-pub const EXIT_CANNOT_EXEC: i32 = 126;
+pub(crate) const EXIT_CANNOT_EXEC: i32 = 126;
 
 /// How long a child's exit waits for the own pod to be read before
 /// `SELFDESTRUCT_ON_EXIT=delete` gives up.
