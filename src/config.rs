@@ -54,12 +54,12 @@ pub struct Cli {
 #[derive(Subcommand, Debug, Clone)]
 pub enum Command {
     /// Image-puller mode: remove a startup taint from the own node once its images are pulled
-    NodeGate(GateArgs),
+    NodeGate(GateConfig),
 }
 
 /// Settings of `selfdestruct node-gate`.
-#[derive(clap::Args, Debug, Clone)]
-pub struct GateArgs {
+#[derive(clap::Args, Debug, Clone, PartialEq)]
+pub struct GateConfig {
     /// Own node (Downward API spec.nodeName)
     // Required: its parser refuses the hidden empty default, so a missing NODE_NAME is
     // reported like an invalid one, naming the variable and the form.
@@ -67,34 +67,21 @@ pub struct GateArgs {
           hide_default_value = true, value_parser = Setting::new(gate_node_name))]
     pub node_name: String,
     /// Taint to remove from the own node
-    #[arg(long, env = "SELFDESTRUCT_GATE_TAINT", value_name = "KEY",
+    #[arg(long = "gate-taint", env = "SELFDESTRUCT_GATE_TAINT", value_name = "KEY",
           default_value = crate::node_gate::DEFAULT_TAINT, value_parser = Setting::new(taint_key))]
-    pub gate_taint: String,
+    pub taint_key: String,
     /// Open the gate anyway after this long (fail-open)
-    #[arg(long, env = "SELFDESTRUCT_GATE_TIMEOUT", value_name = "DURATION",
+    #[arg(long = "gate-timeout", env = "SELFDESTRUCT_GATE_TIMEOUT", value_name = "DURATION",
           default_value = "15m", value_parser = Setting::new(duration))]
-    pub gate_timeout: Duration,
-    /// How often to re-read the node while waiting for images
-    #[arg(long, env = "SELFDESTRUCT_GATE_POLL", value_name = "DURATION",
-          default_value = "10s", value_parser = Setting::new(duration))]
-    pub gate_poll: Duration,
+    pub timeout: Duration,
+    /// How often to re-read the node while waiting for images (at least 1s)
+    #[arg(long = "gate-poll", env = "SELFDESTRUCT_GATE_POLL", value_name = "DURATION",
+          default_value = "10s", value_parser = Setting::new(poll_interval))]
+    pub poll: Duration,
     /// Comma-separated images the node must report before the gate opens [default: none]
     #[arg(long, env = "SELFDESTRUCT_REQUIRED_IMAGES", value_name = "IMAGES", default_value = "",
           hide_default_value = true, value_parser = Setting::new(image_list))]
     pub required_images: std::vec::Vec<ImageRef>,
-}
-
-impl GateArgs {
-    /// The gate's configuration (the re-read interval is at least 1s).
-    pub fn to_config(&self) -> crate::node_gate::GateConfig {
-        crate::node_gate::GateConfig {
-            node_name: self.node_name.clone(),
-            taint_key: self.gate_taint.clone(),
-            required_images: self.required_images.clone(),
-            timeout: self.gate_timeout,
-            poll: self.gate_poll.max(Duration::from_secs(1)),
-        }
-    }
 }
 
 /// The agent's flags, each backed by an environment variable.
@@ -408,6 +395,11 @@ fn duration(value: &str) -> Result<Duration, String> {
         Ok(d) => Ok(d),
         Err(e) => Err(format!("{DURATION_FORM} ({e})")),
     }
+}
+
+/// A duration, raised to at least 1s.
+fn poll_interval(value: &str) -> Result<Duration, String> {
+    duration(value).map(|d| d.max(Duration::from_secs(1)))
 }
 
 /// `parse`, or unset if the value is empty.
@@ -801,10 +793,10 @@ mod tests {
 
     #[test]
     fn gate_settings() {
-        let gate = |flags: &[&str]| -> Result<crate::node_gate::GateConfig, String> {
+        let gate = |flags: &[&str]| -> Result<GateConfig, String> {
             let argv = [&["node-gate"][..], flags].concat();
             match cli(&argv)?.command {
-                Some(Command::NodeGate(g)) => Ok(g.to_config()),
+                Some(Command::NodeGate(g)) => Ok(g),
                 None => panic!("node-gate subcommand"),
             }
         };

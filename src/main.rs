@@ -17,10 +17,7 @@ fn main() {
     };
     let cfg = Config::from_args(&cli.agent, std::env::var("RUST_LOG").ok().as_deref())
         .unwrap_or_else(|e| fail(&e));
-    let gate = cli
-        .command
-        .as_ref()
-        .map(|Command::NodeGate(g)| g.to_config());
+    let gate = cli.command.as_ref().map(|Command::NodeGate(g)| g.clone());
     // `selfdestruct --` alone: a wrapper with nothing to run is a mistake, not a pause.
     let wrapped = !cli.exec.is_empty() || std::env::args_os().skip(1).any(|a| a == "--");
     if wrapped && cli.exec.is_empty() {

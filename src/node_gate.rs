@@ -14,26 +14,12 @@ use crate::api::{ApiError, request, segment};
 use crate::jitter::draw;
 use crate::signals::Stop;
 use selfdestruct_decision::backoff::Backoff;
-use selfdestruct_decision::images::ImageRef;
 use tokio::time::Instant;
 
 /// The default gate taint (the decision core's, which the simulator shares).
 pub const DEFAULT_TAINT: &str = selfdestruct_decision::model::IMAGES_PENDING_TAINT;
 
-/// The gate's settings.
-#[derive(Clone, Debug, PartialEq)]
-pub struct GateConfig {
-    /// Own node.
-    pub node_name: String,
-    /// Taint key to remove.
-    pub taint_key: String,
-    /// Images the node must report first (empty: don't wait).
-    pub required_images: Vec<ImageRef>,
-    /// Remove the taint anyway after this long.
-    pub timeout: Duration,
-    /// How often to re-read the node while waiting for images.
-    pub poll: Duration,
-}
+pub use crate::config::GateConfig;
 
 /// What the gate sees on its node.
 #[derive(Debug, PartialEq)]

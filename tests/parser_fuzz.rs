@@ -8,7 +8,7 @@
 //!
 //! - settings (environment variables and flags): every argument of
 //!   `config::Cli::command()` (the agent's and `node-gate`'s), through clap,
-//!   `Config::from_args` and `GateArgs::to_config`, so the list cannot fall
+//!   `Config::from_args` and the gate's `GateConfig`, so the list cannot fall
 //!   behind the settings; the `RUST_LOG` fallback (`config::parse_level`);
 //!   and, within them, `duration::parse`, `images::parse_list` /
 //!   `ImageRef::parse`, `Selector::parse` (node and sibling selectors, the
@@ -496,7 +496,7 @@ fn parse_settings(argv: &[String]) -> Result<(), String> {
         .try_get_matches_from(full)
         .map_err(|e| e.to_string())?;
     let cli = selfdestruct::config::Cli::from_arg_matches(&matches).map_err(|e| e.to_string())?;
-    // (node-gate's settings are all checked by clap above: its `to_config` cannot fail)
+    // (node-gate's settings are all checked by clap above: its settings need no second step)
     selfdestruct::config::Config::from_args(&cli.agent, None).map_err(|e| e.to_string())?;
     Ok(())
 }

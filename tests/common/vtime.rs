@@ -262,7 +262,7 @@ pub fn gate_config(env: &[(&str, &str)]) -> selfdestruct::node_gate::GateConfig 
     let argv = flags(gate, vec!["selfdestruct".into(), "node-gate".into()], env);
     let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
     match cli.command {
-        Some(selfdestruct::config::Command::NodeGate(g)) => g.to_config(),
+        Some(selfdestruct::config::Command::NodeGate(g)) => g,
         None => panic!("{argv:?}: no node-gate command"),
     }
 }
