@@ -125,11 +125,12 @@ async fn prepare_on(
         Ok(access) => access.namespace.as_deref(),
         Err(given) => Some(given.default_namespace()),
     };
-    let id =
-        identity::resolve(&cfg.identity, identity::hostname(), namespace_hint).map_err(|e| {
+    let id = identity::resolve(&cfg.args.identity, identity::hostname(), namespace_hint).map_err(
+        |e| {
             error!("{e}");
             NotReady::Fatal
-        })?;
+        },
+    )?;
     let client = match access {
         Err(given) => given,
         Ok(access) => connect::client(&access, &id.namespace).map_err(|e| {
@@ -221,8 +222,8 @@ fn stop(signal: &str) -> i32 {
 async fn api_access(cfg: &Config) -> Result<Access, AccessError> {
     let access = connect::discover(
         |k| std::env::var_os(k),
-        cfg.identity.kubeconfig.as_deref(),
-        &cfg.identity.service_account_dir,
+        cfg.args.identity.kubeconfig.as_deref(),
+        &cfg.args.identity.service_account_dir,
     )
     .await?;
     debug!(source = %access.source, server = %access.config.cluster_url, "API access");
@@ -304,8 +305,8 @@ impl Agent {
             expires_in = deadline
                 .map(|d| fmt_duration(Duration::from_secs(d.duration_since(clock.now()).unwrap_or_default().as_secs())))
                 .unwrap_or_default(),
-            mode = if cfg.mode == Mode::Evict { "evict" } else { "delete" },
-            dry_run = cfg.dry_run,
+            mode = if cfg.args.mode == Mode::Evict { "evict" } else { "delete" },
+            dry_run = cfg.args.dry_run,
             move_to_new_nodes = cfg.policy.move_to_new_nodes,
             "selfdestruct started"
         );
@@ -332,11 +333,11 @@ impl Agent {
     fn start_watches(&mut self, own: &OwnPod) {
         // One delay for both lists: a fleet that starts together spreads out.
         let start_delay =
-            selfdestruct_decision::scaled(self.cfg.start_jitter, crate::jitter::draw());
+            selfdestruct_decision::scaled(self.cfg.args.start_jitter, crate::jitter::draw());
         if self.cfg.policy.move_to_new_nodes {
             let (tx, rx) = mpsc::channel(64);
             let target = Target {
-                selector: self.cfg.node_selector.to_string(),
+                selector: self.cfg.args.node_selector.to_string(),
                 what: "nodes",
             };
             // Nodes are summarised as they arrive: only what the decision reads is kept.
@@ -351,7 +352,7 @@ impl Agent {
             ));
             self.node_rx = Some(rx);
         }
-        let selector = match &self.cfg.siblings {
+        let selector = match &self.cfg.args.sibling_selector {
             Siblings::Off => None,
             Siblings::Selector(s) => Some(s.clone()),
             Siblings::FromLabels => {
@@ -546,12 +547,12 @@ impl Agent {
 
     async fn act(&mut self, own: &OwnPod, trigger: &Trigger) -> Outcome {
         // The verb for the log, and the Event's action.
-        let (verb, action) = match self.cfg.mode {
+        let (verb, action) = match self.cfg.args.mode {
             Mode::Evict => ("evict", "Evict"),
             Mode::Delete => ("delete", "Delete"),
         };
         let reason = trigger.to_string();
-        if self.cfg.dry_run {
+        if self.cfg.args.dry_run {
             info!(dry_run = true, reason = %reason, "dry run: would {verb} own pod {}", own.name);
             return Outcome::Done;
         }
@@ -571,7 +572,7 @@ impl Agent {
         }
         let res = self
             .api
-            .remove(self.cfg.mode, &own.uid, self.cfg.grace_period)
+            .remove(self.cfg.args.mode, &own.uid, self.cfg.grace_period)
             .await;
         // Two budgets over the pod: a 500 that no retry can cure. Say what is
         // wrong (and once, in an Event) and retry rarely.

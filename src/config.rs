@@ -10,7 +10,6 @@
 //! chart's unset value) as unset.
 
 use std::ffi::OsStr;
-use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -85,7 +84,7 @@ pub struct GateConfig {
 }
 
 /// The agent's flags, each backed by an environment variable.
-#[derive(clap::Args, Debug, Clone)]
+#[derive(clap::Args, Debug, Clone, PartialEq)]
 pub struct Args {
     /// Shortest lifetime, counted from the pod's start [0 or unset: no timer]
     #[arg(long, env = "SELFDESTRUCT_MIN_LIFETIME", value_name = "DURATION", default_value = "",
@@ -250,8 +249,8 @@ pub struct IdentityHints {
         long,
         env = "SELFDESTRUCT_SERVICE_ACCOUNT_DIR",
         value_name = "DIR",
-        default_value = "/var/run/secrets/kubernetes.io/serviceaccount",
-        hide = true
+        hide = true,
+        default_value = "/var/run/secrets/kubernetes.io/serviceaccount"
     )]
     pub service_account_dir: PathBuf,
     /// Kubeconfig file [default: KUBECONFIG, else ~/.kube/config, else the in-cluster account]
@@ -259,54 +258,30 @@ pub struct IdentityHints {
     pub kubeconfig: Option<PathBuf>,
 }
 
-/// The validated configuration.
+/// The validated configuration: what the settings say together, and the settings as given.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
-    /// The decision policy.
+    /// The decision policy (the lifetime range and the node trigger's settings).
     pub policy: Policy,
-    /// Evict or delete.
-    pub mode: Mode,
-    /// Log only.
-    pub dry_run: bool,
-    /// Deletion grace period.
+    /// The deletion grace period as sent: whole seconds, 0 only with `--force-delete`.
     pub grace_period: Option<Duration>,
-    /// Log format.
-    pub log_format: LogFormat,
-    /// Log level.
+    /// The log level: the setting, else `RUST_LOG`, else info.
     pub log_level: LevelFilter,
-    /// Own pod identity hints.
-    pub identity: IdentityHints,
-    /// Which nodes to watch.
-    pub node_selector: Selector,
-    /// Which pods are siblings.
-    pub siblings: Siblings,
-    /// Random delay before the first list of nodes and siblings.
-    pub start_jitter: Duration,
-    /// Entrypoint wrapper: what to do when the child exits.
-    pub on_exit: OnExit,
+    /// Every setting as given.
+    pub args: Args,
 }
 
-/// An invalid setting.
+/// An invalid setting: its name (`VARIABLE (--flag)`, or the flag alone), the value
+/// given and the accepted form.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid {setting} = {value:?}: expected {expected}")]
 pub struct ConfigError {
-    /// The environment variable.
-    pub var: String,
-    /// The flag.
-    pub flag: String,
+    /// The environment variable and the flag.
+    pub setting: String,
     /// The value given.
     pub value: String,
     /// The accepted form, and what was wrong.
     pub expected: String,
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.var.as_str() {
-            "" => write!(f, "invalid {}", self.flag)?,
-            var => write!(f, "invalid {var} ({})", self.flag)?,
-        }
-        write!(f, " = {:?}: expected {}", self.value, self.expected)
-    }
 }
 
 /// The parser of every typed setting: trims the value and parses it with `P`; a value
@@ -358,13 +333,12 @@ impl<P: TypedValueParser> TypedValueParser for Setting<P> {
                 ("", _, None) => "UTF-8 text".to_string(),
                 (form, _, _) => form.to_string(),
             };
+            let flag = arg.and_then(clap::Arg::get_long).unwrap_or_default();
             let error = ConfigError {
-                var: arg
-                    .and_then(clap::Arg::get_env)
-                    .map_or_else(String::new, |v| v.to_string_lossy().into_owned()),
-                flag: arg
-                    .and_then(clap::Arg::get_long)
-                    .map_or_else(String::new, |l| format!("--{l}")),
+                setting: match arg.and_then(clap::Arg::get_env) {
+                    Some(var) => format!("{} (--{flag})", var.to_string_lossy()),
+                    None => format!("--{flag}"),
+                },
                 value: value.to_string_lossy().into_owned(),
                 expected,
             };
@@ -524,8 +498,7 @@ impl Config {
             (Some(m), None) | (None, Some(m)) => Some((m, m)),
             (Some(lo), Some(hi)) if lo > hi => {
                 return Err(ConfigError {
-                    var: "SELFDESTRUCT_MIN_LIFETIME".into(),
-                    flag: "--min-lifetime".into(),
+                    setting: "SELFDESTRUCT_MIN_LIFETIME (--min-lifetime)".into(),
                     value: duration::format(lo),
                     expected: format!(
                         "at most SELFDESTRUCT_MAX_LIFETIME ({})",
@@ -546,21 +519,14 @@ impl Config {
                 max_moves_per_hour: a.max_moves_per_hour,
                 min_age: a.min_age,
             },
-            mode: a.mode,
-            dry_run: a.dry_run,
             grace_period: a
                 .grace_period
                 .map(|g| whole_grace_seconds(g, a.force_delete)),
-            log_format: a.log_format,
             log_level: a
                 .log_level
                 .or_else(|| rust_log.and_then(parse_level))
                 .unwrap_or(LevelFilter::INFO),
-            identity: a.identity.clone(),
-            node_selector: a.node_selector.clone(),
-            siblings: a.sibling_selector.clone(),
-            start_jitter: a.start_jitter,
-            on_exit: a.on_exit,
+            args: a.clone(),
         })
     }
 }
@@ -593,25 +559,14 @@ mod tests {
         // The core's `Policy::default()` (which the simulator runs as "the agent's
         // defaults") is exactly what the flags' defaults give.
         assert_eq!(c.policy, selfdestruct_decision::Policy::default());
-        assert_eq!((c.policy.lifetime, c.policy.max_moves_per_hour), (None, 12));
+        assert_eq!((c.grace_period, c.log_level), (None, LevelFilter::INFO));
+        let a = &c.args;
         assert_eq!(
-            (c.policy.node_settle, c.policy.min_age),
-            (secs(10), secs(120))
+            (a.mode, a.dry_run, a.log_format, a.on_exit),
+            (Mode::Evict, false, LogFormat::Text, OnExit::Exit)
         );
-        assert!(c.policy.move_to_new_nodes && c.policy.required_images.is_empty());
-        assert_eq!(
-            (c.mode, c.dry_run, c.grace_period),
-            (Mode::Evict, false, None)
-        );
-        assert_eq!(
-            (c.log_format, c.log_level),
-            (LogFormat::Text, LevelFilter::INFO)
-        );
-        assert_eq!(
-            (c.siblings, c.on_exit),
-            (Siblings::FromLabels, OnExit::Exit)
-        );
-        assert!(c.node_selector.is_empty() && c.identity.pod_name.is_none());
+        assert_eq!(a.sibling_selector, Siblings::FromLabels);
+        assert!(a.node_selector.is_empty() && a.identity.pod_name.is_none());
     }
 
     #[test]
@@ -621,7 +576,7 @@ mod tests {
         assert_eq!(wrapped.exec, ["sh", "-x"]);
         let c = Config::from_args(&wrapped.agent, None).expect("valid");
         assert_eq!(
-            (c.on_exit, c.policy.lifetime),
+            (c.args.on_exit, c.policy.lifetime),
             (OnExit::Delete, Some((secs(3600), secs(3600))))
         );
         assert!(cli(&["--max-lifetime=1h"]).expect("flags").exec.is_empty());
@@ -646,37 +601,35 @@ mod tests {
             ("pod-namespace", "jhub"), ("pod-uid", "0b1f-77"), ("node-name", "ip-10.ec2.internal"),
         ])
         .expect("valid");
-        let defaults = parse(&[]).expect("defaults");
         let selector = |s| Selector::parse(s).expect("valid");
-        let want = Config {
-            policy: Policy {
-                lifetime: Some((secs(3600), secs(5400))),
-                required_images: images::parse_list("jupyter/scipy-notebook:2024,quay.io/x/y:1")
-                    .expect("valid"),
-                max_moves_per_hour: 0,
-                move_to_new_nodes: false,
-                ..defaults.policy.clone()
-            },
-            mode: Mode::Delete,
-            dry_run: true,
-            grace_period: Some(secs(5)),
-            log_format: LogFormat::Json,
-            log_level: LevelFilter::DEBUG,
-            identity: IdentityHints {
-                pod_name: Some("user-placeholder-3".into()),
-                namespace: Some("jhub".into()),
-                uid: Some("0b1f-77".into()),
-                node_name: Some("ip-10.ec2.internal".into()),
-                ..defaults.identity.clone()
-            },
-            node_selector: selector("pool=user,zone in (a,b)"),
-            siblings: Siblings::Selector(selector("app=x")),
-            ..defaults
-        };
-        assert_eq!(c, want);
+        let images = images::parse_list("jupyter/scipy-notebook:2024,quay.io/x/y:1");
+        let p = &c.policy;
+        assert_eq!(p.lifetime, Some((secs(3600), secs(5400))));
+        assert_eq!(p.required_images, images.expect("valid"));
+        assert!(p.max_moves_per_hour == 0 && !p.move_to_new_nodes);
+        assert_eq!(
+            (c.grace_period, c.log_level),
+            (Some(secs(5)), LevelFilter::DEBUG)
+        );
+        let a = &c.args;
+        assert_eq!(
+            (a.mode, a.dry_run, a.log_format),
+            (Mode::Delete, true, LogFormat::Json)
+        );
+        let id = &a.identity;
+        let names = [&id.pod_name, &id.namespace, &id.uid, &id.node_name];
+        let want = [
+            "user-placeholder-3",
+            "jhub",
+            "0b1f-77",
+            "ip-10.ec2.internal",
+        ];
+        assert_eq!(names.map(|n| n.as_deref()), want.map(Some));
+        assert_eq!(a.node_selector, selector("pool=user,zone in (a,b)"));
+        assert_eq!(a.sibling_selector, Siblings::Selector(selector("app=x")));
         // a bare boolean flag means true
         let bare = cli(&["--dry-run"]).expect("flag").agent;
-        assert!(Config::from_args(&bare, None).expect("valid").dry_run);
+        assert!(Config::from_args(&bare, None).expect("valid").args.dry_run);
     }
 
     #[test]
@@ -709,7 +662,7 @@ mod tests {
         // `none` in any case turns sibling awareness off
         for none in ["none", "NONE", "None"] {
             let c = parse(&[("sibling-selector", none)]).expect("valid");
-            assert_eq!(c.siblings, Siblings::Off);
+            assert_eq!(c.args.sibling_selector, Siblings::Off);
         }
         let e = parse(&[("min-lifetime", "2h"), ("max-lifetime", "1h")]).expect_err("min > max");
         let want = "invalid SELFDESTRUCT_MIN_LIFETIME (--min-lifetime) = \"2h\": expected at \

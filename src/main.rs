@@ -26,7 +26,7 @@ fn main() {
     if wrapped && gate.is_some() {
         fail(&"node-gate runs no command: drop the -- CMD part");
     }
-    selfdestruct::logging::init(cfg.log_format, cfg.log_level);
+    selfdestruct::logging::init(cfg.args.log_format, cfg.log_level);
     if !selfdestruct::signals::is_pid1() {
         // As the pause container does: reaping orphans is PID 1's job.
         tracing::warn!(
@@ -48,8 +48,8 @@ fn main() {
         // error, found before anything else starts.
         if let Err(AccessError::Named(e)) = connect::discover(
             |k| std::env::var_os(k),
-            cfg.identity.kubeconfig.as_deref(),
-            &cfg.identity.service_account_dir,
+            cfg.args.identity.kubeconfig.as_deref(),
+            &cfg.args.identity.service_account_dir,
         )
         .await
         {

@@ -72,7 +72,7 @@ pub async fn run(cfg: Config, argv: Vec<OsString>) -> i32 {
     info!(
         pid,
         command = %command,
-        on_exit = if cfg.on_exit == OnExit::Delete { "delete" } else { "exit" },
+        on_exit = if cfg.args.on_exit == OnExit::Delete { "delete" } else { "exit" },
         pid1 = signals::is_pid1(),
         "started the command as the child of selfdestruct"
     );
@@ -123,7 +123,7 @@ pub async fn run(cfg: Config, argv: Vec<OsString>) -> i32 {
     } else {
         info!(code, "the child exited with code {code}");
     }
-    if cfg.on_exit == OnExit::Delete {
+    if cfg.args.on_exit == OnExit::Delete {
         match terminating {
             Some(sig) => info!(
                 signal = sig,
@@ -184,7 +184,7 @@ async fn delete_own_pod(cfg: &Config, ready: &Ready, code: i32) {
     let (api, uid, namespace) = (ready.api(), &ready.own().uid, &ready.own().namespace);
     let reason =
         format!("command exited with code {code}: deleting the pod (SELFDESTRUCT_ON_EXIT=delete)");
-    if cfg.dry_run {
+    if cfg.args.dry_run {
         info!(dry_run = true, reason = %reason, "dry run: would delete own pod");
         return;
     }
