@@ -2,13 +2,12 @@
 //! real `selfdestruct` process per running placeholder pod, as a node would.
 #![allow(dead_code)]
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use fake_apiserver::{FakeCluster, NodeBuilder, PodTemplate, RecordedRequest, Subject};
 
-use super::{Proc, bin, command, tempdir, wait_until};
+use super::{Proc, bin, command, tempdir};
 
 pub const NS: &str = "placeholders";
 
@@ -185,114 +184,4 @@ impl Scene {
             );
         }
     }
-}
-
-/// Runs one agent per Running placeholder pod, like a kubelet would: starts one
-/// for each new pod (uid), stops it (SIGTERM) when its pod goes away.
-pub struct Kubelet<'a> {
-    pub scene: &'a Scene,
-    pub env: Vec<(String, String)>,
-    pub subject: Subject,
-    pub agents: HashMap<String, (String, Proc)>,
-    pub started: Vec<(String, String, String)>,
-    pub started_at: Vec<std::time::Instant>,
-    pub logs: Vec<String>,
-}
-
-impl<'a> Kubelet<'a> {
-    pub fn new(scene: &'a Scene, env: &[(&str, &str)], subject: Subject) -> Self {
-        Kubelet {
-            scene,
-            env: env
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            subject,
-            agents: HashMap::new(),
-            started: Vec::new(),
-            started_at: Vec::new(),
-            logs: Vec::new(),
-        }
-    }
-
-    pub fn sync(&mut self) {
-        let pods = self.scene.fake.pods(NS);
-        let live: Vec<(String, String, String)> = pods
-            .iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
-            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
-            .map(|p| {
-                (
-                    p.metadata.name.clone().unwrap_or_default(),
-                    p.metadata.uid.clone().unwrap_or_default(),
-                    p.spec
-                        .as_ref()
-                        .and_then(|s| s.node_name.clone())
-                        .unwrap_or_default(),
-                )
-            })
-            .collect();
-        let gone: Vec<String> = self
-            .agents
-            .iter()
-            .filter(|(uid, _)| !live.iter().any(|(_, u, _)| u == *uid))
-            .map(|(uid, _)| uid.clone())
-            .collect();
-        for uid in gone {
-            if let Some((_, mut p)) = self.agents.remove(&uid) {
-                let _ = p.terminate();
-                self.logs.push(p.log());
-            }
-        }
-        for (name, uid, node) in live {
-            if self.agents.contains_key(&uid) {
-                continue;
-            }
-            let env: Vec<(&str, &str)> = self
-                .env
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.as_str()))
-                .collect();
-            let p = self.scene.agent_as(&name, self.subject.clone(), &env);
-            self.started.push((name.clone(), uid.clone(), node));
-            self.started_at.push(std::time::Instant::now());
-            self.agents.insert(uid, (name, p));
-        }
-    }
-
-    /// Keeps syncing for `d`, or until `done` holds.
-    pub fn run_until(&mut self, d: Duration, mut done: impl FnMut(&Scene) -> bool) -> bool {
-        let scene = self.scene;
-        let deadline = std::time::Instant::now() + d;
-        while std::time::Instant::now() < deadline {
-            self.sync();
-            if done(scene) {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        false
-    }
-
-    pub fn all_logs(&self) -> String {
-        let mut out = self.logs.join("\n");
-        for (_, p) in self.agents.values() {
-            out.push('\n');
-            out.push_str(&p.log());
-        }
-        out
-    }
-}
-
-impl Drop for Kubelet<'_> {
-    fn drop(&mut self) {
-        for (_, (_, mut p)) in self.agents.drain() {
-            let _ = p.terminate();
-        }
-    }
-}
-
-/// Waits until `f` holds for the scene.
-pub fn eventually(scene: &Scene, d: Duration, mut f: impl FnMut(&Scene) -> bool) -> bool {
-    wait_until(d, || f(scene))
 }
