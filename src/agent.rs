@@ -83,8 +83,8 @@ pub(crate) enum NotReady {
     Stopped(&'static str),
     /// The own pod cannot be identified; already logged (exit code [`EXIT_CONFIG`]).
     Fatal,
-    /// Without `POD_UID`, the pod under the own name was created after this process
-    /// started: a successor, not ours (already logged). Nothing may be done to it.
+    /// The pod under the own name is a successor, not ours (already logged; see
+    /// [`identity::NotOurs`]). Nothing may be done to it.
     NotOurs,
 }
 
