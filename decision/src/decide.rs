@@ -512,6 +512,12 @@ mod tests {
     use crate::model::{Readiness, Taint, Toleration};
     use crate::selector::Requirement;
 
+    /// Nothing to do until the watches change something.
+    const WAIT_FOR_EVENTS: Decision = Decision::Wait {
+        until: None,
+        hold: None,
+    };
+
     fn node(name: &str, ready_at: u64) -> NodeSummary {
         ready_node(name, ready_at)
     }
@@ -725,22 +731,10 @@ mod tests {
     fn no_node_view_or_trigger_off_means_timer_only() {
         let mut c = World::new();
         c.nodes = None;
-        assert_eq!(
-            c.decide(),
-            Decision::Wait {
-                until: None,
-                hold: None
-            }
-        );
+        assert_eq!(c.decide(), WAIT_FOR_EVENTS);
         c.nodes = Some(vec![node("new", 500)]);
         c.policy.move_to_new_nodes = false;
-        assert_eq!(
-            c.decide(),
-            Decision::Wait {
-                until: None,
-                hold: None
-            }
-        );
+        assert_eq!(c.decide(), WAIT_FOR_EVENTS);
     }
 
     #[test]
@@ -792,13 +786,7 @@ mod tests {
         assert!(matches!(late.decide(), Decision::Arm { at: a, .. } if a == at(1054)));
         // Zero lifetime is off.
         late.memory.lifetime = Some(Duration::ZERO);
-        assert_eq!(
-            late.decide(),
-            Decision::Wait {
-                until: None,
-                hold: None
-            }
-        );
+        assert_eq!(late.decide(), WAIT_FOR_EVENTS);
     }
 
     #[test]
@@ -825,13 +813,7 @@ mod tests {
         c.now = at(1100);
         c.nodes = Some(vec![node("old", 0)]);
         let d = c.decide();
-        assert_eq!(
-            d,
-            Decision::Wait {
-                until: None,
-                hold: None
-            }
-        );
+        assert_eq!(d, WAIT_FOR_EVENTS);
         c.memory.apply(c.now, &d);
         assert_eq!(c.memory.armed, None);
     }
@@ -973,13 +955,7 @@ mod tests {
         };
         c.nodes = Some(vec![node("old", 0), blip.clone()]);
         assert_eq!(c.verdict(&blip), Err(Reject::NotNewer));
-        assert_eq!(
-            c.decide(),
-            Decision::Wait {
-                until: None,
-                hold: None
-            }
-        );
+        assert_eq!(c.decide(), WAIT_FOR_EVENTS);
         // No creation time known: not provably new.
         let unknown = NodeSummary {
             created: None,
@@ -1063,13 +1039,7 @@ mod tests {
                 sibling: "placeholder-1".into()
             })
         );
-        assert_eq!(
-            c.decide(),
-            Decision::Wait {
-                until: None,
-                hold: None
-            }
-        );
+        assert_eq!(c.decide(), WAIT_FOR_EVENTS);
         // ... but landing on the new node, or on another newer node, is no evidence
         c.siblings = Some(vec![sibling("placeholder-1", 700, Some("new"), false)]);
         assert!(c.verdict(&node("new", 500)).is_ok());
@@ -1090,13 +1060,7 @@ mod tests {
         c.own.scheduled_at = Some(at(800));
         c.own.started_at = Some(at(800));
         assert_eq!(c.verdict(&node("new", 500)), Err(Reject::NotNewer));
-        assert_eq!(
-            c.decide(),
-            Decision::Wait {
-                until: None,
-                hold: None
-            }
-        );
+        assert_eq!(c.decide(), WAIT_FOR_EVENTS);
     }
 
     #[test]

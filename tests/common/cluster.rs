@@ -109,6 +109,13 @@ impl Scene {
             .expect("pod exists with a uid")
     }
 
+    /// The pod's uid and node (empty if unscheduled): its Downward API values.
+    pub fn uid_and_node(&self, pod: &str) -> (String, String) {
+        let p = self.fake.get_pod(NS, pod).expect("pod exists");
+        let node = p.spec.and_then(|s| s.node_name).unwrap_or_default();
+        (p.metadata.uid.unwrap_or_default(), node)
+    }
+
     /// Starts the agent of `pod` with the project's RBAC, Downward API env, fast
     /// test settings and `env` on top.
     pub fn agent(&self, pod: &str, env: &[(&str, &str)]) -> Proc {
@@ -117,13 +124,7 @@ impl Scene {
 
     pub fn agent_as(&self, pod: &str, subject: Subject, env: &[(&str, &str)]) -> Proc {
         let kubeconfig = self.kubeconfig_for(pod, subject);
-        let p = self.fake.get_pod(NS, pod).expect("pod exists");
-        let uid = p.metadata.uid.clone().unwrap_or_default();
-        let node = p
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.clone())
-            .unwrap_or_default();
+        let (uid, node) = self.uid_and_node(pod);
         let kc = kubeconfig.to_string_lossy().to_string();
         let mut all: Vec<(&str, &str)> = vec![
             ("KUBECONFIG", &kc),

@@ -357,13 +357,7 @@ pub fn agent_as(scene: &Scene, pod: &str, subject: Subject, env: &[(&str, &str)]
     let token = format!("token-{pod}-{}", scene.fake.resource_version());
     scene.fake.add_token(&token, subject.bound_to(pod));
     let client = selfdestruct::connect::client_over(scene.fake.service(Some(&token)), NS);
-    let p = scene.fake.get_pod(NS, pod).expect("pod exists");
-    let uid = p.metadata.uid.clone().unwrap_or_default();
-    let node = p
-        .spec
-        .as_ref()
-        .and_then(|s| s.node_name.clone())
-        .unwrap_or_default();
+    let (uid, node) = scene.uid_and_node(pod);
     let podinfo = scene.home.join("no-podinfo").to_string_lossy().to_string();
     let service_account = scene
         .home
