@@ -4,23 +4,28 @@
 //! [`Config::from_args`] adds what clap cannot say: the lifetime range, the grace
 //! period's force opt-in and the `RUST_LOG` fallback.
 //!
+//! The agent's settings are here; as in kubert, a module with settings of its own
+//! declares them beside the code they tune and `Cli` flattens them in: the own pod's
+//! identity ([`crate::identity::IdentityHints`]) and `node-gate`'s
+//! ([`crate::node_gate::GateConfig`]).
+//!
 //! A setting that may be unset is typed `std::option::Option<T>` (the spelling with
 //! which clap's derive leaves the whole type to the parser; `std::vec::Vec` likewise)
 //! with a hidden empty default: its parser sees every value and reads an empty one (a
 //! chart's unset value) as unset.
 
 use std::ffi::OsStr;
-use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::builder::{BoolishValueParser, EnumValueParser, RangedU64ValueParser, TypedValueParser};
+use clap::builder::{BoolishValueParser, EnumValueParser, TypedValueParser};
+use clap::error::ErrorKind;
 use clap::{Parser, Subcommand, ValueEnum};
 use tracing::level_filters::LevelFilter;
 
 use selfdestruct_decision::Policy;
 use selfdestruct_decision::duration;
 use selfdestruct_decision::images::{self, ImageRef};
-use selfdestruct_decision::selector::{Requirement, Selector};
+use selfdestruct_decision::selector::Selector;
 
 /// The command line: the agent's flags, or a subcommand.
 #[derive(Parser, Debug, Clone)]
@@ -53,34 +58,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug, Clone)]
 pub enum Command {
     /// Image-puller mode: remove a startup taint from the own node once its images are pulled
-    NodeGate(GateConfig),
-}
-
-/// Settings of `selfdestruct node-gate`.
-#[derive(clap::Args, Debug, Clone, PartialEq)]
-pub struct GateConfig {
-    /// Own node (Downward API spec.nodeName)
-    // Required: its parser refuses the hidden empty default, so a missing NODE_NAME is
-    // reported like an invalid one, naming the variable and the form.
-    #[arg(long, env = "NODE_NAME", value_name = "NODE", default_value = "",
-          hide_default_value = true, value_parser = Setting::new(gate_node_name))]
-    pub node_name: String,
-    /// Taint to remove from the own node
-    #[arg(long = "gate-taint", env = "SELFDESTRUCT_GATE_TAINT", value_name = "KEY",
-          default_value = crate::node_gate::DEFAULT_TAINT, value_parser = Setting::new(taint_key))]
-    pub taint_key: String,
-    /// Open the gate anyway after this long (fail-open)
-    #[arg(long = "gate-timeout", env = "SELFDESTRUCT_GATE_TIMEOUT", value_name = "DURATION",
-          default_value = "15m", value_parser = Setting::new(duration))]
-    pub timeout: Duration,
-    /// How often to re-read the node while waiting for images (at least 1s)
-    #[arg(long = "gate-poll", env = "SELFDESTRUCT_GATE_POLL", value_name = "DURATION",
-          default_value = "10s", value_parser = Setting::new(poll_interval))]
-    pub poll: Duration,
-    /// Comma-separated images the node must report before the gate opens [default: none]
-    #[arg(long, env = "SELFDESTRUCT_REQUIRED_IMAGES", value_name = "IMAGES", default_value = "",
-          hide_default_value = true, value_parser = Setting::new(image_list))]
-    pub required_images: std::vec::Vec<ImageRef>,
+    NodeGate(crate::node_gate::GateConfig),
 }
 
 /// The agent's flags, each backed by an environment variable.
@@ -88,90 +66,89 @@ pub struct GateConfig {
 pub struct Args {
     /// Shortest lifetime, counted from the pod's start [0 or unset: no timer]
     #[arg(long, env = "SELFDESTRUCT_MIN_LIFETIME", value_name = "DURATION", default_value = "",
-          hide_default_value = true, value_parser = Setting::new(unset_or(duration)))]
+          hide_default_value = true, value_parser = Setting(unset_or(duration)))]
     pub min_lifetime: std::option::Option<Duration>,
     /// Longest lifetime; the lifetime is drawn uniformly from [min, max]
     #[arg(long, env = "SELFDESTRUCT_MAX_LIFETIME", value_name = "DURATION", default_value = "",
-          hide_default_value = true, value_parser = Setting::new(unset_or(duration)))]
+          hide_default_value = true, value_parser = Setting(unset_or(duration)))]
     pub max_lifetime: std::option::Option<Duration>,
     /// How to remove the own pod: evict (honours PodDisruptionBudgets) or delete
     #[arg(long, env = "SELFDESTRUCT_MODE", value_name = "evict|delete", default_value = "evict",
           ignore_case = true, hide_possible_values = true,
-          value_parser = Setting::new(EnumValueParser::<Mode>::new()))]
+          value_parser = Setting(EnumValueParser::<Mode>::new()))]
     pub mode: Mode,
     /// Log decisions but never delete or evict anything
     #[arg(long, env = "SELFDESTRUCT_DRY_RUN", value_name = "BOOL", num_args = 0..=1,
           default_missing_value = "true", default_value = "false", hide_possible_values = true,
-          action = clap::ArgAction::Set, value_parser = Setting::new(BoolishValueParser::new()))]
+          action = clap::ArgAction::Set, value_parser = Setting(BoolishValueParser::new()))]
     pub dry_run: bool,
     /// Grace period of the deletion, rounded up to whole seconds, at least 1s
     /// [default: the pod's terminationGracePeriodSeconds]
     #[arg(long, env = "SELFDESTRUCT_GRACE_PERIOD", value_name = "DURATION", default_value = "",
-          hide_default_value = true, value_parser = Setting::new(unset_or(duration)))]
+          hide_default_value = true, value_parser = Setting(unset_or(duration)))]
     pub grace_period: std::option::Option<Duration>,
     /// Let SELFDESTRUCT_GRACE_PERIOD=0 force-delete the pod (the StatefulSet may then start
     /// its successor while this container still runs)
     #[arg(long, env = "SELFDESTRUCT_FORCE_DELETE", value_name = "BOOL", num_args = 0..=1,
           default_missing_value = "true", default_value = "false", hide_possible_values = true,
-          action = clap::ArgAction::Set, value_parser = Setting::new(BoolishValueParser::new()))]
+          action = clap::ArgAction::Set, value_parser = Setting(BoolishValueParser::new()))]
     pub force_delete: bool,
     /// Log format
     #[arg(long, env = "SELFDESTRUCT_LOG_FORMAT", value_name = "text|json", default_value = "text",
           ignore_case = true, hide_possible_values = true,
-          value_parser = Setting::new(EnumValueParser::<LogFormat>::new()))]
+          value_parser = Setting(EnumValueParser::<LogFormat>::new()))]
     pub log_format: LogFormat,
     /// Log level: error, warn, info, debug, trace or off [default: RUST_LOG, else info]
     #[arg(long, env = "SELFDESTRUCT_LOG_LEVEL", value_name = "LEVEL", default_value = "",
-          hide_default_value = true, value_parser = Setting::new(unset_or(log_level)))]
+          hide_default_value = true, value_parser = Setting(unset_or(log_level)))]
     pub log_level: std::option::Option<LevelFilter>,
     /// The own pod's identity settings.
     #[command(flatten)]
-    pub identity: IdentityHints,
+    pub identity: crate::identity::IdentityHints,
     /// Move when a newer node is Ready (needs read access to Nodes)
     #[arg(long, env = "SELFDESTRUCT_MOVE_TO_NEW_NODES", value_name = "BOOL",
           default_value = "true", hide_possible_values = true, action = clap::ArgAction::Set,
-          value_parser = Setting::new(BoolishValueParser::new()))]
+          value_parser = Setting(BoolishValueParser::new()))]
     pub move_to_new_nodes: bool,
     /// Label selector of the nodes to watch [default: all nodes]
     #[arg(long, env = "SELFDESTRUCT_NODE_SELECTOR", value_name = "SELECTOR", default_value = "",
-          hide_default_value = true, value_parser = Setting::new(node_selector))]
+          hide_default_value = true, value_parser = Setting(node_selector))]
     pub node_selector: Selector,
     /// How long a new node must be Ready before it counts
     #[arg(long, env = "SELFDESTRUCT_NODE_SETTLE", value_name = "DURATION",
-          default_value = "10s", value_parser = Setting::new(duration))]
+          default_value = "10s", value_parser = Setting(duration))]
     pub node_settle: Duration,
     /// Comma-separated images a new node must hold before it counts [default: none]
     #[arg(long, env = "SELFDESTRUCT_REQUIRED_IMAGES", value_name = "IMAGES", default_value = "",
-          hide_default_value = true, value_parser = Setting::new(image_list))]
+          hide_default_value = true, value_parser = Setting(image_list))]
     pub required_images: std::vec::Vec<ImageRef>,
     /// Random delay before acting on a trigger, re-checked after it
     #[arg(long, env = "SELFDESTRUCT_MOVE_JITTER", value_name = "DURATION",
-          default_value = "10s", value_parser = Setting::new(duration))]
+          default_value = "10s", value_parser = Setting(duration))]
     pub move_jitter: Duration,
     /// Cap on own eviction attempts per hour [0: no cap]
     #[arg(long, env = "SELFDESTRUCT_MAX_MOVES_PER_HOUR", value_name = "N", default_value = "12",
-          value_parser = Setting::new(RangedU64ValueParser::<u32>::new())
-              .form("a whole number (0 for no cap)"))]
+          value_parser = Setting(whole_number))]
     pub max_moves_per_hour: u32,
     /// No move while the own pod is younger than this
     #[arg(long, env = "SELFDESTRUCT_MIN_AGE", value_name = "DURATION",
-          default_value = "2m", value_parser = Setting::new(duration))]
+          default_value = "2m", value_parser = Setting(duration))]
     pub min_age: Duration,
     /// Random delay before the first node and sibling list, so a fleet that starts
     /// together does not list together (costs nothing below the 2m min age)
     #[arg(long, env = "SELFDESTRUCT_START_JITTER", value_name = "DURATION",
-          default_value = "30s", value_parser = Setting::new(duration))]
+          default_value = "30s", value_parser = Setting(duration))]
     pub start_jitter: Duration,
     /// Label selector of sibling placeholders ("none" disables) [default: the own pod's
     /// app.kubernetes.io/name and app.kubernetes.io/instance labels]
     #[arg(long, env = "SELFDESTRUCT_SIBLING_SELECTOR", value_name = "SELECTOR",
-          default_value = "", hide_default_value = true, value_parser = Setting::new(siblings))]
+          default_value = "", hide_default_value = true, value_parser = Setting(siblings))]
     pub sibling_selector: Siblings,
     /// Entrypoint wrapper only: when CMD exits, exit with its code (exit), or first delete the
     /// own pod (uid precondition) so its controller re-creates it elsewhere (delete)
     #[arg(long, env = "SELFDESTRUCT_ON_EXIT", value_name = "exit|delete", default_value = "exit",
           ignore_case = true, hide_possible_values = true,
-          value_parser = Setting::new(EnumValueParser::<OnExit>::new()))]
+          value_parser = Setting(EnumValueParser::<OnExit>::new()))]
     pub on_exit: OnExit,
 }
 
@@ -216,48 +193,6 @@ pub enum Siblings {
     Off,
 }
 
-/// What the Downward API and the environment say about the own pod.
-#[derive(clap::Args, Clone, Debug, Default, PartialEq, Eq)]
-pub struct IdentityHints {
-    /// Own pod name (Downward API metadata.name) [fallback: podinfo dir, hostname]
-    #[arg(long = "pod-name", env = "POD_NAME", value_name = "NAME", default_value = "",
-          hide_default_value = true, value_parser = Setting::new(unset_or(subdomain)))]
-    pub pod_name: std::option::Option<String>,
-    /// Own namespace (Downward API metadata.namespace) [fallback: podinfo dir, service account]
-    #[arg(long = "pod-namespace", env = "POD_NAMESPACE", value_name = "NAMESPACE",
-          default_value = "", hide_default_value = true,
-          value_parser = Setting::new(unset_or(label)))]
-    pub namespace: std::option::Option<String>,
-    /// Own pod uid (Downward API metadata.uid) [fallback: podinfo dir, one GET of the pod]
-    #[arg(long = "pod-uid", env = "POD_UID", value_name = "UID", default_value = "",
-          hide_default_value = true, value_parser = Setting::new(unset_or(uid)))]
-    pub uid: std::option::Option<String>,
-    /// Own node (Downward API spec.nodeName) [fallback: the pod's spec.nodeName]
-    #[arg(long, env = "NODE_NAME", value_name = "NODE", default_value = "",
-          hide_default_value = true, value_parser = Setting::new(unset_or(subdomain)))]
-    pub node_name: std::option::Option<String>,
-    /// downwardAPI volume folder with files name, namespace, uid
-    #[arg(
-        long,
-        env = "SELFDESTRUCT_PODINFO_DIR",
-        value_name = "DIR",
-        default_value = "/etc/podinfo"
-    )]
-    pub podinfo_dir: PathBuf,
-    /// Service-account folder (token, namespace) of in-cluster access
-    #[arg(
-        long,
-        env = "SELFDESTRUCT_SERVICE_ACCOUNT_DIR",
-        value_name = "DIR",
-        hide = true,
-        default_value = "/var/run/secrets/kubernetes.io/serviceaccount"
-    )]
-    pub service_account_dir: PathBuf,
-    /// Kubeconfig file [default: KUBECONFIG, else ~/.kube/config, else the in-cluster account]
-    #[arg(long, value_name = "FILE")]
-    pub kubeconfig: Option<PathBuf>,
-}
-
 /// The validated configuration: what the settings say together, and the settings as given.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
@@ -284,24 +219,11 @@ pub struct ConfigError {
     pub expected: String,
 }
 
-/// The parser of every typed setting: trims the value and parses it with `P`; a value
-/// `P` refuses fails naming the variable, the flag, the value and the accepted form
-/// (`form`, else its possible values, else the reason the parser gives).
+/// The parser of every typed setting: trims the value and parses it with the inner
+/// parser; a refused value fails naming the variable, the flag, the value and the
+/// accepted form (the possible values, else the parser's reason).
 #[derive(Clone)]
-struct Setting<P> {
-    parser: P,
-    form: &'static str,
-}
-
-impl<P: TypedValueParser> Setting<P> {
-    fn new(parser: P) -> Self {
-        Setting { parser, form: "" }
-    }
-
-    fn form(self, form: &'static str) -> Self {
-        Setting { form, ..self }
-    }
-}
+pub(crate) struct Setting<P>(pub(crate) P);
 
 impl<P: TypedValueParser> TypedValueParser for Setting<P> {
     type Value = P::Value;
@@ -312,58 +234,47 @@ impl<P: TypedValueParser> TypedValueParser for Setting<P> {
         arg: Option<&clap::Arg>,
         value: &OsStr,
     ) -> Result<P::Value, clap::Error> {
-        let parsed = match value.to_str() {
-            Some(v) => self.parser.parse_ref(cmd, arg, OsStr::new(v.trim())),
-            None => Err(clap::Error::new(clap::error::ErrorKind::InvalidUtf8)),
-        };
-        parsed.map_err(|e| {
-            let choices: Vec<String> = self
-                .parser
-                .possible_values()
-                .into_iter()
-                .flatten()
-                .filter(|v| !v.is_hide_set())
-                .map(|v| v.get_name().to_string())
-                .collect();
-            let expected = match (self.form, choices.as_slice(), std::error::Error::source(&e)) {
-                ("", [rest @ .., last], _) if !rest.is_empty() => {
-                    format!("{} or {last}", rest.join(", "))
+        let trimmed = value.to_str().map_or(value, |v| OsStr::new(v.trim()));
+        self.0.parse_ref(cmd, arg, trimmed).map_err(|e| {
+            let choices = self.0.possible_values().into_iter().flatten();
+            let choices: Vec<_> = choices.filter(|v| !v.is_hide_set()).collect();
+            let expected = match (choices.split_last(), std::error::Error::source(&e)) {
+                (Some((last, rest)), _) if !rest.is_empty() => {
+                    let rest: Vec<_> = rest.iter().map(|v| v.get_name()).collect();
+                    format!("{} or {}", rest.join(", "), last.get_name())
                 }
-                ("", _, Some(why)) => why.to_string(),
-                ("", _, None) => "UTF-8 text".to_string(),
-                (form, _, _) => form.to_string(),
+                (_, Some(why)) => why.to_string(),
+                _ => "UTF-8 text".to_string(),
             };
             let flag = arg.and_then(clap::Arg::get_long).unwrap_or_default();
+            let setting = match arg.and_then(clap::Arg::get_env) {
+                Some(var) => format!("{} (--{flag})", var.to_string_lossy()),
+                None => format!("--{flag}"),
+            };
+            let value = value.to_string_lossy().into_owned();
             let error = ConfigError {
-                setting: match arg.and_then(clap::Arg::get_env) {
-                    Some(var) => format!("{} (--{flag})", var.to_string_lossy()),
-                    None => format!("--{flag}"),
-                },
-                value: value.to_string_lossy().into_owned(),
+                setting,
+                value,
                 expected,
             };
-            clap::Error::raw(
-                clap::error::ErrorKind::ValueValidation,
-                format!("{error}\n"),
-            )
-            .with_cmd(cmd)
+            clap::Error::raw(ErrorKind::ValueValidation, format!("{error}\n")).with_cmd(cmd)
         })
     }
 
     fn possible_values(
         &self,
     ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
-        self.parser.possible_values()
+        self.0.possible_values()
     }
 }
 
 /// The longest duration accepted anywhere (100 years): longer is a typo.
-pub(crate) const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 86_400);
+const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 86_400);
 
 const DURATION_FORM: &str = "a duration such as 90s, 15m or 1h30m";
 
 /// A duration of at most [`MAX_DURATION`].
-fn duration(value: &str) -> Result<Duration, String> {
+pub(crate) fn duration(value: &str) -> Result<Duration, String> {
     match duration::parse(value) {
         Ok(d) if d > MAX_DURATION => Err(format!("{DURATION_FORM}, at most 100 years")),
         Ok(d) => Ok(d),
@@ -371,13 +282,8 @@ fn duration(value: &str) -> Result<Duration, String> {
     }
 }
 
-/// A duration, raised to at least 1s.
-fn poll_interval(value: &str) -> Result<Duration, String> {
-    duration(value).map(|d| d.max(Duration::from_secs(1)))
-}
-
 /// `parse`, or unset if the value is empty.
-fn unset_or<T>(
+pub(crate) fn unset_or<T>(
     parse: fn(&str) -> Result<T, String>,
 ) -> impl Fn(&str) -> Result<Option<T>, String> + Clone + Send + Sync + 'static
 where
@@ -389,56 +295,17 @@ where
     }
 }
 
+fn whole_number(value: &str) -> Result<u32, String> {
+    value
+        .parse()
+        .map_err(|_| "a whole number (0 for no cap)".into())
+}
+
 fn log_level(value: &str) -> Result<LevelFilter, String> {
     parse_level(value).ok_or_else(|| "one of error, warn, info, debug, trace, off".into())
 }
 
-/// `value` if it passes `valid`, else what is expected.
-fn checked(valid: bool, value: &str, expected: &str) -> Result<String, String> {
-    valid
-        .then(|| value.to_string())
-        .ok_or_else(|| expected.to_string())
-}
-
-fn subdomain(value: &str) -> Result<String, String> {
-    let expected = "a DNS-1123 subdomain: lower-case letters, digits, '-' and '.', starting and \
-                    ending with a letter or digit, at most 253 characters (the Downward API value)";
-    checked(
-        crate::identity::is_dns1123_subdomain(value),
-        value,
-        expected,
-    )
-}
-
-fn label(value: &str) -> Result<String, String> {
-    let expected = "a DNS-1123 label: lower-case letters, digits and '-', starting and ending \
-                    with a letter or digit, at most 63 characters (the Downward API value)";
-    checked(crate::identity::is_dns1123_label(value), value, expected)
-}
-
-fn uid(value: &str) -> Result<String, String> {
-    let valid = value.len() <= 128 && !value.chars().any(|c| c.is_whitespace() || c.is_control());
-    checked(valid, value, "the pod's metadata.uid from the Downward API")
-}
-
-/// The node-gate's own node: required.
-fn gate_node_name(value: &str) -> Result<String, String> {
-    match value {
-        "" => Err("the own node's name from the Downward API \
-                   (valueFrom: fieldRef: fieldPath: spec.nodeName)"
-            .into()),
-        v => subdomain(v),
-    }
-}
-
-fn taint_key(value: &str) -> Result<String, String> {
-    let key = Selector::parse(value).is_ok_and(|s| matches!(s.0[..], [Requirement::Exists(_)]));
-    let expected =
-        "a taint key such as startup-taint.cluster-autoscaler.kubernetes.io/images-pending";
-    checked(key, value, expected)
-}
-
-fn image_list(value: &str) -> Result<Vec<ImageRef>, String> {
+pub(crate) fn image_list(value: &str) -> Result<Vec<ImageRef>, String> {
     images::parse_list(value).map_err(|e| {
         format!("comma-separated image references such as quay.io/jupyter/scipy-notebook:2024-05-01 ({e})")
     })
@@ -553,6 +420,9 @@ mod tests {
         Duration::from_secs(s)
     }
 
+    // Every setting's variable, a bad value of each and the form its message names:
+    // tests/startup.rs walks them all through the binary.
+
     #[test]
     fn defaults_are_sane() {
         let c = parse(&[]).expect("defaults are valid");
@@ -571,15 +441,10 @@ mod tests {
 
     #[test]
     fn wrapper_command_and_on_exit() {
-        let argv = ["--max-lifetime=1h", "--on-exit=delete", "--", "sh", "-x"];
-        let wrapped = cli(&argv).expect("flags");
+        let wrapped = cli(&["--on-exit=delete", "--", "sh", "-x"]).expect("flags");
         assert_eq!(wrapped.exec, ["sh", "-x"]);
-        let c = Config::from_args(&wrapped.agent, None).expect("valid");
-        assert_eq!(
-            (c.args.on_exit, c.policy.lifetime),
-            (OnExit::Delete, Some((secs(3600), secs(3600))))
-        );
-        assert!(cli(&["--max-lifetime=1h"]).expect("flags").exec.is_empty());
+        assert_eq!(wrapped.agent.on_exit, OnExit::Delete);
+        assert!(cli(&["--max-lifetime=1h"]).expect("ok").exec.is_empty());
         assert!(
             cli(&["node-gate", "--node-name=n"])
                 .expect("ok")
@@ -601,35 +466,28 @@ mod tests {
             ("pod-namespace", "jhub"), ("pod-uid", "0b1f-77"), ("node-name", "ip-10.ec2.internal"),
         ])
         .expect("valid");
-        let selector = |s| Selector::parse(s).expect("valid");
+        let (p, a) = (&c.policy, &c.args);
         let images = images::parse_list("jupyter/scipy-notebook:2024,quay.io/x/y:1");
-        let p = &c.policy;
         assert_eq!(p.lifetime, Some((secs(3600), secs(5400))));
         assert_eq!(p.required_images, images.expect("valid"));
         assert!(p.max_moves_per_hour == 0 && !p.move_to_new_nodes);
-        assert_eq!(
-            (c.grace_period, c.log_level),
-            (Some(secs(5)), LevelFilter::DEBUG)
-        );
-        let a = &c.args;
-        assert_eq!(
-            (a.mode, a.dry_run, a.log_format),
-            (Mode::Delete, true, LogFormat::Json)
-        );
+        let given = (c.grace_period, c.log_level, a.mode, a.dry_run, a.log_format);
+        let want = (Some(secs(5)), LevelFilter::DEBUG, Mode::Delete, true);
+        assert_eq!(given, (want.0, want.1, want.2, want.3, LogFormat::Json));
         let id = &a.identity;
-        let names = [&id.pod_name, &id.namespace, &id.uid, &id.node_name];
+        let names = [&id.pod_name, &id.namespace, &id.uid, &id.node_name].map(|n| n.as_deref());
         let want = [
             "user-placeholder-3",
             "jhub",
             "0b1f-77",
             "ip-10.ec2.internal",
         ];
-        assert_eq!(names.map(|n| n.as_deref()), want.map(Some));
+        assert_eq!(names, want.map(Some));
+        let selector = |s| Selector::parse(s).expect("valid");
         assert_eq!(a.node_selector, selector("pool=user,zone in (a,b)"));
         assert_eq!(a.sibling_selector, Siblings::Selector(selector("app=x")));
         // a bare boolean flag means true
-        let bare = cli(&["--dry-run"]).expect("flag").agent;
-        assert!(Config::from_args(&bare, None).expect("valid").args.dry_run);
+        assert!(cli(&["--dry-run"]).expect("flag").agent.dry_run);
     }
 
     #[test]
@@ -647,11 +505,8 @@ mod tests {
             (&[("min-lifetime", "1h"), ("max-lifetime", " ")], Some((3600, 3600))),
         ];
         for (pairs, want) in table {
-            assert_eq!(
-                lifetime(pairs),
-                want.map(|(lo, hi)| (secs(lo), secs(hi))),
-                "{pairs:?}"
-            );
+            let want = want.map(|(lo, hi)| (secs(lo), secs(hi)));
+            assert_eq!(lifetime(pairs), want, "{pairs:?}");
         }
         #[rustfmt::skip]
         let empty = parse(&[
@@ -673,18 +528,11 @@ mod tests {
     #[test]
     fn grace_period_is_whole_seconds_and_never_a_silent_force_delete() {
         let grace = |pairs: Pairs| parse(pairs).expect("valid").grace_period;
-        for (value, want) in [
-            ("0", 1),
-            ("0s", 1),
-            ("500ms", 1),
-            ("1500ms", 2),
-            ("30s", 30),
-        ] {
-            assert_eq!(
-                grace(&[("grace-period", value)]),
-                Some(secs(want)),
-                "{value}"
-            );
+        #[rustfmt::skip]
+        let table = [("0", 1), ("0s", 1), ("500ms", 1), ("1500ms", 2), ("30s", 30)];
+        for (value, want) in table {
+            let given = grace(&[("grace-period", value)]);
+            assert_eq!(given, Some(secs(want)), "{value}");
         }
         // 0 (a force deletion) only with the explicit opt-in.
         let forced = grace(&[("grace-period", "0"), ("force-delete", "true")]);
@@ -694,99 +542,18 @@ mod tests {
     }
 
     #[test]
-    fn every_invalid_value_names_its_variable_its_flag_and_the_form() {
-        #[rustfmt::skip]
-        let table: &[(&str, &str, &str, &str)] = &[
-            ("min-lifetime", "abc", "SELFDESTRUCT_MIN_LIFETIME", "duration such as"),
-            ("min-lifetime", "30", "SELFDESTRUCT_MIN_LIFETIME", "duration such as"),
-            ("max-lifetime", "-1h", "SELFDESTRUCT_MAX_LIFETIME", "duration such as"),
-            ("max-lifetime", "500000000y", "SELFDESTRUCT_MAX_LIFETIME", "at most 100 years"),
-            ("mode", "destroy", "SELFDESTRUCT_MODE", "expected evict or delete"),
-            ("dry-run", "maybe", "SELFDESTRUCT_DRY_RUN", "expected true or false"),
-            ("dry-run", "", "SELFDESTRUCT_DRY_RUN", "expected true or false"),
-            ("grace-period", "soon", "SELFDESTRUCT_GRACE_PERIOD", "duration such as"),
-            ("force-delete", "perhaps", "SELFDESTRUCT_FORCE_DELETE", "expected true or false"),
-            ("log-format", "xml", "SELFDESTRUCT_LOG_FORMAT", "expected text or json"),
-            ("log-level", "loud", "SELFDESTRUCT_LOG_LEVEL", "error, warn, info, debug"),
-            ("move-to-new-nodes", "sometimes", "SELFDESTRUCT_MOVE_TO_NEW_NODES", "true or false"),
-            ("move-to-new-nodes", "", "SELFDESTRUCT_MOVE_TO_NEW_NODES", "true or false"),
-            ("node-selector", "a in x", "SELFDESTRUCT_NODE_SELECTOR", "label selector"),
-            ("node-settle", "1 fortnight", "SELFDESTRUCT_NODE_SETTLE", "duration such as"),
-            ("node-settle", "", "SELFDESTRUCT_NODE_SETTLE", "duration such as"),
-            ("required-images", "Nginx:1", "SELFDESTRUCT_REQUIRED_IMAGES", "image references"),
-            ("move-jitter", "x", "SELFDESTRUCT_MOVE_JITTER", "duration such as"),
-            ("move-jitter", "99999999999999h", "SELFDESTRUCT_MOVE_JITTER", "duration such as"),
-            ("max-moves-per-hour", "-3", "SELFDESTRUCT_MAX_MOVES_PER_HOUR", "whole number"),
-            ("max-moves-per-hour", "many", "SELFDESTRUCT_MAX_MOVES_PER_HOUR", "whole number"),
-            ("max-moves-per-hour", "5000000000", "SELFDESTRUCT_MAX_MOVES_PER_HOUR", "whole"),
-            ("min-age", "old", "SELFDESTRUCT_MIN_AGE", "duration such as"),
-            ("start-jitter", "soon", "SELFDESTRUCT_START_JITTER", "duration such as"),
-            ("sibling-selector", "a=b,,", "SELFDESTRUCT_SIBLING_SELECTOR", "label selector"),
-            ("pod-uid", "a b", "POD_UID", "metadata.uid"),
-            ("pod-name", "Place holder/0", "POD_NAME", "DNS-1123 subdomain"),
-            ("pod-name", "../nodes/node-a", "POD_NAME", "DNS-1123 subdomain"),
-            ("pod-namespace", "a.b", "POD_NAMESPACE", "DNS-1123 label"),
-            ("pod-namespace", "Jhub", "POD_NAMESPACE", "DNS-1123 label"),
-            ("node-name", "n?x=1", "NODE_NAME", "DNS-1123 subdomain"),
-            ("on-exit", "restart", "SELFDESTRUCT_ON_EXIT", "expected exit or delete"),
-        ];
-        for (flag, value, var, form) in table {
-            let e = parse(&[(flag, value)]).expect_err(&format!("{flag}={value} must fail"));
-            let head = format!("invalid {var} (--{flag}) = {value:?}: expected ");
-            assert!(e.contains(&head) && e.contains(form), "{flag}={value}: {e}");
-        }
-        // An argument without a variable is named by its flag alone.
+    fn a_setting_without_a_variable_is_named_by_its_flag() {
         let no_env = <Cli as clap::CommandFactory>::command().mut_args(|a| a.env(None));
-        let e = no_env
-            .try_get_matches_from(["selfdestruct", "--mode=x"])
-            .expect_err("bad");
+        let e = no_env.try_get_matches_from(["selfdestruct", "--mode=x"]);
         let want = "error: invalid --mode = \"x\": expected evict or delete\n";
-        assert_eq!(e.to_string(), want);
-    }
-
-    #[test]
-    fn gate_settings() {
-        let gate = |flags: &[&str]| -> Result<GateConfig, String> {
-            let argv = [&["node-gate"][..], flags].concat();
-            match cli(&argv)?.command {
-                Some(Command::NodeGate(g)) => Ok(g),
-                None => panic!("node-gate subcommand"),
-            }
-        };
-        let c = gate(&["--node-name=n1", "--gate-poll=10ms"]).expect("valid");
-        assert_eq!(c.taint_key, crate::node_gate::DEFAULT_TAINT);
-        assert_eq!(c.timeout, Duration::from_secs(900));
-        assert_eq!(c.poll, Duration::from_secs(1), "at least 1s");
-        #[rustfmt::skip]
-        let bad: &[(&[&str], &str)] = &[
-            (&[], "NODE_NAME"),
-            (&["--node-name= "], "NODE_NAME"),
-            (&["--node-name=n", "--gate-taint=a b"], "SELFDESTRUCT_GATE_TAINT"),
-            (&["--node-name=n", "--gate-taint=k=v"], "SELFDESTRUCT_GATE_TAINT"),
-            (&["--node-name=n", "--gate-timeout=x"], "SELFDESTRUCT_GATE_TIMEOUT"),
-            (&["--node-name=n", "--gate-poll=1"], "SELFDESTRUCT_GATE_POLL"),
-            (&["--node-name=n", "--required-images=A"], "SELFDESTRUCT_REQUIRED_IMAGES"),
-        ];
-        for (flags, var) in bad {
-            let e = gate(flags).expect_err("invalid");
-            let named = e.contains(&format!("invalid {var} (")) && e.contains("expected");
-            assert!(named, "{e}");
-        }
+        assert_eq!(e.expect_err("bad").to_string(), want);
     }
 
     #[test]
     fn log_levels_from_rust_log() {
         use LevelFilter as L;
-        let lists = [
-            ("debug", Some(L::DEBUG)),
-            ("warn,selfdestruct=trace", Some(L::TRACE)),
-        ];
-        for (list, want) in lists
-            .into_iter()
-            .chain([("kube=debug", None), ("verbose", None)])
-        {
-            assert_eq!(parse_level(list), want, "{list}");
-        }
+        assert_eq!(parse_level("warn,selfdestruct=trace"), Some(L::TRACE));
+        assert_eq!(parse_level("kube=debug"), None);
         let a = cli(&[]).expect("flags").agent;
         let level = |rust_log| Config::from_args(&a, Some(rust_log)).map(|c| c.log_level);
         assert_eq!(

@@ -208,7 +208,7 @@ pub(crate) fn client(access: &Access, default_namespace: &str) -> Result<kube::C
     Ok(builder.with_layer(&PaceWatchesLayer).build())
 }
 
-/// A kube client over `service` with the agent's own layer of [`client`] (the
+/// A kube client over `service` with the agent's own layer of `client` (the
 /// watch pacing), for an in-process API server: the tests' virtual-time tier
 /// serves the fake API server so.
 pub fn client_over<S, B>(service: S, default_namespace: &str) -> kube::Client

@@ -1,15 +1,74 @@
 //! Who am I: the own pod's name, namespace, uid and node, from the Downward API
 //! (environment, then a downwardAPI volume), then the hostname and the
-//! service-account namespace file.
+//! service-account namespace file. The identity settings ([`IdentityHints`]) and the
+//! Kubernetes name rules their values follow are here too.
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use k8s_openapi::api::core::v1::Pod;
 use selfdestruct_decision::model::OwnPod;
 
-use crate::config::IdentityHints;
+use crate::config::{Setting, unset_or};
+
+/// What the Downward API and the environment say about the own pod.
+#[rustfmt::skip] // the clap attributes are laid out as in the other settings structs
+#[derive(clap::Args, Clone, Debug, Default, PartialEq, Eq)]
+pub struct IdentityHints {
+    /// Own pod name (Downward API metadata.name) [fallback: podinfo dir, hostname]
+    #[arg(long = "pod-name", env = "POD_NAME", value_name = "NAME", default_value = "",
+          hide_default_value = true, value_parser = Setting(unset_or(subdomain)))]
+    pub pod_name: std::option::Option<String>,
+    /// Own namespace (Downward API metadata.namespace) [fallback: podinfo dir, service account]
+    #[arg(long = "pod-namespace", env = "POD_NAMESPACE", value_name = "NAMESPACE",
+          default_value = "", hide_default_value = true,
+          value_parser = Setting(unset_or(label)))]
+    pub namespace: std::option::Option<String>,
+    /// Own pod uid (Downward API metadata.uid) [fallback: podinfo dir, one GET of the pod]
+    #[arg(long = "pod-uid", env = "POD_UID", value_name = "UID", default_value = "",
+          hide_default_value = true, value_parser = Setting(unset_or(uid)))]
+    pub uid: std::option::Option<String>,
+    /// Own node (Downward API spec.nodeName) [fallback: the pod's spec.nodeName]
+    #[arg(long, env = "NODE_NAME", value_name = "NODE", default_value = "",
+          hide_default_value = true, value_parser = Setting(unset_or(subdomain)))]
+    pub node_name: std::option::Option<String>,
+    /// downwardAPI volume folder with files name, namespace, uid
+    #[arg(long, env = "SELFDESTRUCT_PODINFO_DIR", value_name = "DIR",
+          default_value = "/etc/podinfo")]
+    pub podinfo_dir: PathBuf,
+    /// Service-account folder (token, namespace) of in-cluster access
+    #[arg(long, env = "SELFDESTRUCT_SERVICE_ACCOUNT_DIR", value_name = "DIR", hide = true,
+          default_value = "/var/run/secrets/kubernetes.io/serviceaccount")]
+    pub service_account_dir: PathBuf,
+    /// Kubeconfig file [default: KUBECONFIG, else ~/.kube/config, else the in-cluster account]
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+}
+
+/// `value` if it passes `valid`, else what is expected.
+fn checked(valid: bool, value: &str, expected: &str) -> Result<String, String> {
+    valid
+        .then(|| value.to_string())
+        .ok_or_else(|| expected.to_string())
+}
+
+pub(crate) fn subdomain(value: &str) -> Result<String, String> {
+    let expected = "a DNS-1123 subdomain: lower-case letters, digits, '-' and '.', starting and \
+                    ending with a letter or digit, at most 253 characters (the Downward API value)";
+    checked(is_dns1123_subdomain(value), value, expected)
+}
+
+fn label(value: &str) -> Result<String, String> {
+    let expected = "a DNS-1123 label: lower-case letters, digits and '-', starting and ending \
+                    with a letter or digit, at most 63 characters (the Downward API value)";
+    checked(is_dns1123_label(value), value, expected)
+}
+
+fn uid(value: &str) -> Result<String, String> {
+    let valid = value.len() <= 128 && !value.chars().any(|c| c.is_whitespace() || c.is_control());
+    checked(valid, value, "the pod's metadata.uid from the Downward API")
+}
 
 /// Where a value came from (for log lines and error messages).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,7 +132,7 @@ impl Identity {
     /// The own pod, built once from this identity and the pod as read under its
     /// name. The Downward API's uid wins: a pod read with another uid is a
     /// successor. Without it, a pod created after `process_start` (beyond
-    /// [`CLOCK_SKEW`]) is one. The Downward API's node name fills in a pod not
+    /// `CLOCK_SKEW`) is one. The Downward API's node name fills in a pod not
     /// yet bound in the API server's answer.
     pub fn own_pod(&self, pod: &Pod, process_start: SystemTime) -> Result<OwnPod, NotOurs> {
         let mut own = crate::summarize::own_pod(pod);

@@ -11,15 +11,66 @@ use serde_json::{Value, json};
 use tracing::{error, info, warn};
 
 use crate::api::{ApiError, request, segment};
+use crate::config::{Setting, duration, image_list};
 use crate::jitter::draw;
 use crate::signals::Stop;
 use selfdestruct_decision::backoff::Backoff;
+use selfdestruct_decision::images::ImageRef;
+use selfdestruct_decision::selector::{Requirement, Selector};
 use tokio::time::Instant;
 
 /// The default gate taint (the decision core's, which the simulator shares).
 pub const DEFAULT_TAINT: &str = selfdestruct_decision::model::IMAGES_PENDING_TAINT;
 
-pub use crate::config::GateConfig;
+/// Settings of `selfdestruct node-gate`.
+#[derive(clap::Args, Debug, Clone, PartialEq)]
+pub struct GateConfig {
+    /// Own node (Downward API spec.nodeName)
+    // Required: its parser refuses the hidden empty default, so a missing NODE_NAME is
+    // reported like an invalid one, naming the variable and the form.
+    #[arg(long, env = "NODE_NAME", value_name = "NODE", default_value = "",
+          hide_default_value = true, value_parser = Setting(gate_node_name))]
+    pub node_name: String,
+    /// Taint to remove from the own node
+    #[arg(long = "gate-taint", env = "SELFDESTRUCT_GATE_TAINT", value_name = "KEY",
+          default_value = DEFAULT_TAINT, value_parser = Setting(taint_key))]
+    pub taint_key: String,
+    /// Open the gate anyway after this long (fail-open)
+    #[arg(long = "gate-timeout", env = "SELFDESTRUCT_GATE_TIMEOUT", value_name = "DURATION",
+          default_value = "15m", value_parser = Setting(duration))]
+    pub timeout: Duration,
+    /// How often to re-read the node while waiting for images (at least 1s)
+    #[arg(long = "gate-poll", env = "SELFDESTRUCT_GATE_POLL", value_name = "DURATION",
+          default_value = "10s", value_parser = Setting(poll_interval))]
+    pub poll: Duration,
+    /// Comma-separated images the node must report before the gate opens [default: none]
+    #[arg(long, env = "SELFDESTRUCT_REQUIRED_IMAGES", value_name = "IMAGES", default_value = "",
+          hide_default_value = true, value_parser = Setting(image_list))]
+    pub required_images: std::vec::Vec<ImageRef>,
+}
+
+/// A duration, raised to at least 1s.
+fn poll_interval(value: &str) -> Result<Duration, String> {
+    duration(value).map(|d| d.max(Duration::from_secs(1)))
+}
+
+/// The node-gate's own node: required.
+fn gate_node_name(value: &str) -> Result<String, String> {
+    match value {
+        "" => Err("the own node's name from the Downward API \
+                   (valueFrom: fieldRef: fieldPath: spec.nodeName)"
+            .into()),
+        v => crate::identity::subdomain(v),
+    }
+}
+
+fn taint_key(value: &str) -> Result<String, String> {
+    let key = Selector::parse(value).is_ok_and(|s| matches!(s.0[..], [Requirement::Exists(_)]));
+    let expected =
+        "a taint key such as startup-taint.cluster-autoscaler.kubernetes.io/images-pending";
+    key.then(|| value.to_string())
+        .ok_or_else(|| expected.to_string())
+}
 
 /// What the gate sees on its node.
 #[derive(Debug, PartialEq)]
@@ -364,6 +415,31 @@ mod tests {
         assert_eq!(node_url("node-a"), "/api/v1/nodes/node-a");
         assert_eq!(node_url("n?x=1"), "/api/v1/nodes/n%3Fx%3D1");
         assert_eq!(node_url("../pods"), "/api/v1/nodes/..%2Fpods");
+    }
+
+    #[test]
+    fn settings_default_and_the_own_node_is_required() {
+        use crate::config::{Cli, Command};
+        use clap::Parser;
+        let gate = |flags: &[&str]| {
+            let argv = [&["selfdestruct", "node-gate"][..], flags].concat();
+            match Cli::try_parse_from(argv)
+                .map_err(|e| e.to_string())?
+                .command
+            {
+                Some(Command::NodeGate(g)) => Ok::<_, String>(g),
+                None => panic!("node-gate subcommand"),
+            }
+        };
+        let c = gate(&["--node-name=n1", "--gate-poll=10ms"]).expect("valid");
+        assert_eq!(c.taint_key, DEFAULT_TAINT);
+        assert_eq!(c.timeout, Duration::from_secs(900));
+        assert_eq!(c.poll, Duration::from_secs(1), "at least 1s");
+        // Missing is reported as invalid, naming the variable and the Downward API field.
+        for missing in [&[][..], &["--node-name= "]] {
+            let e = gate(missing).expect_err("no node name");
+            assert!(e.contains("invalid NODE_NAME (--node-name)") && e.contains("nodeName"));
+        }
     }
 
     fn cfg(images: &str) -> GateConfig {

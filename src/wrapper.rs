@@ -4,7 +4,7 @@
 //! its child) without losing the child's own status, and exits with the child's
 //! code (128 + N when a signal N killed it).
 //!
-//! Alongside, the agent's decision loop ([`agent::prepare`], [`agent::Ready::run`]
+//! Alongside, the agent's decision loop (`agent::prepare`, `agent::Ready::run`
 //! with [`Stop::Never`]) applies the lifetime and new-node triggers to the pod
 //! around it. Evicting the pod makes the kubelet send SIGTERM, which is forwarded,
 //! so the child stops gracefully; SIGTERM never ends the wrapper by itself, only

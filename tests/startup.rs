@@ -127,13 +127,43 @@ const NO_VARIABLE: &[(&str, &str)] = &[
     ("exec", "the wrapped command after --"),
 ];
 
+/// Bad values of every typed setting, with a word of the accepted form that the
+/// message must name.
+#[rustfmt::skip]
+const BAD: &[(&str, &[(&str, &str)])] = &[
+    ("SELFDESTRUCT_MIN_LIFETIME", &[("abc", "duration such as"), ("30", "duration such as")]),
+    ("SELFDESTRUCT_MAX_LIFETIME", &[("-1h", "duration such as"), ("500000000y", "at most 100 years")]),
+    ("SELFDESTRUCT_MODE", &[("destroy", "expected evict or delete")]),
+    ("SELFDESTRUCT_DRY_RUN", &[("maybe", "expected true or false"), ("", "true or false")]),
+    ("SELFDESTRUCT_GRACE_PERIOD", &[("soon", "duration such as")]),
+    ("SELFDESTRUCT_FORCE_DELETE", &[("perhaps", "expected true or false")]),
+    ("SELFDESTRUCT_LOG_FORMAT", &[("xml", "expected text or json")]),
+    ("SELFDESTRUCT_LOG_LEVEL", &[("loud", "error, warn, info, debug")]),
+    ("POD_NAME", &[("Place holder/0", "DNS-1123 subdomain"), ("../nodes/node-a", "DNS-1123 subdomain")]),
+    ("POD_NAMESPACE", &[("a.b", "DNS-1123 label"), ("Jhub", "DNS-1123 label")]),
+    ("POD_UID", &[("a b", "metadata.uid")]),
+    ("NODE_NAME", &[("n?x=1", "DNS-1123 subdomain")]),
+    ("SELFDESTRUCT_MOVE_TO_NEW_NODES", &[("sometimes", "true or false"), ("", "true or false")]),
+    ("SELFDESTRUCT_NODE_SELECTOR", &[("a in x", "label selector")]),
+    ("SELFDESTRUCT_NODE_SETTLE", &[("1 fortnight", "duration such as"), ("", "duration such as")]),
+    ("SELFDESTRUCT_REQUIRED_IMAGES", &[("Nginx:1", "image references")]),
+    ("SELFDESTRUCT_MOVE_JITTER", &[("x", "duration such as"), ("99999999999999h", "duration such as")]),
+    ("SELFDESTRUCT_MAX_MOVES_PER_HOUR", &[("-3", "whole number"), ("many", "whole number"), ("5000000000", "whole number")]),
+    ("SELFDESTRUCT_MIN_AGE", &[("old", "duration such as")]),
+    ("SELFDESTRUCT_START_JITTER", &[("soon", "duration such as")]),
+    ("SELFDESTRUCT_SIBLING_SELECTOR", &[("a=b,,", "label selector")]),
+    ("SELFDESTRUCT_ON_EXIT", &[("restart", "expected exit or delete")]),
+    ("SELFDESTRUCT_GATE_TAINT", &[("a b", "taint key"), ("k=v", "taint key")]),
+    ("SELFDESTRUCT_GATE_TIMEOUT", &[("x", "duration such as")]),
+    ("SELFDESTRUCT_GATE_POLL", &[("1", "duration such as")]),
+];
+
 /// Walks clap's own description of the command line: every setting has an environment
-/// variable, and a bad value in it exits 2 naming the variable and the accepted form.
-/// A new setting that takes any text fails here until it is listed in `ANY_TEXT`.
+/// variable, and each bad value of it (in `BAD`, which must list every setting that does
+/// not take any text) exits 2 naming the variable, its flag, the value and the form.
 #[test]
 fn every_setting_has_a_variable_and_a_bad_value_in_it_exits_2_naming_it() {
     use clap::CommandFactory;
-    const BAD: &str = "not valid? \u{7}";
     let mut cli = selfdestruct::config::Cli::command();
     cli.build();
     let commands = std::iter::once((None, &cli)).chain(
@@ -145,40 +175,59 @@ fn every_setting_has_a_variable_and_a_bad_value_in_it_exits_2_naming_it() {
     for (sub, command) in commands {
         for arg in command.get_arguments() {
             let id = arg.get_id().as_str();
+            let flag = arg.get_long().unwrap_or_default();
             match arg.get_env().and_then(|v| v.to_str()) {
                 _ if id == "help" || id == "version" => {}
                 None if NO_VARIABLE.iter().any(|(n, _)| *n == id) => exempt.push(id),
                 None => panic!("the setting {id} has no environment variable"),
-                Some(var) => settings.push((sub, var)),
+                Some(var) if ANY_TEXT.iter().any(|(n, _)| *n == var) => exempt.push(var),
+                Some(var) => settings.push((sub, var, flag)),
             }
         }
     }
-    let listed = |list: &[(&'static str, &str)]| list.iter().map(|(n, _)| *n).collect::<Vec<_>>();
-    assert_eq!(exempt, listed(NO_VARIABLE), "a listed argument is gone");
-    assert!(settings.len() >= 29, "{settings:?}");
+    let mut listed: Vec<&str> = NO_VARIABLE
+        .iter()
+        .chain(ANY_TEXT)
+        .map(|(n, _)| *n)
+        .collect();
+    listed.sort();
+    exempt.sort();
+    assert_eq!(exempt, listed, "a listed argument is gone");
+    assert!(settings.len() >= 27, "{settings:?}");
     // A valid configuration stops at this kubeconfig (exit 2 naming the file).
     let kubeconfig = unusable("missing", None);
-    let mut seen_any_text = Vec::new();
-    for (sub, var) in settings {
+    for (sub, var, flag) in settings {
+        let Some((_, values)) = BAD.iter().find(|(v, _)| *v == var) else {
+            panic!(
+                "{var}: list its bad values in BAD, or the reason it takes any text in ANY_TEXT"
+            );
+        };
         let mut args = vec!["--kubeconfig", kubeconfig.to_str().expect("utf-8 path")];
         args.extend(sub);
-        let mut env = vec![(var, BAD)];
-        if sub.is_some() && var != "NODE_NAME" {
-            env.push(("NODE_NAME", "node-a"));
-        }
-        let (code, out) = run_to_exit(&args, &env);
-        let named = out.contains(&format!("invalid {var} (")) && out.contains("expected");
-        if ANY_TEXT.iter().any(|(n, _)| *n == var) {
-            assert!(!named, "{var} is typed now: drop it from ANY_TEXT: {out}");
-            seen_any_text.push(var);
-        } else {
+        for (bad, form) in *values {
+            let mut env = vec![(var, *bad)];
+            if sub.is_some() && var != "NODE_NAME" {
+                env.push(("NODE_NAME", "node-a"));
+            }
+            let (code, out) = run_to_exit(&args, &env);
+            let head = format!("invalid {var} (--{flag}) = {bad:?}: expected ");
+            let named = out.contains(&head) && out.contains(form);
             assert!(
                 code == Some(2) && named,
-                "{sub:?} {var}={BAD:?}: exit {code:?}: {out}"
+                "{sub:?} {var}={bad:?}: exit {code:?}: {out}"
             );
         }
     }
-    assert_eq!(seen_any_text, listed(ANY_TEXT), "a listed setting is gone");
+    // Any text is accepted by the settings in ANY_TEXT, so the binary goes on to the
+    // kubeconfig (the next configuration error, exit 2 naming the file).
+    for (var, _) in ANY_TEXT {
+        let args = ["--kubeconfig", kubeconfig.to_str().expect("utf-8 path")];
+        let (code, out) = run_to_exit(&args, &[(var, "not valid? \u{7}")]);
+        assert!(
+            code == Some(2) && !out.contains(&format!("invalid {var}")),
+            "{out}"
+        );
+    }
 }
 
 #[test]
