@@ -91,12 +91,15 @@ fn run_with_input(cmd: &mut Command, input: &str) -> std::process::Output {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn");
-    child
+    // A command that refuses before reading its input closes stdin early.
+    if let Err(e) = child
         .stdin
         .take()
         .expect("stdin")
         .write_all(input.as_bytes())
-        .expect("write stdin");
+    {
+        assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "write stdin: {e}");
+    }
     child.wait_with_output().expect("wait")
 }
 
@@ -141,15 +144,19 @@ fn post_render_err(
     input: &str,
     variant: &str,
 ) -> (Vec<Value>, String) {
-    let (out, err) = pipe_err(
-        Command::new("bash")
-            .arg(root().join("manifests/jupyterhub/post-render.sh"))
-            .arg(NAMESPACE)
-            .env("KUBECTL", kubectl)
-            .env("SELFDESTRUCT_VARIANT", variant)
-            .env_remove("SELFDESTRUCT_IMAGE"),
-        input,
-    );
+    let mut cmd = Command::new("bash");
+    cmd.arg(root().join("manifests/jupyterhub/post-render.sh"))
+        .arg(NAMESPACE)
+        .env("KUBECTL", kubectl)
+        .env_remove("SELFDESTRUCT_IMAGE")
+        .env_remove("SELFDESTRUCT_NODE_READER");
+    // "": the script's default variant.
+    if variant.is_empty() {
+        cmd.env_remove("SELFDESTRUCT_VARIANT");
+    } else {
+        cmd.env("SELFDESTRUCT_VARIANT", variant);
+    }
+    let (out, err) = pipe_err(&mut cmd, input);
     (yaml_docs(python, &out), err)
 }
 
@@ -252,10 +259,28 @@ fn without_patched_fields(mut sts: Value) -> Value {
     ] {
         obj.remove(k);
     }
+    // The node gate's startup-taint toleration, appended to the chart's list.
+    if let Some(t) = spec["tolerations"].as_array_mut()
+        && t.last() == Some(&startup_toleration())
+    {
+        t.pop();
+    }
     let c = spec["containers"][0].as_object_mut().expect("container");
     c.remove("image");
     c.remove("env");
+    if let Some(sc) = c.get_mut("securityContext").and_then(Value::as_object_mut) {
+        sc.remove("readOnlyRootFilesystem");
+    }
     sts
+}
+
+/// The node gate's startup taint, tolerated as manifests/statefulset.yaml does.
+fn startup_toleration() -> Value {
+    json!({
+        "key": "startup-taint.cluster-autoscaler.kubernetes.io/images-pending",
+        "operator": "Exists",
+        "effect": "NoSchedule",
+    })
 }
 
 /// Everything the main manifest (manifests/statefulset.yaml) relies on, on the
@@ -308,6 +333,30 @@ fn check_common(python: &Path, docs: &[Value], input: &[Value]) -> Value {
             .unwrap_or_else(|| panic!("{name} missing: {env:?}"));
         assert_eq!(v.1, json!({ "fieldRef": { "fieldPath": field } }), "{name}");
     }
+    // A read-only root filesystem, merged into the chart's security context
+    // (which keeps its own fields: compared below with everything else).
+    assert_eq!(
+        containers[0]["securityContext"]["readOnlyRootFilesystem"], true,
+        "{}",
+        containers[0]["securityContext"]
+    );
+    assert_eq!(containers[0]["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(
+        containers[0]["securityContext"]["capabilities"]["drop"],
+        json!(["ALL"])
+    );
+    // The node gate's startup taint is tolerated, after the chart's own
+    // tolerations, which stay.
+    let tolerations = pod["tolerations"].as_array().expect("tolerations");
+    assert_eq!(tolerations.last(), Some(&startup_toleration()));
+    let main_tolerations = main_pod["tolerations"].as_array().expect("main tolerations");
+    assert!(main_tolerations.contains(&startup_toleration()));
+    assert!(
+        tolerations
+            .iter()
+            .any(|t| t["key"] == "hub.jupyter.org/dedicated" && t["value"] == "user"),
+        "the chart's tolerations stay: {tolerations:?}"
+    );
     let mode = env.iter().find(|(n, _)| n == "SELFDESTRUCT_MODE");
     assert_eq!(
         mode.map(|m| &m.1),
@@ -358,10 +407,70 @@ fn check_common(python: &Path, docs: &[Value], input: &[Value]) -> Value {
         chart_budgets[0]["spec"]["minAvailable"], 0,
         "the chart's output"
     );
-    // The chart's own objects and ours (ServiceAccount, Role, RoleBinding):
-    // nothing else appears.
-    assert_eq!(docs.len(), input.len() + 3, "{docs:#?}");
+    // get and evict name exactly the StatefulSet's pods.
+    let role = find(docs, "Role", "selfdestruct-user-placeholder");
+    let names = placeholder_pod_names(&sts);
+    for resource in ["pods", "pods/eviction"] {
+        let rules: Vec<&Value> = role["rules"]
+            .as_array()
+            .expect("rules")
+            .iter()
+            .filter(|r| r["resources"] == json!([resource]) && r["verbs"] != json!(["list", "watch"]))
+            .collect();
+        assert_eq!(rules.len(), 1, "{resource}: {role}");
+        assert_eq!(rules[0]["resourceNames"], json!(names), "{resource}");
+    }
+    // Nodes list/watch for exactly this namespace's service account.
+    check_node_reader(docs);
+    // The chart's own objects and ours (ServiceAccount, Role, RoleBinding,
+    // the node reader's ClusterRole and ClusterRoleBinding): nothing else.
+    assert_eq!(docs.len(), input.len() + 5, "{docs:#?}");
     sts
+}
+
+/// <statefulset>-0 .. <statefulset>-<replicas-1>.
+fn placeholder_pod_names(sts: &Value) -> Vec<String> {
+    let name = sts["metadata"]["name"].as_str().expect("name");
+    let replicas = sts["spec"]["replicas"].as_i64().unwrap_or(1);
+    (0..replicas.max(1)).map(|i| format!("{name}-{i}")).collect()
+}
+
+const SERVICE_ACCOUNT: &str = "selfdestruct-user-placeholder";
+
+/// The ClusterRoleBindings in `docs` whose subjects include the placeholders'
+/// service account, with their ClusterRoles' rules.
+fn node_grants(docs: &[Value]) -> Vec<(&Value, &Value)> {
+    docs.iter()
+        .filter(|d| d["kind"] == "ClusterRoleBinding")
+        .filter(|b| {
+            b["subjects"].as_array().into_iter().flatten().any(|s| {
+                s["kind"] == "ServiceAccount"
+                    && s["name"] == SERVICE_ACCOUNT
+                    && s["namespace"] == NAMESPACE
+            })
+        })
+        .map(|b| {
+            let role = b["roleRef"]["name"].as_str().expect("roleRef name");
+            assert_eq!(b["roleRef"]["kind"], "ClusterRole");
+            (b, find(docs, "ClusterRole", role))
+        })
+        .collect()
+}
+
+fn check_node_reader(docs: &[Value]) {
+    let grants = node_grants(docs);
+    assert_eq!(grants.len(), 1, "one binding for the placeholders: {grants:#?}");
+    let (binding, role) = grants[0];
+    assert_eq!(
+        binding["subjects"],
+        json!([{ "kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE }]),
+        "bound to exactly that service account"
+    );
+    assert_eq!(
+        role["rules"],
+        json!([{ "apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"] }]),
+        "nodes list/watch and nothing else"
+    );
 }
 
 /// The placeholders' priority, which must be below the user pods' (the
@@ -416,19 +525,26 @@ fn the_post_renderer_patches_the_charts_user_placeholders() {
         stderr.is_empty(),
         "no warning with pod priority on: {stderr}"
     );
-    // Sibling awareness limited to the placeholders (the chart's
-    // app.kubernetes.io labels are on every hub pod).
-    assert_eq!(sibling_selector(&sts), "component=user-placeholder");
+    // Sibling awareness limited to this release's placeholders (the chart's
+    // app.kubernetes.io labels are on every hub pod; its own selector adds
+    // release=<release>).
+    assert_eq!(
+        sibling_selector(&sts),
+        "component=user-placeholder,release=jhub"
+    );
     let role = find(&docs, "Role", "selfdestruct-user-placeholder");
     assert_eq!(pod_verbs(role), ["get", "list", "watch"]);
 }
 
 #[test]
-fn the_minimal_variant_has_no_list_or_watch_and_no_sibling_awareness() {
+fn the_default_variant_is_minimal_no_list_or_watch_and_no_sibling_awareness() {
     let (kubectl, python) = tools();
     let input_text = chart_output();
     let input = yaml_docs(&python, &input_text);
-    let docs = post_render(&kubectl, &python, &input_text, "minimal");
+    // No SELFDESTRUCT_VARIANT: minimal (full's pod list/watch would read
+    // every user's JUPYTERHUB_API_TOKEN from the pod specs).
+    let docs = post_render(&kubectl, &python, &input_text, "");
+    assert_eq!(docs, post_render(&kubectl, &python, &input_text, "minimal"));
     let sts = check_common(&python, &docs, &input);
     check_priority(&docs);
     assert_eq!(sibling_selector(&sts), "none");
@@ -570,4 +686,171 @@ fn the_post_renderer_takes_the_image_from_selfdestruct_image() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+#[test]
+fn the_node_reader_can_be_turned_off_and_nothing_cluster_scoped_is_added() {
+    let (kubectl, python) = tools();
+    let input_text = chart_output();
+    let input = yaml_docs(&python, &input_text);
+    let out = pipe(
+        Command::new("bash")
+            .arg(root().join("manifests/jupyterhub/post-render.sh"))
+            .arg(NAMESPACE)
+            .env("KUBECTL", &kubectl)
+            .env("SELFDESTRUCT_NODE_READER", "off")
+            .env_remove("SELFDESTRUCT_VARIANT")
+            .env_remove("SELFDESTRUCT_IMAGE"),
+        &input_text,
+    );
+    let docs = yaml_docs(&python, &out);
+    assert!(node_grants(&docs).is_empty());
+    assert_eq!(docs.len(), input.len() + 3);
+    // Anything else is refused, naming the variable.
+    let bad = run_with_input(
+        Command::new("bash")
+            .arg(root().join("manifests/jupyterhub/post-render.sh"))
+            .arg(NAMESPACE)
+            .env("KUBECTL", &kubectl)
+            .env("SELFDESTRUCT_NODE_READER", "no"),
+        &input_text,
+    );
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("SELFDESTRUCT_NODE_READER"));
+}
+
+/// The rendered Role and ClusterRole as the fake API server's rules, for
+/// `system:serviceaccount:NAMESPACE:selfdestruct-user-placeholder`.
+fn rendered_subject(docs: &[Value]) -> fake_apiserver::Subject {
+    use fake_apiserver::rbac::Rule;
+    let strs = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .map(|s| s.as_str().expect("string").to_string())
+            .collect()
+    };
+    let mut subject = fake_apiserver::Subject::new(&format!(
+        "system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
+    ));
+    let role = find(docs, "Role", SERVICE_ACCOUNT);
+    let (_, cluster_role) = node_grants(docs)[0];
+    for (r, namespace) in [(role, Some(NAMESPACE)), (cluster_role, None)] {
+        for rule in r["rules"].as_array().expect("rules") {
+            subject = subject.rule(Rule {
+                verbs: strs(&rule["verbs"]),
+                resources: strs(&rule["resources"]),
+                namespace: namespace.map(str::to_string),
+                resource_names: strs(&rule["resourceNames"]),
+            });
+        }
+    }
+    subject
+}
+
+fn pod(name: &str, labels: Value) -> k8s_openapi::api::core::v1::Pod {
+    serde_json::from_value(json!({
+        "metadata": { "name": name, "namespace": NAMESPACE, "labels": labels },
+        "spec": { "containers": [{ "name": "c", "image": "x" }] },
+    }))
+    .expect("pod")
+}
+
+#[test]
+fn a_placeholder_token_reaches_only_the_placeholder_pods_and_reads_nodes() {
+    let (kubectl, python) = tools();
+    let docs = post_render(&kubectl, &python, &chart_output(), "");
+    let cluster = fake_apiserver::FakeCluster::start();
+    cluster.add_token("placeholder-token", rendered_subject(&docs));
+    let sts = placeholders(&docs);
+    let names = placeholder_pod_names(sts);
+    assert_eq!(names.len(), 4, "the test data's 4 placeholders");
+    for n in &names {
+        cluster.add_pod(pod(n, json!({ "component": "user-placeholder" })));
+    }
+    // The hub and a user's server (whose spec holds JUPYTERHUB_API_TOKEN).
+    cluster.add_pod(pod("hub-0", json!({ "component": "hub" })));
+    cluster.add_pod(pod(
+        "jupyter-alice",
+        json!({ "component": "singleuser-server" }),
+    ));
+    let api = cluster.client(Some("placeholder-token"));
+    let pods = format!("/api/v1/namespaces/{NAMESPACE}/pods");
+    let evict = |name: &str| {
+        api.post(
+            &format!("{pods}/{name}/eviction"),
+            &json!({
+                "apiVersion": "policy/v1",
+                "kind": "Eviction",
+                "metadata": { "name": name, "namespace": NAMESPACE },
+            }),
+        )
+        .expect("eviction request")
+        .status
+    };
+    // Not the hub's or a user's pod: no get, no eviction, no list.
+    for other in ["hub-0", "jupyter-alice"] {
+        assert_eq!(api.get(&format!("{pods}/{other}")).expect("get").status, 403);
+        assert_eq!(evict(other), 403, "{other}");
+        assert!(cluster.get_pod(NAMESPACE, other).is_some());
+    }
+    assert_eq!(api.get(&pods).expect("list").status, 403, "minimal: no list");
+    // Its own pods: get, and evict (the first one; the budget is not modelled).
+    for n in &names {
+        assert_eq!(api.get(&format!("{pods}/{n}")).expect("get").status, 200, "{n}");
+    }
+    let last = names.last().expect("a name");
+    assert_eq!(evict(last), 201, "{last}");
+    // And the nodes, cluster-wide (moving to new nodes).
+    assert_eq!(api.get("/api/v1/nodes").expect("nodes").status, 200);
+}
+
+#[test]
+fn the_helm_4_plugin_runs_the_post_renderer() {
+    let (kubectl, python) = tools();
+    let dir = root().join("manifests/jupyterhub");
+    let text = std::fs::read_to_string(dir.join("plugin.yaml")).expect("plugin.yaml");
+    let plugin = yaml_docs(&python, &text).remove(0);
+    // Helm 4's plugin.yaml (internal/plugin/metadata_v1.go, runtime_subprocess.go).
+    assert_eq!(plugin["apiVersion"], "v1");
+    assert_eq!(plugin["type"], "postrenderer/v1");
+    assert_eq!(plugin["runtime"], "subprocess");
+    assert_eq!(plugin["name"], "selfdestruct", "--post-renderer selfdestruct");
+    let version = plugin["version"].as_str().expect("version");
+    assert_eq!(
+        version,
+        env!("CARGO_PKG_VERSION"),
+        "the plugin's version follows the crate's"
+    );
+    let commands = plugin["runtimeConfig"]["platformCommand"]
+        .as_array()
+        .expect("platformCommand");
+    assert_eq!(commands.len(), 1, "{commands:?}");
+    let command = commands[0]["command"].as_str().expect("command");
+    let script = command
+        .strip_prefix("${HELM_PLUGIN_DIR}/")
+        .unwrap_or_else(|| panic!("{command}: not under ${{HELM_PLUGIN_DIR}}"));
+    assert_eq!(script, "post-render.sh");
+    let path = dir.join(script);
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&path).expect("the script").permissions().mode();
+    assert_ne!(mode & 0o111, 0, "{} is not executable", path.display());
+    // As Helm runs it: the command itself (exec, no shell), HELM_PLUGIN_DIR
+    // set, the --post-renderer-args appended, the chart on stdin.
+    let out = pipe(
+        Command::new(command.replace("${HELM_PLUGIN_DIR}", &dir.to_string_lossy()))
+            .arg(NAMESPACE)
+            .env("HELM_PLUGIN_DIR", &dir)
+            .env("HELM_PLUGIN_NAME", "selfdestruct")
+            .env("KUBECTL", &kubectl)
+            .env_remove("SELFDESTRUCT_VARIANT")
+            .env_remove("SELFDESTRUCT_IMAGE")
+            .env_remove("SELFDESTRUCT_NODE_READER"),
+        &chart_output(),
+    );
+    let docs = yaml_docs(&python, &out);
+    assert_eq!(
+        placeholders(&docs)["spec"]["template"]["spec"]["serviceAccountName"],
+        SERVICE_ACCOUNT
+    );
 }

@@ -10,6 +10,12 @@ pub struct Rule {
     /// `Some(ns)`: a Role in that namespace; `None`: a ClusterRole (also grants
     /// access to cluster-scoped resources such as nodes).
     pub namespace: Option<String>,
+    /// `resourceNames`: empty for any object; else only requests that name one
+    /// of these, as the kube-apiserver's RBAC authorizer reads them (the name
+    /// from the URL, so `create` on a named subresource such as
+    /// `pods/NAME/eviction` is limited too; a top-level create or a list/watch
+    /// names none and is refused).
+    pub resource_names: Vec<String>,
 }
 
 impl Rule {
@@ -19,17 +25,26 @@ impl Rule {
             verbs: verbs.iter().map(|s| s.to_string()).collect(),
             resources: resources.iter().map(|s| s.to_string()).collect(),
             namespace: namespace.map(str::to_string),
+            resource_names: Vec::new(),
         }
     }
 
-    fn allows(&self, verb: &str, resource: &str, namespace: &str) -> bool {
+    /// The rule limited to objects with these names (`resourceNames`).
+    pub fn named(mut self, names: &[&str]) -> Self {
+        self.resource_names = names.iter().map(|s| s.to_string()).collect();
+        self
+    }
+
+    fn allows(&self, verb: &str, resource: &str, namespace: &str, name: &str) -> bool {
+        let name_ok = self.resource_names.is_empty()
+            || (!name.is_empty() && self.resource_names.iter().any(|n| n == name));
         let verb_ok = self.verbs.iter().any(|v| v == "*" || v == verb);
         let resource_ok = self.resources.iter().any(|r| r == "*" || r == resource);
         let ns_ok = match &self.namespace {
             None => true,
             Some(ns) => !namespace.is_empty() && ns == namespace,
         };
-        verb_ok && resource_ok && ns_ok
+        verb_ok && resource_ok && ns_ok && name_ok
     }
 }
 
@@ -102,10 +117,34 @@ impl Subject {
     }
 
     /// RBAC check. `resource` may carry a subresource (`pods/eviction`);
-    /// `namespace` is empty for cluster-scoped requests.
-    pub fn allows(&self, verb: &str, resource: &str, namespace: &str) -> bool {
+    /// `namespace` is empty for cluster-scoped requests; `name` is the object
+    /// the URL names (empty for a collection).
+    pub fn allows(&self, verb: &str, resource: &str, namespace: &str, name: &str) -> bool {
         self.rules
             .iter()
-            .any(|r| r.allows(verb, resource, namespace))
+            .any(|r| r.allows(verb, resource, namespace, name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resource_names_limit_named_requests_and_refuse_collections() {
+        let s = Subject::new("u")
+            .rule(Rule::new(&["get"], &["pods"], Some("ns")).named(&["p-0", "p-1"]))
+            .rule(Rule::new(&["create"], &["pods/eviction"], Some("ns")).named(&["p-0"]));
+        assert!(s.allows("get", "pods", "ns", "p-1"));
+        assert!(!s.allows("get", "pods", "ns", "other"));
+        assert!(!s.allows("get", "pods", "other-ns", "p-1"));
+        // create on a named subresource is limited by name, as in the kube-apiserver.
+        assert!(s.allows("create", "pods/eviction", "ns", "p-0"));
+        assert!(!s.allows("create", "pods/eviction", "ns", "p-1"));
+        // A request that names no object does not match a named rule.
+        assert!(!s.allows("get", "pods", "ns", ""));
+        // Without names, any object.
+        let any = Subject::new("u").rule(Rule::new(&["get"], &["pods"], Some("ns")));
+        assert!(any.allows("get", "pods", "ns", "whatever"));
     }
 }

@@ -513,7 +513,7 @@ fn route(shared: &Arc<Shared>, ctx: &Ctx) -> HResult {
     } else {
         format!("{resource}/{sub}")
     };
-    if !subject.allows(verb, &full, ns) {
+    if !subject.allows(verb, &full, ns, name) {
         return Err(
             Status::forbidden_rbac(&subject.user, verb, resource, sub, group, ns, name).into(),
         );
