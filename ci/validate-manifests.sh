@@ -11,6 +11,8 @@
 #  2. every kustomization under those folders is rendered with
 #     `kubectl kustomize` (which rejects unknown kustomization fields) and the
 #     rendered objects are validated the same way;
+#     So is manifests/jupyterhub/post-render.sh's output over the chart's
+#     captured output (manifests/jupyterhub/testdata/), both variants;
 #  3. every object file must be listed under `resources` of some
 #     kustomization, so `kubectl apply -k` cannot silently miss it;
 #  4. the Dockerfile, if present, is linted with hadolint.
@@ -119,6 +121,54 @@ for k in "${kustomizations[@]}"; do
   fi
 done
 
+# The JupyterHub post-renderer's output (both variants, node reader on) over
+# the chart's captured output: what `helm upgrade --post-renderer` applies,
+# including what only post-render.sh adds (resourceNames, the node reader's
+# ClusterRole and ClusterRoleBinding, the startup-taint toleration).
+for variant in minimal full; do
+  for chart in manifests/jupyterhub/testdata/z2jh-priority.yaml manifests/jupyterhub/testdata/defaults/z2jh-defaults.yaml; do
+    k="manifests/jupyterhub/post-render.sh:$variant:$(basename "$chart" .yaml)"
+    out="$work/rendered/post-render-$variant-$(basename "$chart" .yaml).yaml"
+    mkdir -p "$(dirname "$out")"
+    if KUBECTL="$kubectl" SELFDESTRUCT_VARIANT="$variant" SELFDESTRUCT_NODE_READER=on \
+      bash manifests/jupyterhub/post-render.sh jhub <"$chart" >"$out" 2>"$work/post-render.err"; then
+      rendered+=("$k=$out")
+    else
+      echo "ERROR $k: post-render.sh failed:" >&2
+      sed 's/^/    /' "$work/post-render.err" >&2
+      render_errors=$((render_errors + 1))
+    fi
+  done
+done
+
+# manifests/kustomization.yaml's documented opt-in (the commented resources
+# entry for the node reader) must render: added to a copy of the tree, it is
+# rendered and validated with the rest.
+optin_entry="$(sed -n 's|^#     - \(\.\./rbac/node-reader\)$|\1|p' manifests/kustomization.yaml)"
+if [[ "$optin_entry" != ../rbac/node-reader ]]; then
+  echo "ERROR manifests/kustomization.yaml: the comment no longer shows the resources entry for ../rbac/node-reader" >&2
+  render_errors=$((render_errors + 1))
+else
+  mkdir -p "$work/tree"
+  cp -R manifests rbac "$work/tree/"
+  "$venv/bin/python" - "$work/tree/manifests/kustomization.yaml" "$optin_entry" <<'PY'
+import sys, yaml
+path, entry = sys.argv[1], sys.argv[2]
+k = yaml.safe_load(open(path))
+k["resources"].append(entry)
+yaml.safe_dump(k, open(path, "w"))
+PY
+  out="$work/rendered/manifests-with-node-reader.yaml"
+  if "$kubectl" kustomize "$work/tree/manifests" >"$out" 2>"$work/kustomize.err" &&
+    grep -q '^kind: ClusterRoleBinding$' "$out"; then
+    rendered+=("manifests+../rbac/node-reader=$out")
+  else
+    echo "ERROR manifests/kustomization.yaml with its documented node-reader entry does not render:" >&2
+    sed 's/^/    /' "$work/kustomize.err" >&2
+    render_errors=$((render_errors + 1))
+  fi
+fi
+
 # --- validation --------------------------------------------------------------
 cat >"$work/validate.py" <<'PY'
 """Strict schema validation of Kubernetes YAML; see ci/validate-manifests.sh."""
@@ -189,6 +239,71 @@ def validator_for(api, kind, version):
     registry = Resource.from_contents(schema) @ Registry()
     registry = Resource.from_contents(definitions) @ registry
     return jsonschema.validators.Draft202012Validator(schema, registry=registry)
+
+
+def check_namespace_created(kdir, out):
+    """A kustomization that runs a workload in the `namespace:` it sets must
+    create that Namespace, so `kubectl apply -k` works on a cluster without it
+    (add-ons such as rbac/ go into a namespace another kustomization made)."""
+    kfile = os.path.join(kdir, "kustomization.yaml")
+    if not os.path.isfile(kfile):
+        return
+    with open(kfile) as f:
+        ns = (yaml.safe_load(f) or {}).get("namespace")
+    if not ns:
+        return
+    with open(out) as f:
+        docs = [d for d in yaml.safe_load_all(f) if isinstance(d, dict)]
+    if not any(d.get("kind") in ("Deployment", "StatefulSet", "DaemonSet") for d in docs):
+        return
+    if not any(d.get("kind") == "Namespace" and d.get("metadata", {}).get("name") == ns
+               for d in docs):
+        error("%s: sets namespace %r but renders no Namespace %r (kubectl apply -k fails "
+              "with 'namespaces \"%s\" not found' where it does not exist)" % (kdir, ns, ns, ns))
+
+
+def granted(path):
+    """(resource, verb) pairs a Role/ClusterRole file grants."""
+    with open(path) as f:
+        role = yaml.safe_load(f)
+    return {(r, v) for rule in role["rules"] for r in rule["resources"] for v in rule["verbs"]}
+
+
+def check_rbac_docs():
+    """The README's RBAC table and docs/security.md's list name exactly what
+    rbac/role.yaml and rbac/node-reader grant, and the node reader grants
+    only what the agent uses: a watch of Nodes (list + watch, src/agent.rs);
+    the agent never GETs a node (the node gate does, with its own
+    ClusterRole)."""
+    if not (os.path.isfile("README.md") and os.path.isfile("rbac/role.yaml")):
+        return
+    role = granted("rbac/role.yaml")
+    nodes = granted("rbac/node-reader/clusterrole.yaml")
+    if nodes != {("nodes", "list"), ("nodes", "watch")}:
+        error("rbac/node-reader/clusterrole.yaml: grants %s; the agent only lists and watches "
+              "Nodes" % sorted(nodes))
+    with open("README.md") as f:
+        section = re.split(r"\n##+ ", f.read().split("### RBAC it needs", 1)[-1], 1)[0]
+    rows = [l for l in section.splitlines() if l.startswith("| `")]
+    with open("docs/security.md") as f:
+        text = f.read()
+    can = text.split("**can** do:", 1)[-1].split("What it **cannot**", 1)[0]
+    bullets = [" ".join(b.split()) for b in can.split("\n- ")[1:]]
+    def words(s):
+        return set(re.findall(r"`([^`]+)`", s.split("|")[1] if s.startswith("|") else s))
+    for what, pairs in (("rbac/role.yaml", role), ("rbac/node-reader", nodes)):
+        for res, verb in sorted(pairs):
+            if not any({res, verb} <= words(r) for r in rows):
+                error("README.md RBAC table: no row names `%s` `%s` (%s)" % (res, verb, what))
+            if not any(("`%s`" % res) in b and ("`%s`" % verb) in b for b in bullets):
+                error("docs/security.md: the \"can do\" list leaves out `%s` `%s` (%s)"
+                      % (res, verb, what))
+    for r in rows:
+        if "`nodes`" in r:
+            extra = words(r) & {"get", "create", "update", "patch", "delete"}
+            if extra:
+                error("README.md RBAC table: the nodes row names %s, which nothing grants"
+                      % sorted(extra))
 
 
 def error(msg):
@@ -327,6 +442,7 @@ def main():
 
     objects_rendered = 0
     for kdir, out in rendered:
+        check_namespace_created(kdir, out)
         docs, _ = load(out)
         if docs is None:
             continue
@@ -338,6 +454,7 @@ def main():
                 continue
             validate_object("%s (rendered)" % kdir, d, versions)
 
+    check_rbac_docs()
     if errors:
         print("validate-manifests: %d error(s)" % len(errors), file=sys.stderr)
         sys.exit(1)
