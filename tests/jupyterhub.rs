@@ -349,7 +349,9 @@ fn check_common(python: &Path, docs: &[Value], input: &[Value]) -> Value {
     // tolerations, which stay.
     let tolerations = pod["tolerations"].as_array().expect("tolerations");
     assert_eq!(tolerations.last(), Some(&startup_toleration()));
-    let main_tolerations = main_pod["tolerations"].as_array().expect("main tolerations");
+    let main_tolerations = main_pod["tolerations"]
+        .as_array()
+        .expect("main tolerations");
     assert!(main_tolerations.contains(&startup_toleration()));
     assert!(
         tolerations
@@ -415,7 +417,9 @@ fn check_common(python: &Path, docs: &[Value], input: &[Value]) -> Value {
             .as_array()
             .expect("rules")
             .iter()
-            .filter(|r| r["resources"] == json!([resource]) && r["verbs"] != json!(["list", "watch"]))
+            .filter(|r| {
+                r["resources"] == json!([resource]) && r["verbs"] != json!(["list", "watch"])
+            })
             .collect();
         assert_eq!(rules.len(), 1, "{resource}: {role}");
         assert_eq!(rules[0]["resourceNames"], json!(names), "{resource}");
@@ -432,7 +436,9 @@ fn check_common(python: &Path, docs: &[Value], input: &[Value]) -> Value {
 fn placeholder_pod_names(sts: &Value) -> Vec<String> {
     let name = sts["metadata"]["name"].as_str().expect("name");
     let replicas = sts["spec"]["replicas"].as_i64().unwrap_or(1);
-    (0..replicas.max(1)).map(|i| format!("{name}-{i}")).collect()
+    (0..replicas.max(1))
+        .map(|i| format!("{name}-{i}"))
+        .collect()
 }
 
 const SERVICE_ACCOUNT: &str = "selfdestruct-user-placeholder";
@@ -459,7 +465,11 @@ fn node_grants(docs: &[Value]) -> Vec<(&Value, &Value)> {
 
 fn check_node_reader(docs: &[Value]) {
     let grants = node_grants(docs);
-    assert_eq!(grants.len(), 1, "one binding for the placeholders: {grants:#?}");
+    assert_eq!(
+        grants.len(),
+        1,
+        "one binding for the placeholders: {grants:#?}"
+    );
     let (binding, role) = grants[0];
     assert_eq!(
         binding["subjects"],
@@ -790,14 +800,25 @@ fn a_placeholder_token_reaches_only_the_placeholder_pods_and_reads_nodes() {
     };
     // Not the hub's or a user's pod: no get, no eviction, no list.
     for other in ["hub-0", "jupyter-alice"] {
-        assert_eq!(api.get(&format!("{pods}/{other}")).expect("get").status, 403);
+        assert_eq!(
+            api.get(&format!("{pods}/{other}")).expect("get").status,
+            403
+        );
         assert_eq!(evict(other), 403, "{other}");
         assert!(cluster.get_pod(NAMESPACE, other).is_some());
     }
-    assert_eq!(api.get(&pods).expect("list").status, 403, "minimal: no list");
+    assert_eq!(
+        api.get(&pods).expect("list").status,
+        403,
+        "minimal: no list"
+    );
     // Its own pods: get, and evict (the first one; the budget is not modelled).
     for n in &names {
-        assert_eq!(api.get(&format!("{pods}/{n}")).expect("get").status, 200, "{n}");
+        assert_eq!(
+            api.get(&format!("{pods}/{n}")).expect("get").status,
+            200,
+            "{n}"
+        );
     }
     let last = names.last().expect("a name");
     assert_eq!(evict(last), 201, "{last}");
@@ -815,7 +836,10 @@ fn the_helm_4_plugin_runs_the_post_renderer() {
     assert_eq!(plugin["apiVersion"], "v1");
     assert_eq!(plugin["type"], "postrenderer/v1");
     assert_eq!(plugin["runtime"], "subprocess");
-    assert_eq!(plugin["name"], "selfdestruct", "--post-renderer selfdestruct");
+    assert_eq!(
+        plugin["name"], "selfdestruct",
+        "--post-renderer selfdestruct"
+    );
     let version = plugin["version"].as_str().expect("version");
     assert_eq!(
         version,
@@ -833,7 +857,10 @@ fn the_helm_4_plugin_runs_the_post_renderer() {
     assert_eq!(script, "post-render.sh");
     let path = dir.join(script);
     use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(&path).expect("the script").permissions().mode();
+    let mode = std::fs::metadata(&path)
+        .expect("the script")
+        .permissions()
+        .mode();
     assert_ne!(mode & 0o111, 0, "{} is not executable", path.display());
     // As Helm runs it: the command itself (exec, no shell), HELM_PLUGIN_DIR
     // set, the --post-renderer-args appended, the chart on stdin.
