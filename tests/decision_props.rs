@@ -230,6 +230,7 @@ fn memory() -> impl Strategy<Value = Memory> {
                 retry_at,
                 failures,
                 finished,
+                usable_since: Default::default(),
             },
         )
 }
@@ -243,16 +244,20 @@ fn world() -> impl Strategy<Value = World> {
         policy(),
         memory(),
         0.0f64..1.0,
+        prop::bool::weighted(0.2),
     )
-        .prop_map(|(now, own, nodes, siblings, policy, memory, draw)| World {
-            now,
-            own,
-            nodes,
-            siblings,
-            policy,
-            memory,
-            draw,
-        })
+        .prop_map(
+            |(now, own, nodes, siblings, policy, memory, draw, siblings_loading)| World {
+                now,
+                own,
+                nodes,
+                siblings,
+                siblings_loading,
+                policy,
+                memory,
+                draw,
+            },
+        )
 }
 
 fn trigger_of(d: &Decision) -> Option<&Trigger> {
@@ -321,6 +326,9 @@ fn check(w: &World) -> Result<Decision, String> {
     if let Decision::Move { .. } = d {
         if w.sibling_busy() {
             return Err("moves while a sibling is Pending or terminating".into());
+        }
+        if w.siblings_loading {
+            return Err("moves before the first list of siblings arrived".into());
         }
         if w.policy.max_moves_per_hour > 0
             && w.recent_attempts() >= w.policy.max_moves_per_hour as usize
@@ -521,7 +529,7 @@ proptest! {
         let mut i = 0usize;
         for _ in 0..600 {
             let d = decide(&Snapshot {
-                now, own: &own, nodes: Some(&nodes), siblings: Some(&[]),
+                now, own: &own, nodes: Some(&nodes), siblings: Some(&[]), siblings_loading: false,
                 policy: &policy, memory: &memory, draw: draws[i % draws.len()],
             });
             memory.apply(now, &d);
@@ -583,6 +591,7 @@ fn extreme_configured_durations_never_panic() {
             ..NodeSummary::default()
         }]),
         siblings: Some(vec![]),
+        siblings_loading: false,
         policy: Policy {
             lifetime: None,
             move_to_new_nodes: true,

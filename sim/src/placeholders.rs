@@ -166,11 +166,13 @@ impl Agent {
         draw: f64,
     ) -> Decision {
         let now = system_time(now);
+        self.memory.observe_nodes(now, &self.own, Some(nodes));
         let decision = decide(&Snapshot {
             now,
             own: &self.own,
             nodes: Some(nodes),
             siblings: Some(siblings),
+            siblings_loading: false,
             policy,
             memory: &self.memory,
             draw,
