@@ -228,6 +228,7 @@ mod tests {
             own: agent.own.clone(),
             nodes: Some(nodes.clone()),
             siblings: Some(siblings.clone()),
+            siblings_loading: false,
             policy: policy.clone(),
             memory: agent.memory.clone(),
             draw: 0.25,
