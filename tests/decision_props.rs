@@ -404,7 +404,7 @@ proptest! {
 
     /// A snapshot that would move: holding any one guard back stops the move.
     #[test]
-    fn each_guard_alone_stops_a_move(mut w in world(), which in 0u8..5) {
+    fn each_guard_alone_stops_a_move(mut w in world(), which in 0u8..6) {
         // Clear every guard and add a settled, newer, fitting node: it must move.
         w.memory.finished = false;
         w.memory.retry_at = None;
@@ -417,6 +417,7 @@ proptest! {
         w.policy.move_to_new_nodes = true;
         w.policy.required_images.clear();
         w.siblings = Some(vec![]);
+        w.siblings_loading = false;
         let scheduled = *w.own.scheduled_at.get_or_insert(at(0));
         w.now = w.now.max(scheduled + w.policy.node_settle + Duration::from_secs(1));
         w.now = w.now.max(w.own.started_at.unwrap_or(w.now));
@@ -439,6 +440,10 @@ proptest! {
                 ..Sibling::default()
             }]),
             3 => held.memory.retry_at = Some(w.now + Duration::from_secs(1)),
+            4 => {
+                held.siblings = None;
+                held.siblings_loading = true;
+            }
             _ => {
                 held.policy.max_moves_per_hour = 1;
                 held.memory.attempts = vec![w.now];
