@@ -584,7 +584,9 @@ impl Agent {
         };
         let reason = trigger.to_string();
         if self.cfg.args.dry_run {
-            info!(dry_run = true, reason = %reason, "dry run: would {verb} own pod {}", own.name);
+            // As after a real move, nothing more is decided: the pod is "gone".
+            info!(dry_run = true, reason = %reason,
+                "dry run: would {verb} own pod {} (pausing now, as after a real move)", own.name);
             return Outcome::Done;
         }
         let key = match trigger {

@@ -838,6 +838,9 @@ async fn dry_run_makes_no_mutating_request() {
         "dry run mutated: {:?}",
         s.mutations()
     );
+    // Then it pauses as after a real move: the decision is logged once.
+    let said = logs.text().matches("dry run: would evict").count();
+    assert_eq!(said, 1, "{}", logs.text());
     assert!(
         s.fake.requests().iter().any(|r| r.method == "GET"),
         "it did read its pod"
