@@ -34,6 +34,11 @@ async fn busy_cluster() -> Scene {
         fake.add_node(NodeBuilder::new(n).cpu("8").memory("32Gi"));
         fake.add_pod(user_pod(&format!("user-{n}"), n));
     }
+    // A real node is registered seconds before any pod can be scheduled onto it
+    // (it is NotReady first). API times have whole seconds: without this pause the
+    // old nodes would be created in the second their placeholders were scheduled
+    // in, which counts as new (and a sibling landing there as no sign of a full node).
+    vtime::pass(Duration::from_secs(1)).await;
     fake.add_statefulset(
         NS,
         "placeholder",
@@ -517,9 +522,14 @@ async fn the_node_selector_limits_which_nodes_count() {
 async fn a_placeholder_re_created_while_the_gate_was_closed_does_not_mark_the_node_full() {
     let (logs, _guard) = Logs::capture();
     let s = busy_cluster().await;
-    // The old nodes were created in the second the placeholders were scheduled in
-    // (so they would count as new): the required image tells them apart.
-    let mut kubelet = Kubelet::new(&s, FAST, Subject::placeholder_agent(NS, "placeholder"));
+    let mut kubelet = Kubelet::new(
+        &s,
+        &[
+            ("SELFDESTRUCT_NODE_SETTLE", "1s"),
+            ("SELFDESTRUCT_MOVE_JITTER", "1s"),
+        ],
+        Subject::placeholder_agent(NS, "placeholder"),
+    );
     assert!(
         kubelet
             .run_until(Duration::from_secs(10), |_| { kubelet_watching(&s) })
@@ -534,8 +544,6 @@ async fn a_placeholder_re_created_while_the_gate_was_closed_does_not_mark_the_no
             "true",
             "NoSchedule",
         ));
-    // The images are pulled before the gate opens, as the gate does it.
-    s.fake.set_node_images("node-d", vec![image(&[USER_IMAGE])]);
     kubelet.run_until(Duration::from_secs(60), |_| false).await;
     assert!(
         s.evictions().is_empty(),
