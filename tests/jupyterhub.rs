@@ -4,7 +4,11 @@
 //! values): the patch sets what the agent needs, which is everything the main
 //! manifest (`manifests/statefulset.yaml`) relies on, leaves everything else as
 //! the chart rendered it, and exactly one PodDisruptionBudget selects the
-//! placeholders. Without pod priority it warns.
+//! placeholders. Without pod priority it warns. The default (minimal) Role
+//! gets and evicts only the placeholders' own pods (checked against the fake
+//! API server's RBAC), the release's service account may list and watch
+//! Nodes, and the Helm 4 plugin (`manifests/jupyterhub/plugin.yaml`) runs the
+//! script as Helm does.
 //!
 //! Needs `kubectl` (for `kubectl kustomize`) and a Python with PyYAML (to turn
 //! the rendered YAML into JSON); `bash ci/validate-manifests.sh` installs both
@@ -812,7 +816,7 @@ fn a_placeholder_token_reaches_only_the_placeholder_pods_and_reads_nodes() {
         403,
         "minimal: no list"
     );
-    // Its own pods: get, and evict (the first one; the budget is not modelled).
+    // Its own pods: get each, and evict one (no budget in this fake cluster).
     for n in &names {
         assert_eq!(
             api.get(&format!("{pods}/{n}")).expect("get").status,
