@@ -276,6 +276,8 @@ struct Agent {
     memory: Memory,
     nodes: Option<Vec<NodeSummary>>,
     siblings: Option<Vec<Sibling>>,
+    /// The sibling watch runs but has neither listed nor failed yet: moves wait for it.
+    siblings_loading: bool,
     label_keys: BTreeSet<String>,
     node_rx: Option<mpsc::Receiver<Update<NodeSummary>>>,
     sibling_rx: Option<mpsc::Receiver<Update<Sibling>>>,
@@ -318,6 +320,7 @@ impl Agent {
             memory,
             nodes: None,
             siblings: None,
+            siblings_loading: false,
             node_rx: None,
             sibling_rx: None,
             last_hold: None,
@@ -391,6 +394,7 @@ impl Agent {
                 crate::summarize::sibling,
             ));
             self.sibling_rx = Some(rx);
+            self.siblings_loading = true;
         }
     }
 
@@ -402,11 +406,17 @@ impl Agent {
                 }
                 self.release_pending = true;
             }
-            Applied::Changed => {}
-            Applied::Forbidden(msg) => warn!(
+            Applied::Changed | Applied::Unlisted(_) => {}
+            Applied::Forbidden(msg) if self.memory.lifetime.is_some_and(|l| !l.is_zero()) => warn!(
                 error = %msg,
                 "cannot list/watch nodes: moving to newer nodes is off, the lifetime timer still works; \
                  grant get/list/watch on nodes (rbac/node-reader) to enable it; retrying rarely"
+            ),
+            Applied::Forbidden(msg) => warn!(
+                error = %msg,
+                "cannot list/watch nodes, and no SELFDESTRUCT_MAX_LIFETIME is set: this placeholder \
+                 will not move until nodes can be read; grant get/list/watch on nodes \
+                 (rbac/node-reader) or set a lifetime; retrying rarely"
             ),
         }
     }
@@ -417,9 +427,16 @@ impl Agent {
         own.terminating |= match &update {
             Update::Reset(all) => all.iter().any(is_own),
             Update::Upsert(s) => is_own(s),
-            Update::Remove(_) | Update::Forbidden(_) => false,
+            Update::Remove(_) | Update::Forbidden(_) | Update::Unlisted(_) => false,
         };
-        match apply_update(&mut self.siblings, update, |s| &s.name) {
+        let applied = apply_update(&mut self.siblings, update, |s| &s.name);
+        if matches!(
+            applied,
+            Applied::Listed { .. } | Applied::Forbidden(_) | Applied::Unlisted(_)
+        ) {
+            self.siblings_loading = false;
+        }
+        match applied {
             Applied::Listed { first, count } => {
                 if first {
                     info!(
@@ -434,6 +451,12 @@ impl Agent {
                 error = %msg,
                 "cannot list/watch sibling pods: relying on the PodDisruptionBudget alone to move one at a time"
             ),
+            Applied::Unlisted(msg) if self.siblings.is_none() => warn!(
+                error = %msg,
+                "the first list of sibling pods failed: relying on the PodDisruptionBudget alone \
+                 to move one at a time until a retry succeeds"
+            ),
+            Applied::Unlisted(_) => {}
         }
     }
 
@@ -441,11 +464,13 @@ impl Agent {
         let mut rng = SmallRng::from_os_rng();
         loop {
             let now = self.clock.now();
+            self.memory.observe_nodes(now, &own, self.nodes.as_deref());
             let snapshot = Snapshot {
                 now,
                 own: &own,
                 nodes: self.nodes.as_deref(),
                 siblings: self.siblings.as_deref(),
+                siblings_loading: self.siblings_loading,
                 policy: &self.cfg.policy,
                 memory: &self.memory,
                 draw: rng.random(),
@@ -491,7 +516,10 @@ impl Agent {
                 },
                 u = recv(&mut self.sibling_rx) => match u {
                     Some(u) => self.on_sibling(&mut own, u),
-                    None => self.sibling_rx = None,
+                    None => {
+                        self.sibling_rx = None;
+                        self.siblings_loading = false;
+                    }
                 },
             }
         }
@@ -526,6 +554,9 @@ impl Agent {
                                 "own pod is younger than SELFDESTRUCT_MIN_AGE".to_string()
                             }
                             Hold::MoveCap => "SELFDESTRUCT_MAX_MOVES_PER_HOUR reached".to_string(),
+                            Hold::SiblingsNotListed => {
+                                "sibling placeholders not listed yet".to_string()
+                            }
                             Hold::SiblingBusy(s) => {
                                 format!("sibling {s} is Pending or terminating")
                             }
@@ -553,7 +584,9 @@ impl Agent {
         };
         let reason = trigger.to_string();
         if self.cfg.args.dry_run {
-            info!(dry_run = true, reason = %reason, "dry run: would {verb} own pod {}", own.name);
+            // As after a real move, nothing more is decided: the pod is "gone".
+            info!(dry_run = true, reason = %reason,
+                "dry run: would {verb} own pod {} (pausing now, as after a real move)", own.name);
             return Outcome::Done;
         }
         let key = match trigger {
@@ -634,7 +667,15 @@ impl Agent {
 
 /// Says once per node when a sibling's placement shows that a new node is full:
 /// the one wasted move per new node has happened, and no more moves go there.
+/// Nodes that left the view are forgotten (a name may come back as a new node).
 fn report_full_nodes(snapshot: &Snapshot, reported: &mut BTreeSet<String>) {
+    let in_view: BTreeSet<&str> = snapshot
+        .nodes
+        .into_iter()
+        .flatten()
+        .map(|n| n.name.as_str())
+        .collect();
+    reported.retain(|n| in_view.contains(n.as_str()));
     if snapshot.memory.finished || snapshot.siblings.is_none() {
         return;
     }
@@ -643,7 +684,7 @@ fn report_full_nodes(snapshot: &Snapshot, reported: &mut BTreeSet<String>) {
             if reported.insert(node.name.clone()) {
                 info!(
                     node = %node.name, sibling = %sibling,
-                    "node {} is full: sibling {sibling}, created after it became Ready, was scheduled \
+                    "node {} is full: sibling {sibling}, created after it became usable, was scheduled \
                      onto an older node; not moving there", node.name
                 );
             }
@@ -659,6 +700,9 @@ enum Applied {
     Changed,
     /// The view is gone: the watch is not allowed (the message says why).
     Forbidden(String),
+    /// The first list failed; the view is unchanged (none, unless an earlier list
+    /// arrived).
+    Unlisted(String),
 }
 
 /// Applies a watch update to a view of summaries kept by name (`None`: no view).
@@ -692,6 +736,7 @@ fn apply_update<S>(
             *view = None;
             Applied::Forbidden(msg)
         }
+        Update::Unlisted(msg) => Applied::Unlisted(msg),
     }
 }
 
@@ -699,5 +744,44 @@ async fn recv<T>(rx: &mut Option<mpsc::Receiver<T>>) -> Option<T> {
     match rx {
         Some(rx) => rx.recv().await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use selfdestruct_decision::builder::{World, at, ready_node, running_sibling};
+
+    /// A new node reported full is reported once, and forgotten when it leaves the
+    /// node view: the set of reported names does not grow with every node ever seen.
+    #[test]
+    fn full_nodes_are_reported_once_and_forgotten_with_the_node() {
+        let mut w = World::new();
+        w.nodes = Some(vec![
+            ready_node("old", 0),
+            ready_node("new-a", 500),
+            ready_node("new-b", 500),
+        ]);
+        // Created after both were Ready, it still went to the old node: both are full.
+        let mut late = running_sibling("placeholder-1", "old");
+        late.created = Some(at(700));
+        w.siblings = Some(vec![late]);
+        let mut reported = BTreeSet::new();
+        report_full_nodes(&w.snapshot(), &mut reported);
+        assert_eq!(reported, BTreeSet::from(["new-a".into(), "new-b".into()]));
+        // new-a is scaled down: its name goes too.
+        w.nodes = Some(vec![ready_node("old", 0), ready_node("new-b", 500)]);
+        report_full_nodes(&w.snapshot(), &mut reported);
+        assert_eq!(reported, BTreeSet::from(["new-b".to_string()]));
+        // Also when nothing else is reported (siblings no longer watched) or the
+        // node view is gone.
+        w.siblings = None;
+        w.nodes = Some(vec![ready_node("old", 0)]);
+        report_full_nodes(&w.snapshot(), &mut reported);
+        assert!(reported.is_empty(), "{reported:?}");
+        reported.insert("new-c".into());
+        w.nodes = None;
+        report_full_nodes(&w.snapshot(), &mut reported);
+        assert!(reported.is_empty(), "{reported:?}");
     }
 }

@@ -55,6 +55,10 @@ pub(crate) enum Update<T> {
     Remove(String),
     /// The service account may not read these objects (the message says what is missing).
     Forbidden(String),
+    /// The first list failed (any other error): no view yet, and none until a
+    /// retry succeeds (the message says why). Sent once, and only before the
+    /// first [`Update::Reset`].
+    Unlisted(String),
 }
 
 /// What to watch: a label selector and a name for the log.
@@ -129,6 +133,8 @@ pub(crate) async fn run<K, S>(
     let mut failures = 0u32;
     let mut last_failure: Option<Instant> = None;
     let mut told_denied = false;
+    // A list reached the agent; or the agent was told the first one failed.
+    let (mut listed, mut told_unlisted) = (false, false);
     // The list being read: summaries and the names seen.
     let mut listing: Option<(Vec<S>, HashSet<String>)> = None;
     loop {
@@ -137,7 +143,7 @@ pub(crate) async fn run<K, S>(
             stream = start();
             continue;
         };
-        let failure = match event {
+        let (failure, why) = match event {
             Ok(Event::Init) => {
                 listing = Some((Vec::new(), HashSet::new()));
                 continue;
@@ -158,11 +164,13 @@ pub(crate) async fn run<K, S>(
                 );
                 listing = None;
                 stream = start();
-                Failure::Transient { relist: false }
+                let why = "the list repeats an object or never ends".to_string();
+                (Failure::Transient { relist: false }, why)
             }
             Ok(Event::InitDone) => {
                 if let Some((items, _)) = listing.take() {
                     told_denied = false;
+                    listed = true;
                     if tx.send(Update::Reset(items)).await.is_err() {
                         return;
                     }
@@ -204,7 +212,7 @@ pub(crate) async fn run<K, S>(
                 }
                 // An interrupted list is read again from its start.
                 listing = None;
-                f
+                (f, error)
             }
         };
         if last_failure.is_some_and(|t| t.elapsed() >= QUIET) {
@@ -221,7 +229,15 @@ pub(crate) async fn run<K, S>(
                 }
                 Backoff::DENIED.delay(failures, draw())
             }
-            Failure::Transient { .. } => Backoff::TRANSIENT.delay(failures, draw()),
+            Failure::Transient { .. } => {
+                if !listed && !told_unlisted {
+                    told_unlisted = true;
+                    if tx.send(Update::Unlisted(why)).await.is_err() {
+                        return;
+                    }
+                }
+                Backoff::TRANSIENT.delay(failures, draw())
+            }
         };
         failures = failures.saturating_add(1);
         if tx.is_closed() {

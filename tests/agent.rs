@@ -342,6 +342,120 @@ async fn sibling_awareness_holds_the_move_while_a_sibling_is_pending() {
     );
 }
 
+/// Sets `pod`'s status.startTime an hour back (its container restarted since):
+/// a lifetime of minutes is due the moment its agent starts.
+fn started_an_hour_ago(s: &Scene, pod: &str) {
+    let hour_ago = s.fake.clock().wall() - Duration::from_secs(3600);
+    s.fake.modify_pod(NS, pod, |p| {
+        if let Some(st) = p.status.as_mut() {
+            st.start_time = Some(fake_apiserver::objects::time_of(hour_ago));
+        }
+    });
+}
+
+/// A lifetime already due at start-up, and the sibling list comes up to 30 s
+/// later (the start jitter): the agent holds until it has seen the siblings, and
+/// then holds for the Pending one, instead of moving before it knows.
+#[tokio::test(start_paused = true)]
+async fn a_due_move_waits_for_the_first_sibling_list() {
+    let (logs, _guard) = Logs::capture();
+    let s = vtime::placeholders(3).await;
+    s.fake.set_pod_ready(NS, "placeholder-2", false);
+    s.fake.modify_pod(NS, "placeholder-2", |p| {
+        if let Some(st) = p.status.as_mut() {
+            st.phase = Some("Pending".into());
+        }
+    });
+    started_an_hour_ago(&s, "placeholder-0");
+    let _agent = vtime::agent(
+        &s,
+        "placeholder-0",
+        &with(&[("SELFDESTRUCT_START_JITTER", "30s")]),
+    );
+    vtime::pass(Duration::from_secs(600)).await;
+    assert!(
+        s.evictions().is_empty(),
+        "no eviction before the siblings are known, nor while one is Pending:\n{}",
+        logs.text()
+    );
+    // First held for the list, then for the Pending sibling it showed.
+    let log = logs.of("placeholder-0");
+    let not_listed = log.find("held: sibling placeholders not listed yet");
+    let pending = log.find("held: sibling placeholder-2 is Pending");
+    assert!(
+        not_listed.is_some() && pending.is_some() && not_listed < pending,
+        "{log}"
+    );
+    s.fake.modify_pod(NS, "placeholder-2", |p| {
+        if let Some(st) = p.status.as_mut() {
+            st.phase = Some("Running".into());
+        }
+    });
+    s.fake.set_pod_ready(NS, "placeholder-2", true);
+    assert!(
+        vtime::request(&s, Duration::from_secs(10), |r| r.is_eviction())
+            .await
+            .is_some(),
+        "moves once the sibling runs:\n{}",
+        logs.text()
+    );
+}
+
+/// Without the permission to list pods, or with a sibling list that fails, the
+/// agent does not wait for siblings it cannot see: the PodDisruptionBudget alone
+/// keeps the moves one at a time, as before.
+#[tokio::test(start_paused = true)]
+async fn a_refused_or_failing_sibling_list_does_not_stop_the_moves() {
+    let (logs, _guard) = Logs::capture();
+    let s = vtime::placeholders(3).await;
+    started_an_hour_ago(&s, "placeholder-0");
+    started_an_hour_ago(&s, "placeholder-1");
+    let no_list = Subject::new(&format!("system:serviceaccount:{NS}:placeholder"))
+        .rule(Rule::new(&["get", "delete"], &["pods"], Some(NS)))
+        .rule(Rule::new(&["create"], &["pods/eviction"], Some(NS)))
+        .rule(Rule::new(&["create", "patch"], &["events"], Some(NS)));
+    let _refused = vtime::agent_as(&s, "placeholder-0", no_list, TIMER_ONLY);
+    let own = |pod: &'static str| {
+        move |r: &fake_apiserver::RecordedRequest| {
+            r.is_eviction() && r.status == 201 && r.path.contains(pod)
+        }
+    };
+    assert!(
+        vtime::request(&s, Duration::from_secs(30), own("placeholder-0"))
+            .await
+            .is_some(),
+        "{}",
+        logs.text()
+    );
+    assert!(
+        logs.of("placeholder-0")
+            .contains("cannot list/watch sibling pods"),
+        "{}",
+        logs.text()
+    );
+    // Every list of pods fails (the own pod's GET still answers).
+    let pods = format!("/api/v1/namespaces/{NS}/pods");
+    s.fake.fail_next(
+        Matcher::custom(move |r| r.method == "GET" && r.path == pods),
+        FaultResponse::internal_error(),
+        1_000_000,
+    );
+    let _failing = vtime::agent(&s, "placeholder-1", TIMER_ONLY);
+    assert!(
+        vtime::request(&s, Duration::from_secs(60), own("placeholder-1"))
+            .await
+            .is_some(),
+        "{}",
+        logs.text()
+    );
+    assert!(
+        logs.of("placeholder-1")
+            .contains("the first list of sibling pods failed"),
+        "{}",
+        logs.text()
+    );
+}
+
 /// Injects `fault` on every eviction and returns the agent after its first attempt.
 async fn against_fault(fault: FaultResponse, logs: &Logs) -> (Scene, vtime::Agent) {
     let s = vtime::placeholders(2).await;
@@ -724,6 +838,9 @@ async fn dry_run_makes_no_mutating_request() {
         "dry run mutated: {:?}",
         s.mutations()
     );
+    // Then it pauses as after a real move: the decision is logged once.
+    let said = logs.text().matches("dry run: would evict").count();
+    assert_eq!(said, 1, "{}", logs.text());
     assert!(
         s.fake.requests().iter().any(|r| r.method == "GET"),
         "it did read its pod"
@@ -890,6 +1007,64 @@ async fn start_jitter_delays_the_first_lists_but_not_the_own_pod_read() {
     assert!(
         vtime::until(Duration::from_secs(3600), || lists(&s) > 0).await,
         "lists within the hour:\n{}",
+        logs.text()
+    );
+}
+
+/// Without read access to Nodes the warning says what still works: the lifetime
+/// timer if one is set, and otherwise that the placeholder will not move.
+#[tokio::test(start_paused = true)]
+async fn without_node_access_the_warning_says_whether_anything_still_moves_it() {
+    let (logs, _guard) = Logs::capture();
+    let s = vtime::placeholders(2).await;
+    let no_nodes = || {
+        Subject::new(&format!("system:serviceaccount:{NS}:placeholder"))
+            .rule(Rule::new(
+                &["get", "list", "watch", "delete"],
+                &["pods"],
+                Some(NS),
+            ))
+            .rule(Rule::new(&["create"], &["pods/eviction"], Some(NS)))
+            .rule(Rule::new(&["create", "patch"], &["events"], Some(NS)))
+    };
+    // The defaults: no lifetime.
+    let _plain = vtime::agent_as(&s, "placeholder-0", no_nodes(), &[]);
+    assert!(
+        logs.show_of(
+            "placeholder-0",
+            "cannot list/watch nodes",
+            Duration::from_secs(10)
+        )
+        .await,
+        "{}",
+        logs.text()
+    );
+    let log = logs.of("placeholder-0");
+    assert!(
+        log.contains("no SELFDESTRUCT_MAX_LIFETIME is set: this placeholder will not move until nodes can be read"),
+        "{log}"
+    );
+    assert!(!log.contains("timer still works"), "{log}");
+    // With a lifetime, the timer does still work.
+    let _timed = vtime::agent_as(
+        &s,
+        "placeholder-1",
+        no_nodes(),
+        &[("SELFDESTRUCT_MAX_LIFETIME", "1h")],
+    );
+    assert!(
+        logs.show_of(
+            "placeholder-1",
+            "the lifetime timer still works",
+            Duration::from_secs(10)
+        )
+        .await,
+        "{}",
+        logs.text()
+    );
+    assert!(
+        !logs.of("placeholder-1").contains("will not move until"),
+        "{}",
         logs.text()
     );
 }

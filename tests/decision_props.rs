@@ -230,6 +230,7 @@ fn memory() -> impl Strategy<Value = Memory> {
                 retry_at,
                 failures,
                 finished,
+                usable_since: Default::default(),
             },
         )
 }
@@ -243,16 +244,20 @@ fn world() -> impl Strategy<Value = World> {
         policy(),
         memory(),
         0.0f64..1.0,
+        prop::bool::weighted(0.2),
     )
-        .prop_map(|(now, own, nodes, siblings, policy, memory, draw)| World {
-            now,
-            own,
-            nodes,
-            siblings,
-            policy,
-            memory,
-            draw,
-        })
+        .prop_map(
+            |(now, own, nodes, siblings, policy, memory, draw, siblings_loading)| World {
+                now,
+                own,
+                nodes,
+                siblings,
+                siblings_loading,
+                policy,
+                memory,
+                draw,
+            },
+        )
 }
 
 fn trigger_of(d: &Decision) -> Option<&Trigger> {
@@ -321,6 +326,9 @@ fn check(w: &World) -> Result<Decision, String> {
     if let Decision::Move { .. } = d {
         if w.sibling_busy() {
             return Err("moves while a sibling is Pending or terminating".into());
+        }
+        if w.siblings_loading {
+            return Err("moves before the first list of siblings arrived".into());
         }
         if w.policy.max_moves_per_hour > 0
             && w.recent_attempts() >= w.policy.max_moves_per_hour as usize
@@ -396,7 +404,7 @@ proptest! {
 
     /// A snapshot that would move: holding any one guard back stops the move.
     #[test]
-    fn each_guard_alone_stops_a_move(mut w in world(), which in 0u8..5) {
+    fn each_guard_alone_stops_a_move(mut w in world(), which in 0u8..6) {
         // Clear every guard and add a settled, newer, fitting node: it must move.
         w.memory.finished = false;
         w.memory.retry_at = None;
@@ -409,6 +417,7 @@ proptest! {
         w.policy.move_to_new_nodes = true;
         w.policy.required_images.clear();
         w.siblings = Some(vec![]);
+        w.siblings_loading = false;
         let scheduled = *w.own.scheduled_at.get_or_insert(at(0));
         w.now = w.now.max(scheduled + w.policy.node_settle + Duration::from_secs(1));
         w.now = w.now.max(w.own.started_at.unwrap_or(w.now));
@@ -431,6 +440,10 @@ proptest! {
                 ..Sibling::default()
             }]),
             3 => held.memory.retry_at = Some(w.now + Duration::from_secs(1)),
+            4 => {
+                held.siblings = None;
+                held.siblings_loading = true;
+            }
             _ => {
                 held.policy.max_moves_per_hour = 1;
                 held.memory.attempts = vec![w.now];
@@ -521,7 +534,7 @@ proptest! {
         let mut i = 0usize;
         for _ in 0..600 {
             let d = decide(&Snapshot {
-                now, own: &own, nodes: Some(&nodes), siblings: Some(&[]),
+                now, own: &own, nodes: Some(&nodes), siblings: Some(&[]), siblings_loading: false,
                 policy: &policy, memory: &memory, draw: draws[i % draws.len()],
             });
             memory.apply(now, &d);
@@ -583,6 +596,7 @@ fn extreme_configured_durations_never_panic() {
             ..NodeSummary::default()
         }]),
         siblings: Some(vec![]),
+        siblings_loading: false,
         policy: Policy {
             lifetime: None,
             move_to_new_nodes: true,

@@ -34,6 +34,11 @@ async fn busy_cluster() -> Scene {
         fake.add_node(NodeBuilder::new(n).cpu("8").memory("32Gi"));
         fake.add_pod(user_pod(&format!("user-{n}"), n));
     }
+    // A real node is registered seconds before any pod can be scheduled onto it
+    // (it is NotReady first). API times have whole seconds: without this pause the
+    // old nodes would be created in the second their placeholders were scheduled
+    // in, which counts as new (and a sibling landing there as no sign of a full node).
+    vtime::pass(Duration::from_secs(1)).await;
     fake.add_statefulset(
         NS,
         "placeholder",
@@ -506,4 +511,82 @@ async fn the_node_selector_limits_which_nodes_count() {
         logs.text()
     );
     assert_eq!(s.evictions().len(), 1, "{}", logs.text());
+}
+
+/// The node gate's startup taint keeps a Ready new node from taking pods while
+/// its images are pulled. A placeholder re-created in that time (here: one a user
+/// preempted) has to land on an old node; that says nothing about the new node
+/// once the gate opens (Kubernetes records no time for the taint's removal: the
+/// agents note when they first see the node usable), and the placeholders move.
+#[tokio::test(start_paused = true)]
+async fn a_placeholder_re_created_while_the_gate_was_closed_does_not_mark_the_node_full() {
+    let (logs, _guard) = Logs::capture();
+    let s = busy_cluster().await;
+    let mut kubelet = Kubelet::new(
+        &s,
+        &[
+            ("SELFDESTRUCT_NODE_SETTLE", "1s"),
+            ("SELFDESTRUCT_MOVE_JITTER", "1s"),
+        ],
+        Subject::placeholder_agent(NS, "placeholder"),
+    );
+    assert!(
+        kubelet
+            .run_until(Duration::from_secs(10), |_| { kubelet_watching(&s) })
+            .await,
+        "agents did not start watching"
+    );
+    vtime::pass(Duration::from_secs(1)).await;
+    let gate = selfdestruct_decision::model::IMAGES_PENDING_TAINT;
+    s.fake
+        .add_node(NodeBuilder::new("node-d").cpu("4").memory("16Gi").taint(
+            gate,
+            "true",
+            "NoSchedule",
+        ));
+    kubelet.run_until(Duration::from_secs(60), |_| false).await;
+    assert!(
+        s.evictions().is_empty(),
+        "moved towards a gated node:\n{}",
+        logs.text()
+    );
+    // A placeholder goes (a user preempted it); its successor is created after
+    // node-d became Ready and, node-d being gated, lands on an old node.
+    let uid = s.uid("placeholder-5");
+    assert!(s.fake.delete_pod(NS, "placeholder-5"));
+    let back = kubelet
+        .run_until(Duration::from_secs(60), |s| {
+            s.fake.get_pod(NS, "placeholder-5").is_some_and(|p| {
+                p.metadata.uid.as_deref() != Some(uid.as_str())
+                    && p.spec.as_ref().and_then(|s| s.node_name.as_deref()) != Some("node-d")
+                    && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+            })
+        })
+        .await;
+    assert!(
+        back,
+        "the successor did not run on an old node:\n{}",
+        logs.text()
+    );
+    kubelet.run_until(Duration::from_secs(30), |_| false).await;
+    assert!(s.evictions().is_empty(), "{}", logs.text());
+    // The gate opens: placeholders move onto node-d.
+    s.fake.set_node_taints("node-d", vec![]);
+    let moved = kubelet
+        .run_until(Duration::from_secs(120), |s| {
+            placeholders_on(&s.fake, "node-d") >= 1
+        })
+        .await;
+    assert!(
+        moved,
+        "nothing moved onto node-d once its gate opened:\n{}",
+        logs.text()
+    );
+    assert!(
+        !logs
+            .text()
+            .contains("node node-d is full: sibling placeholder-5"),
+        "{}",
+        logs.text()
+    );
 }

@@ -86,6 +86,8 @@ pub struct World {
     pub nodes: Option<Vec<NodeSummary>>,
     /// The sibling watch's view (`None`: siblings not watched).
     pub siblings: Option<Vec<Sibling>>,
+    /// Sibling awareness on, its first list not arrived yet.
+    pub siblings_loading: bool,
     /// The settings.
     pub policy: Policy,
     /// Past attempts and armed timers.
@@ -101,6 +103,7 @@ impl Default for World {
             own: own_pod(),
             nodes: Some(vec![ready_node("old", 0)]),
             siblings: None,
+            siblings_loading: false,
             policy: quiet_policy(),
             memory: Memory::default(),
             draw: 0.5,
@@ -121,6 +124,7 @@ impl World {
             own: &self.own,
             nodes: self.nodes.as_deref(),
             siblings: self.siblings.as_deref(),
+            siblings_loading: self.siblings_loading,
             policy: &self.policy,
             memory: &self.memory,
             draw: self.draw,

@@ -3,6 +3,7 @@
 //! clock, no randomness of its own: the agent's shell and the simulator both call
 //! [`decide`] and apply the result with [`Memory::apply`] and [`Memory::record`].
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
@@ -12,6 +13,13 @@ use crate::images::ImageRef;
 use crate::model::{NodeSummary, OwnPod, Sibling};
 
 const HOUR: Duration = Duration::from_secs(3600);
+
+/// Whether an attempt at `t` counts toward the hourly cap at `now`: made within the
+/// hour before `now`, or dated after `now` (the clock was stepped back since: it is
+/// counted until `now` has passed it by an hour, never forgotten early).
+fn within_the_hour(now: SystemTime, t: SystemTime) -> bool {
+    t > now || now.duration_since(t).is_ok_and(|d| d < HOUR)
+}
 
 /// `t + d`, saturating far in the future instead of overflowing (a snapshot may
 /// hold any duration; the decision must never panic).
@@ -103,6 +111,12 @@ pub struct Memory {
     pub failures: u32,
     /// The own pod is gone or going: nothing more to do.
     pub finished: bool,
+    /// For each node in the view that the own pod could be scheduled on (Ready, not
+    /// cordoned, no untolerated taint, placement accepts it), when this agent first
+    /// saw it so, in its current stretch of being so; kept by [`Memory::observe_nodes`].
+    /// The "full" rule counts a sibling as evidence only if it was created after this
+    /// (Kubernetes records no time for a taint's removal or an uncordon).
+    pub usable_since: BTreeMap<String, SystemTime>,
 }
 
 /// The outcome of an eviction or delete request.
@@ -143,11 +157,32 @@ impl Memory {
             }
             Decision::Move { .. } => {
                 self.armed = None;
-                self.attempts
-                    .retain(|t| now.duration_since(*t).is_ok_and(|d| d < HOUR));
+                self.attempts.retain(|t| within_the_hour(now, *t));
                 self.attempts.push(now);
             }
             Decision::Wait { .. } => self.armed = None,
+        }
+    }
+
+    /// Notes, from the node view seen at `now`, since when each node has been one the
+    /// own pod could be scheduled on ([`OwnPod::could_run_on`]): a node that becomes
+    /// so is noted at `now`, one that stops being so (tainted, cordoned, NotReady) or
+    /// leaves the view is forgotten. The agent calls it with every snapshot's view
+    /// before deciding (an update of the view wakes the agent, so `now` is when the
+    /// change was seen); without a view (`None`) nothing is kept.
+    pub fn observe_nodes(&mut self, now: SystemTime, own: &OwnPod, nodes: Option<&[NodeSummary]>) {
+        let usable: BTreeSet<&str> = nodes
+            .unwrap_or_default()
+            .iter()
+            .filter(|n| own.could_run_on(n))
+            .map(|n| n.name.as_str())
+            .collect();
+        self.usable_since
+            .retain(|name, _| usable.contains(name.as_str()));
+        for name in usable {
+            if !self.usable_since.contains_key(name) {
+                self.usable_since.insert(name.to_string(), now);
+            }
         }
     }
 
@@ -230,6 +265,9 @@ pub enum Hold {
     TooYoung,
     /// The per-hour attempt cap is used up.
     MoveCap,
+    /// Sibling awareness is on but the first list of siblings has not arrived:
+    /// a sibling may be Pending.
+    SiblingsNotListed,
     /// A sibling placeholder is Pending or terminating: one move at a time.
     SiblingBusy(String),
 }
@@ -285,8 +323,9 @@ pub enum Reject {
     ImagesMissing(Vec<String>),
     /// Required images not listed, but the list is truncated: can't confirm.
     ImagesUnconfirmed(Vec<String>),
-    /// A sibling created after the node became Ready was scheduled onto an older node:
-    /// the scheduler found this node full.
+    /// A sibling created after the node became usable (Ready, and schedulable for the
+    /// own pod as far as this agent saw) was scheduled onto an old node (one created
+    /// before the own pod was scheduled): the scheduler found this node full.
     Full {
         /// The sibling that showed it.
         sibling: String,
@@ -304,6 +343,9 @@ pub struct Snapshot<'a> {
     pub nodes: Option<&'a [NodeSummary]>,
     /// Sibling placeholders, or `None` without that view.
     pub siblings: Option<&'a [Sibling]>,
+    /// Sibling awareness is on, but its first list has not arrived (nor been refused
+    /// or failed): every move is held ([`Hold::SiblingsNotListed`]).
+    pub siblings_loading: bool,
     /// The policy.
     pub policy: &'a Policy,
     /// What the agent remembers.
@@ -365,15 +407,30 @@ impl Snapshot<'_> {
             });
         }
         if let (Some(siblings), Some(nodes)) = (self.siblings, self.nodes) {
+            // The node could take a pod from when it became Ready and, as far as this
+            // agent saw, schedulable (a startup taint or a cordon lifted later moves no
+            // Kubernetes time). A caller that keeps no record counts from Ready.
+            let usable = self
+                .memory
+                .usable_since
+                .get(&node.name)
+                .map_or(since, |t| since.max(*t));
+            // Old in the sense the own pod counts "new": created before it was
+            // scheduled. A sibling on another new node, or on a node not in the view
+            // (deleted, or outside the node selector), says nothing about this one.
+            // The own node counts as old: the own pod was scheduled onto it.
+            let old = |name: &str| {
+                own.node_name.as_deref() == Some(name)
+                    || nodes
+                        .iter()
+                        .any(|o| o.name == name && o.created.is_some_and(|c| c < scheduled))
+            };
             let placed_on_older = siblings.iter().find(|s| {
                 !self.is_self(&s.name, &s.uid)
-                    && s.created.is_some_and(|c| c > since)
-                    && s.node_name.as_deref().is_some_and(|n| {
-                        n != node.name
-                            && !nodes
-                                .iter()
-                                .any(|o| o.name == n && o.ready.since.is_some_and(|t| t >= since))
-                    })
+                    && s.created.is_some_and(|c| c > usable)
+                    && s.node_name
+                        .as_deref()
+                        .is_some_and(|n| n != node.name && old(n))
             });
             if let Some(s) = placed_on_older {
                 return Err(Reject::Full {
@@ -436,12 +493,15 @@ impl Snapshot<'_> {
                 .attempts
                 .iter()
                 .copied()
-                .filter(|t| now.duration_since(*t).is_ok_and(|d| d < HOUR) || *t > now)
+                .filter(|t| within_the_hour(now, *t))
                 .collect();
             if recent.len() >= policy.max_moves_per_hour as usize {
                 let until = recent.iter().min().map(|t| later(*t, HOUR));
                 return Some((Hold::MoveCap, until));
             }
+        }
+        if self.siblings_loading {
+            return Some((Hold::SiblingsNotListed, None));
         }
         if let Some(busy) = self
             .siblings
@@ -1049,6 +1109,252 @@ mod tests {
         // a sibling created before the node was Ready says nothing about it
         c.siblings = Some(vec![sibling("placeholder-1", 400, Some("old"), false)]);
         assert!(c.verdict(&node("new", 500)).is_ok());
+    }
+
+    /// The "full" rule's evidence: a sibling created after the node became usable
+    /// that landed on an old node. Other placements say nothing about the node.
+    #[test]
+    fn only_a_sibling_on_an_old_node_after_the_node_became_usable_shows_it_full() {
+        let old_day = |name: &str| NodeSummary {
+            created: Some(at(0) - Duration::from_secs(86_400)),
+            ..node(name, 0)
+        };
+        // Two nodes of one scale-up: n2 Ready at 490 (created 400), new Ready at 500.
+        let n2 = NodeSummary {
+            created: Some(at(400)),
+            ..node("n2", 490)
+        };
+        let new = node("new", 500);
+        let mut c = World::new();
+        c.nodes = Some(vec![node("old", 0), old_day("old2"), n2, new.clone()]);
+        let full = |s: &str| {
+            Err(Reject::Full {
+                sibling: s.to_string(),
+            })
+        };
+        let table: Vec<(&str, Sibling, Result<Duration, Reject>)> = vec![
+            (
+                "on the own node (old: the own pod was scheduled onto it)",
+                sibling("placeholder-1", 700, Some("old"), false),
+                full("placeholder-1"),
+            ),
+            (
+                "on another old node",
+                sibling("placeholder-1", 700, Some("old2"), false),
+                full("placeholder-1"),
+            ),
+            (
+                "(a) on a new node that became Ready a little earlier",
+                sibling("placeholder-1", 700, Some("n2"), false),
+                Ok(Duration::from_secs(500)),
+            ),
+            (
+                "(b) on a node not in the view (deleted, or outside the node selector)",
+                sibling("placeholder-1", 700, Some("gone"), false),
+                Ok(Duration::from_secs(500)),
+            ),
+            (
+                "on the node itself",
+                sibling("placeholder-1", 700, Some("new"), false),
+                Ok(Duration::from_secs(500)),
+            ),
+            (
+                "created before the node was Ready",
+                sibling("placeholder-1", 400, Some("old2"), false),
+                Ok(Duration::from_secs(500)),
+            ),
+            (
+                "created in the second it became Ready",
+                sibling("placeholder-1", 500, Some("old2"), false),
+                Ok(Duration::from_secs(500)),
+            ),
+        ];
+        let mut wrong = Vec::new();
+        for (name, s, want) in table {
+            c.siblings = Some(vec![s]);
+            let got = c.verdict(&new);
+            if got != want {
+                wrong.push(format!("{name}: {got:?}, want {want:?}"));
+            }
+        }
+        assert!(wrong.is_empty(), "{wrong:#?}");
+        // A node of unknown age is not known to be old.
+        c.nodes = Some(vec![
+            node("old", 0),
+            NodeSummary {
+                created: None,
+                ..node("unknown", 0)
+            },
+            new.clone(),
+        ]);
+        c.siblings = Some(vec![sibling("placeholder-1", 700, Some("unknown"), false)]);
+        assert!(c.verdict(&new).is_ok());
+    }
+
+    /// (c) The node-gate's startup taint (or a cordon) keeps a Ready node from
+    /// taking pods; Kubernetes records no time for its removal, so the agent notes
+    /// when it first saw the node usable, and only siblings created after that count.
+    #[test]
+    fn a_sibling_created_while_the_node_was_not_usable_says_nothing() {
+        let gated = NodeSummary {
+            taints: vec![crate::model::Taint {
+                key: crate::model::IMAGES_PENDING_TAINT.into(),
+                value: Some("true".into()),
+                effect: "NoSchedule".into(),
+            }],
+            ..node("new", 500)
+        };
+        let open = node("new", 500);
+        let mut c = World::new();
+        // Ready at 500, gated: a sibling re-created at 700 had to go to the old node.
+        c.nodes = Some(vec![node("old", 0), gated.clone()]);
+        c.siblings = Some(vec![sibling("placeholder-1", 700, Some("old"), false)]);
+        c.now = at(600);
+        c.memory.observe_nodes(c.now, &c.own, c.nodes.as_deref());
+        assert_eq!(c.memory.usable_since.get("new"), None, "gated: not usable");
+        assert_eq!(c.memory.usable_since.get("old"), Some(&at(600)));
+        c.now = at(750);
+        c.memory.observe_nodes(c.now, &c.own, c.nodes.as_deref());
+        assert_eq!(
+            c.verdict(&gated),
+            Err(Reject::Taint(crate::model::IMAGES_PENDING_TAINT.into()))
+        );
+        // The gate opens at 800: the sibling of 700 is no evidence, the node counts.
+        c.nodes = Some(vec![node("old", 0), open.clone()]);
+        c.now = at(800);
+        c.memory.observe_nodes(c.now, &c.own, c.nodes.as_deref());
+        assert_eq!(c.memory.usable_since.get("new"), Some(&at(800)));
+        assert_eq!(c.verdict(&open), Ok(Duration::from_secs(300)));
+        assert_eq!(moves_to(&c.decide()), Some("new"));
+        // Later observations keep the first time.
+        c.now = at(900);
+        c.memory.observe_nodes(c.now, &c.own, c.nodes.as_deref());
+        assert_eq!(c.memory.usable_since.get("new"), Some(&at(800)));
+        // A sibling created after the gate opened that still went to the old node: full.
+        c.siblings = Some(vec![sibling("placeholder-1", 850, Some("old"), false)]);
+        assert_eq!(
+            c.verdict(&open),
+            Err(Reject::Full {
+                sibling: "placeholder-1".into()
+            })
+        );
+        // Cordoned and uncordoned: usable again from when that was seen.
+        let cordoned = NodeSummary {
+            unschedulable: true,
+            ..open.clone()
+        };
+        c.nodes = Some(vec![node("old", 0), cordoned]);
+        c.memory.observe_nodes(c.now, &c.own, c.nodes.as_deref());
+        assert_eq!(c.memory.usable_since.get("new"), None);
+        c.nodes = Some(vec![node("old", 0), open.clone()]);
+        c.now = at(950);
+        c.memory.observe_nodes(c.now, &c.own, c.nodes.as_deref());
+        assert_eq!(c.memory.usable_since.get("new"), Some(&at(950)));
+        assert!(c.verdict(&open).is_ok(), "the sibling of 850 predates 950");
+        // Nodes that leave the view are forgotten, and so is everything without a view.
+        assert!(c.memory.usable_since.contains_key("old"));
+        c.nodes = Some(vec![open.clone()]);
+        c.memory.observe_nodes(c.now, &c.own, c.nodes.as_deref());
+        assert_eq!(
+            c.memory.usable_since.keys().collect::<Vec<_>>(),
+            vec!["new"]
+        );
+        c.memory.observe_nodes(c.now, &c.own, None);
+        assert!(c.memory.usable_since.is_empty());
+        // The own pod's tolerations count: a placeholder that tolerates the gate's
+        // taint can use the gated node at once.
+        c.own.tolerations = vec![Toleration {
+            key: Some(crate::model::IMAGES_PENDING_TAINT.into()),
+            operator: Some("Exists".into()),
+            value: None,
+            effect: Some("NoSchedule".into()),
+        }];
+        c.memory.observe_nodes(at(600), &c.own, Some(&[gated]));
+        assert_eq!(c.memory.usable_since.get("new"), Some(&at(600)));
+    }
+
+    #[test]
+    fn no_move_before_the_first_sibling_list() {
+        let mut c = World::new();
+        c.memory.lifetime = Some(Duration::from_secs(10));
+        c.nodes = Some(vec![node("old", 0), node("new", 500)]);
+        c.siblings = None;
+        c.siblings_loading = true;
+        let not_listed = Decision::Wait {
+            until: None,
+            hold: Some(Hold::SiblingsNotListed),
+        };
+        assert_eq!(c.decide(), not_listed, "the lifetime and the node are due");
+        c.nodes = None;
+        assert_eq!(c.decide(), not_listed, "the lifetime alone");
+        // The list arrives and shows a Pending sibling: that holds.
+        c.siblings_loading = false;
+        c.siblings = Some(vec![sibling("placeholder-1", 900, None, true)]);
+        assert_eq!(
+            c.decide(),
+            Decision::Wait {
+                until: None,
+                hold: Some(Hold::SiblingBusy("placeholder-1".into()))
+            }
+        );
+        c.siblings = Some(vec![sibling("placeholder-1", 0, Some("old"), false)]);
+        assert!(matches!(c.decide(), Decision::Move { .. }));
+        // Refused or failed (no view, no longer loading): the PDB alone, as before.
+        c.siblings = None;
+        assert!(matches!(c.decide(), Decision::Move { .. }));
+        // Nothing due: nothing held.
+        c.memory.lifetime = None;
+        c.siblings_loading = true;
+        assert_eq!(c.decide(), WAIT_FOR_EVENTS);
+        // A backoff or the cap still say when to look again.
+        c.memory.lifetime = Some(Duration::from_secs(10));
+        c.memory.retry_at = Some(at(1500));
+        assert_eq!(
+            c.decide(),
+            Decision::Wait {
+                until: Some(at(1500)),
+                hold: Some(Hold::Backoff)
+            }
+        );
+    }
+
+    /// The clock stepped back: attempts dated in the future count toward the cap,
+    /// both when deciding and when a move prunes the record.
+    #[test]
+    fn attempts_dated_in_the_future_count_until_an_hour_after_them() {
+        let mut c = World::new();
+        c.nodes = Some(vec![node("old", 0), node("new", 10)]);
+        c.policy.max_moves_per_hour = 12;
+        let mv = Decision::Move {
+            trigger: Trigger::Lifetime {
+                lifetime: Duration::from_secs(1),
+            },
+        };
+        let table: Vec<(&str, Vec<u64>, u64, usize)> = vec![
+            ("all in the future", (1000..1012).collect(), 500, 13),
+            ("an hour old is pruned", vec![0, 100], 3600, 2),
+            ("just under an hour is kept", vec![1, 100], 3600, 3),
+            ("a mix", vec![0, 3000, 9000], 3700, 3),
+        ];
+        for (name, attempts, now, kept) in table {
+            let mut m = Memory {
+                attempts: attempts.iter().map(|t| at(*t)).collect(),
+                ..Memory::default()
+            };
+            m.apply(at(now), &mv);
+            assert_eq!(m.attempts.len(), kept, "{name}: {:?}", m.attempts);
+        }
+        // After a move at 500, twelve attempts dated 1000..1011 still hold the next one.
+        c.memory.attempts = (1000..1012).map(at).collect();
+        c.now = at(500);
+        c.memory.apply(c.now, &mv);
+        assert_eq!(
+            c.decide(),
+            Decision::Wait {
+                until: Some(at(500 + 3600)),
+                hold: Some(Hold::MoveCap)
+            }
+        );
     }
 
     #[test]

@@ -128,6 +128,16 @@ impl OwnPod {
         selector_ok && affinity_ok
     }
 
+    /// Whether the scheduler could put this pod (or a sibling with the same template)
+    /// on `node` now, room aside: Ready, not cordoned, no NoSchedule/NoExecute taint
+    /// the pod does not tolerate, and the placement rules accept it.
+    pub fn could_run_on(&self, node: &NodeSummary) -> bool {
+        node.ready.ready
+            && !node.unschedulable
+            && self.untolerated_taint(node).is_none()
+            && self.accepts_node(node)
+    }
+
     /// The first NoSchedule/NoExecute taint of `node` that the pod does not tolerate.
     pub fn untolerated_taint<'n>(&self, node: &'n NodeSummary) -> Option<&'n Taint> {
         node.taints.iter().find(|t| {

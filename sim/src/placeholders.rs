@@ -166,11 +166,13 @@ impl Agent {
         draw: f64,
     ) -> Decision {
         let now = system_time(now);
+        self.memory.observe_nodes(now, &self.own, Some(nodes));
         let decision = decide(&Snapshot {
             now,
             own: &self.own,
             nodes: Some(nodes),
             siblings: Some(siblings),
+            siblings_loading: false,
             policy,
             memory: &self.memory,
             draw,
@@ -226,6 +228,7 @@ mod tests {
             own: agent.own.clone(),
             nodes: Some(nodes.clone()),
             siblings: Some(siblings.clone()),
+            siblings_loading: false,
             policy: policy.clone(),
             memory: agent.memory.clone(),
             draw: 0.25,
