@@ -58,6 +58,7 @@ pub struct Access {
 }
 
 use crate::api::transport_text as chain;
+use crate::api::{ApiError, REQUEST_TIMEOUT};
 
 /// Reads and merges kubeconfig files as kubectl does, and builds kube's
 /// configuration for its current context.
@@ -209,7 +210,7 @@ pub(crate) fn client(access: &Access, default_namespace: &str) -> Result<kube::C
 }
 
 /// A kube client over `service` with the agent's own layer of `client` (the
-/// watch pacing), for an in-process API server: the tests' virtual-time tier
+/// watch pacing and the request time limit), for an in-process API server: the tests' virtual-time tier
 /// serves the fake API server so.
 pub fn client_over<S, B>(service: S, default_namespace: &str) -> kube::Client
 where
@@ -233,7 +234,8 @@ pub(crate) const MIN_WATCH_LIFE: Duration = Duration::from_secs(5);
 /// empty or cut answer, which kube's watch reader takes for a normal end)
 /// would be re-opened in a hot loop. A watch opened within [`MIN_WATCH_LIFE`]
 /// of the one before waits first, with the usual backoff, growing while the
-/// watches stay short.
+/// watches stay short. It also bounds every request by [`REQUEST_TIMEOUT`]
+/// (see its `call`).
 #[derive(Clone, Copy)]
 struct PaceWatchesLayer;
 
@@ -297,22 +299,39 @@ fn is_watch(uri: &http::Uri) -> bool {
         .is_some_and(|q| q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1"))
 }
 
-impl<S, B> tower::Service<http::Request<B>> for PaceWatches<S>
-where
-    S: tower::Service<http::Request<B>>,
-    S::Future: Send + 'static,
-    B: Send + 'static,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<S::Response, S::Error>> + Send>>;
+/// The service error of the client's stack.
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-    fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), S::Error>> {
-        self.inner.poll_ready(cx)
+/// A non-watch answer read in full within the time limit, or a watch's stream.
+type PacedBody<B> = http_body_util::Either<http_body_util::Full<bytes::Bytes>, B>;
+
+impl<S, ReqB, B> tower::Service<http::Request<ReqB>> for PaceWatches<S>
+where
+    S: tower::Service<http::Request<ReqB>, Response = http::Response<B>>,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    ReqB: Send + 'static,
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    type Response = http::Response<PacedBody<B>>;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
     }
 
-    fn call(&mut self, req: http::Request<B>) -> Self::Future {
-        let wait = if is_watch(req.uri()) {
+    /// Every request gets an answer within [`REQUEST_TIMEOUT`] or fails with
+    /// [`ApiError::Timeout`]: a non-watch request (lists too) is read in full
+    /// in that time, a watch gets its response headers in that time (its
+    /// stream is then kube's, ended by the watch's own timeout). kube sets no
+    /// read timeout, and a server that accepts a request and never answers, or
+    /// a pooled connection to a dead peer, would otherwise hold the caller
+    /// (the node or sibling watcher) silently for many minutes.
+    fn call(&mut self, req: http::Request<ReqB>) -> Self::Future {
+        let watch = is_watch(req.uri());
+        let wait = if watch {
             self.delay(req.uri().path())
         } else {
             Duration::ZERO
@@ -323,7 +342,22 @@ where
             if !wait.is_zero() {
                 tokio::time::sleep(wait).await;
             }
-            call.await
+            let answer = async {
+                let res = call.await.map_err(Into::into)?;
+                if watch {
+                    return Ok(res.map(http_body_util::Either::Right));
+                }
+                let (parts, body) = res.into_parts();
+                let bytes = http_body_util::BodyExt::collect(body)
+                    .await
+                    .map_err(Into::into)?
+                    .to_bytes();
+                let body = http_body_util::Either::Left(http_body_util::Full::new(bytes));
+                Ok(http::Response::from_parts(parts, body))
+            };
+            tokio::time::timeout(REQUEST_TIMEOUT, answer)
+                .await
+                .map_err(|_| -> BoxError { Box::new(ApiError::Timeout(REQUEST_TIMEOUT)) })?
         })
     }
 }

@@ -7,7 +7,7 @@ use clap::Parser;
 use selfdestruct::agent;
 use selfdestruct::config::{Cli, Command, Config};
 use selfdestruct::connect::{self, AccessError};
-use selfdestruct::signals::{Signals, reap_zombies};
+use selfdestruct::signals::Signals;
 
 fn main() {
     let cli = Cli::parse();
@@ -65,7 +65,6 @@ fn main() {
                 return 1;
             }
         };
-        reap_zombies();
         match gate {
             Some(g) => agent::run_gate(g, cfg, signals).await,
             None => agent::run(cfg, signals).await,

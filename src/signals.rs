@@ -1,5 +1,11 @@
 //! Pause semantics: wait for SIGTERM/SIGINT without polling, and reap zombies
-//! (as PID 1 every orphan in the pod's PID namespace becomes our child).
+//! when PID 1 (every orphan in the pod's PID namespace becomes our child).
+//!
+//! Not PID 1, nothing is reaped, as the pause container does: a `waitpid(-1)`
+//! would also take the exit status of children that others in this process wait
+//! for by pid (kube's exec-credential plugins, run through std's
+//! `Command::output()`), which then fail with ECHILD. As PID 1 that conflict
+//! remains; docs/reliability.md ("Zombies") says when it matters.
 
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
@@ -7,7 +13,8 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 pub struct Signals {
     term: Signal,
     int: Signal,
-    child: Signal,
+    /// SIGCHLD, only when this process reaps (PID 1).
+    child: Option<Signal>,
 }
 
 /// What the agent's loop stops on: the process's own signals ([`Signals`]), or
@@ -15,7 +22,7 @@ pub struct Signals {
 /// entrypoint wrapper, `src/wrapper.rs`) owns the signals and ends the loop by
 /// dropping its future.
 pub enum Stop {
-    /// SIGTERM/SIGINT end the loop; SIGCHLD reaps zombies.
+    /// SIGTERM/SIGINT end the loop; SIGCHLD reaps zombies when PID 1.
     Signals(Signals),
     /// The loop never returns on its own.
     Never,
@@ -40,22 +47,38 @@ impl Stop {
 
 impl Signals {
     /// Installs the handlers (before anything else, so no SIGTERM is missed).
+    /// As PID 1 also the SIGCHLD handler, then reaps the zombies already there.
     pub fn install() -> std::io::Result<Self> {
-        Ok(Signals {
+        let reaper = is_pid1();
+        let signals = Signals {
             term: signal(SignalKind::terminate())?,
             int: signal(SignalKind::interrupt())?,
-            child: signal(SignalKind::child())?,
-        })
+            child: if reaper {
+                Some(signal(SignalKind::child())?)
+            } else {
+                None
+            },
+        };
+        if reaper {
+            // After the handler: a child that exits from here on is signalled.
+            reap_zombies();
+        }
+        Ok(signals)
     }
 
-    /// Resolves with the signal's name on SIGTERM or SIGINT; reaps children on every
-    /// SIGCHLD meanwhile. Cancel-safe: usable as a `select!` branch.
+    /// Resolves with the signal's name on SIGTERM or SIGINT; as PID 1 reaps
+    /// children on every SIGCHLD meanwhile. Cancel-safe: usable as a `select!` branch.
     pub async fn terminated(&mut self) -> &'static str {
         loop {
             tokio::select! {
                 _ = self.term.recv() => return "SIGTERM",
                 _ = self.int.recv() => return "SIGINT",
-                _ = self.child.recv() => {
+                Some(()) = async {
+                    match &mut self.child {
+                        Some(child) => child.recv().await,
+                        None => None,
+                    }
+                } => {
                     let n = reap_zombies();
                     if n > 0 {
                         tracing::debug!(reaped = n, "reaped zombie processes");
@@ -67,10 +90,11 @@ impl Signals {
 }
 
 /// Reaps every exited child. One SIGCHLD can stand for many children, so this
-/// loops until none is left. Returns how many were reaped.
+/// loops until none is left. Returns how many were reaped. Only for PID 1
+/// (see the module's note): [`Signals::install`] calls it then.
 pub fn reap_zombies() -> usize {
     // No child has pid 0: every reaped process counts as "other".
-    reap_children(0).others
+    reap_children(0, true).others
 }
 
 /// What [`reap_children`] found.
@@ -82,11 +106,22 @@ pub(crate) struct Reaped {
     pub child: Option<i32>,
 }
 
-/// Reaps every exited child like [`reap_zombies`], but keeps the wait status of
-/// `child` when its pid comes back, so a wrapper that is PID 1 can both reap the
-/// orphans and learn how its own child ended.
-pub(crate) fn reap_children(child: libc::pid_t) -> Reaped {
+/// With `all` (PID 1): reaps every exited child like [`reap_zombies`], but
+/// keeps the wait status of `child` when its pid comes back, so a wrapper that
+/// is PID 1 can both reap the orphans and learn how its own child ended.
+/// Without `all`: waits (without blocking) for `child` alone, leaving every
+/// other child to whoever waits for it.
+pub(crate) fn reap_children(child: libc::pid_t, all: bool) -> Reaped {
     let mut out = Reaped::default();
+    if !all {
+        let mut status = 0;
+        // SAFETY: waitpid with WNOHANG only writes the status of an exited child.
+        let pid = unsafe { libc::waitpid(child, &mut status, libc::WNOHANG) };
+        if pid == child {
+            out.child = Some(status);
+        }
+        return out;
+    }
     loop {
         let mut status = 0;
         // SAFETY: waitpid with WNOHANG only writes the status of an exited child.

@@ -69,11 +69,14 @@ pub async fn run(cfg: Config, argv: Vec<OsString>) -> i32 {
     // ours too, and a reaper must not swallow the child's status.
     let pid = child.id() as libc::pid_t;
     drop(child);
+    // Only PID 1 reaps others' children: otherwise a wait for any pid could take
+    // the status of a child std waits for (kube's exec-credential plugins).
+    let reaper = signals::is_pid1();
     info!(
         pid,
         command = %command,
         on_exit = if cfg.args.on_exit == OnExit::Delete { "delete" } else { "exit" },
-        pid1 = signals::is_pid1(),
+        pid1 = reaper,
         "started the command as the child of selfdestruct"
     );
 
@@ -87,7 +90,7 @@ pub async fn run(cfg: Config, argv: Vec<OsString>) -> i32 {
         tokio::select! {
             sig = signals.recv() => match sig {
                 WrapperSignal::Child => {
-                    let reaped = signals::reap_children(pid);
+                    let reaped = signals::reap_children(pid, reaper);
                     if reaped.others > 0 {
                         debug!(reaped = reaped.others, "reaped zombie processes");
                     }

@@ -629,6 +629,75 @@ async fn stalled_and_dropped_watches_and_a_slow_server() {
     assert!(results.iter().all(|r| r.problems.is_empty()));
 }
 
+/// A node list that the server accepts and never answers (a hung apiserver, or
+/// a pooled connection to a dead peer): kube sets no read timeout, so without
+/// the client's own time limit the node watcher waited forever, silently. Now
+/// it gives up after the request timeout (30 s), says so, lists again after
+/// its backoff, and sees the node the server added meanwhile.
+#[tokio::test(start_paused = true)]
+async fn a_list_that_is_never_answered_times_out_and_is_retried() {
+    let (logs, _guard) = Logs::capture();
+    let s = vtime::placeholders(2).await;
+    let node_list =
+        |r: &RecordedRequest| r.method == "GET" && r.path == "/api/v1/nodes" && !r.watch;
+    s.fake.fail_next(
+        Matcher::custom(move |r| r.method == "GET" && r.path == "/api/v1/nodes" && !r.watch),
+        FaultResponse::NeverAnswer,
+        1,
+    );
+    let agent = vtime::agent(
+        &s,
+        "placeholder-0",
+        &[
+            ("SELFDESTRUCT_LOG_LEVEL", "info"),
+            ("SELFDESTRUCT_MAX_LIFETIME", "1h"),
+        ],
+    );
+    let hung = vtime::request(&s, Duration::from_secs(10), |r| {
+        node_list(r) && r.status == 0
+    })
+    .await
+    .unwrap_or_else(|| panic!("the node list never came:\n{}", logs.text()));
+    // Served from the retry on: the agent must come to see it.
+    s.fake.add_node(NodeBuilder::new("late").ready(true));
+    let nodes = s.fake.nodes().len();
+    // The request timeout (30 s), then the log line.
+    assert!(
+        logs.show("list failed, retrying", Duration::from_secs(31))
+            .await,
+        "no word of the unanswered node list within the request timeout:\n{}",
+        logs.text()
+    );
+    assert!(
+        logs.text().contains("no answer within 30s"),
+        "{}",
+        logs.text()
+    );
+    // The first backoff step is 0.5-1 s.
+    let retry = vtime::request(&s, Duration::from_secs(2), |r| {
+        node_list(r) && r.status == 200
+    })
+    .await
+    .unwrap_or_else(|| panic!("no second node list after the backoff:\n{}", logs.text()));
+    assert!(retry.at > hung.at);
+    assert!(
+        logs.show("watching nodes", Duration::from_secs(2)).await,
+        "{}",
+        logs.text()
+    );
+    let seen = logs
+        .text()
+        .lines()
+        .find(|l| l.contains("watching nodes"))
+        .map(str::to_string)
+        .unwrap_or_default();
+    assert!(
+        seen.contains(&format!("count={nodes}")),
+        "the agent's first node view has all {nodes} nodes, the late one too: {seen}"
+    );
+    assert!(agent.is_running(), "{}", logs.text());
+}
+
 // ---------------------------------------------------------------------------
 // Scale: many agents, one server, a burst of node events
 // ---------------------------------------------------------------------------

@@ -107,6 +107,10 @@ pub enum FaultResponse {
     },
     /// Close the connection without answering.
     CloseConnection,
+    /// Accept the request and never answer it (no headers, no close): a hung
+    /// server or a proxy in front of one. Recorded with status 0 when it arrives;
+    /// held until the client gives up or the server shuts down.
+    NeverAnswer,
 }
 
 impl FaultResponse {
@@ -176,11 +180,12 @@ impl FaultResponse {
         self
     }
 
-    /// The status code this fault answers with (0 for a closed connection).
+    /// The status code this fault answers with (0 for a closed connection or
+    /// no answer).
     pub fn code(&self) -> u16 {
         match self {
             Self::Respond { code, .. } => *code,
-            Self::CloseConnection => 0,
+            Self::CloseConnection | Self::NeverAnswer => 0,
         }
     }
 }

@@ -281,8 +281,9 @@ where
     }
 
     let faulted = fault.is_some();
+    let never = matches!(fault, Some(FaultResponse::NeverAnswer));
     let reply = match fault {
-        Some(FaultResponse::CloseConnection) => None,
+        Some(FaultResponse::CloseConnection | FaultResponse::NeverAnswer) => None,
         Some(FaultResponse::Respond {
             code,
             body,
@@ -348,6 +349,11 @@ where
             at,
             time,
         });
+    }
+    if never {
+        // Ends when the client drops the request (its connection closes, or
+        // the in-process caller's future is dropped) or the server stops.
+        std::future::pending::<()>().await;
     }
     let Some(reply) = reply else {
         return Err(io::Error::other("connection closed by fault injection"));
