@@ -410,12 +410,12 @@ impl Agent {
             Applied::Forbidden(msg) if self.memory.lifetime.is_some_and(|l| !l.is_zero()) => warn!(
                 error = %msg,
                 "cannot list/watch nodes: moving to newer nodes is off, the lifetime timer still works; \
-                 grant get/list/watch on nodes (rbac/node-reader) to enable it; retrying rarely"
+                 grant list/watch on nodes (rbac/node-reader) to enable it; retrying rarely"
             ),
             Applied::Forbidden(msg) => warn!(
                 error = %msg,
                 "cannot list/watch nodes, and no SELFDESTRUCT_MAX_LIFETIME is set: this placeholder \
-                 will not move until nodes can be read; grant get/list/watch on nodes \
+                 will not move until nodes can be read; grant list/watch on nodes \
                  (rbac/node-reader) or set a lifetime; retrying rarely"
             ),
         }
