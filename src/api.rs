@@ -22,7 +22,8 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use crate::config::Mode;
 use selfdestruct_decision::Outcome;
 
-/// Timeout of every non-watch request.
+/// Time limit of every request (a watch: until its answer starts), applied by the
+/// client's layer in `connect`.
 pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A failed API call.
@@ -226,11 +227,10 @@ impl PodApi {
     pub(crate) async fn budgets(&self) -> Result<Vec<PodDisruptionBudget>, ApiError> {
         let api: kube::Api<PodDisruptionBudget> =
             kube::Api::namespaced(self.client.clone(), &self.namespace);
-        let list =
-            tokio::time::timeout(REQUEST_TIMEOUT, api.list(&kube::api::ListParams::default()))
-                .await
-                .map_err(|_| ApiError::Timeout(REQUEST_TIMEOUT))?
-                .map_err(from_kube)?;
+        let list = api
+            .list(&kube::api::ListParams::default())
+            .await
+            .map_err(from_kube)?;
         Ok(list.items)
     }
 
@@ -276,9 +276,9 @@ impl PodApi {
                 instance: Some(self.name.clone()),
             },
         );
-        tokio::time::timeout(REQUEST_TIMEOUT, recorder.publish(&event, &regarding))
+        recorder
+            .publish(&event, &regarding)
             .await
-            .map_err(|_| ApiError::Timeout(REQUEST_TIMEOUT))?
             .map_err(from_kube)
     }
 }
@@ -299,34 +299,36 @@ pub(crate) async fn request(client: &Client, req: Request<Vec<u8>>) -> Result<Ve
             .entry(http::header::CONTENT_TYPE)
             .or_insert(http::HeaderValue::from_static("application/json"));
     }
-    let call = async {
-        let res = client.send(req).await.map_err(from_kube)?;
-        let status = res.status();
-        let retry_after = res
-            .headers()
-            .get(http::header::RETRY_AFTER)
-            .and_then(|v| retry_after(v.as_bytes()));
-        let body = res
-            .into_body()
-            .collect()
-            .await
-            .map_err(from_kube)?
-            .to_bytes();
-        if status.is_success() {
-            Ok(body.to_vec())
-        } else {
-            Err(status_error(status, &body, retry_after))
-        }
-    };
-    tokio::time::timeout(REQUEST_TIMEOUT, call)
+    // The client's layer (`connect`) bounds the request, body included, by
+    // [`REQUEST_TIMEOUT`].
+    let res = client.send(req).await.map_err(from_kube)?;
+    let status = res.status();
+    let retry_after = res
+        .headers()
+        .get(http::header::RETRY_AFTER)
+        .and_then(|v| retry_after(v.as_bytes()));
+    let body = res
+        .into_body()
+        .collect()
         .await
-        .map_err(|_| ApiError::Timeout(REQUEST_TIMEOUT))?
+        .map_err(from_kube)?
+        .to_bytes();
+    if status.is_success() {
+        Ok(body.to_vec())
+    } else {
+        Err(status_error(status, &body, retry_after))
+    }
 }
 
 /// An error of the kube client as an [`ApiError`]: the server's `Status`
-/// with its code, or a transport error with its causes.
+/// with its code, the client layer's own error (its [`ApiError::Timeout`]), or a
+/// transport error with its causes.
 pub fn from_kube(e: kube::Error) -> ApiError {
     match e {
+        kube::Error::Service(e) if e.is::<ApiError>() => match e.downcast::<ApiError>() {
+            Ok(ours) => *ours,
+            Err(e) => ApiError::Transport(transport_text(&*e)),
+        },
         kube::Error::Api(s) => ApiError::Status {
             code: s.code,
             retry_after: s
@@ -545,5 +547,8 @@ mod tests {
             outcome_of(&Err(ApiError::Transport("refused".into()))),
             Outcome::Failed
         );
+        // The client layer's time limit comes back as itself, not as a transport error.
+        let layer = kube::Error::Service(Box::new(ApiError::Timeout(REQUEST_TIMEOUT)));
+        assert_eq!(from_kube(layer), ApiError::Timeout(REQUEST_TIMEOUT));
     }
 }

@@ -629,6 +629,36 @@ async fn stalled_and_dropped_watches_and_a_slow_server() {
     assert!(results.iter().all(|r| r.problems.is_empty()));
 }
 
+/// An eviction that the server accepts and never answers: the client's time
+/// limit (30 s, the one every request has) ends it, the agent says so, backs off
+/// and evicts on a later attempt.
+#[tokio::test(start_paused = true)]
+async fn an_eviction_that_is_never_answered_times_out_and_is_retried() {
+    let (logs, _guard) = Logs::capture();
+    let s = vtime::placeholders(2).await;
+    s.fake
+        .fail_next(Call::Eviction.matcher(), FaultResponse::NeverAnswer, 1);
+    let agent = vtime::agent(&s, "placeholder-0", &env(&[]));
+    let hung = vtime::request(&s, Duration::from_secs(15), |r| {
+        r.is_eviction() && r.status == 0
+    })
+    .await
+    .unwrap_or_else(|| panic!("the eviction never came:\n{}", logs.text()));
+    assert!(
+        logs.show("no answer within 30s", Duration::from_secs(31))
+            .await,
+        "no word of the unanswered eviction within the request timeout:\n{}",
+        logs.text()
+    );
+    let done = vtime::request(&s, Duration::from_secs(600), |r| {
+        accepted_removal(r, "placeholder-0")
+    })
+    .await
+    .unwrap_or_else(|| panic!("no eviction after the timeout:\n{}", logs.text()));
+    assert!(done.at > hung.at);
+    drop(agent);
+}
+
 /// A node list that the server accepts and never answers (a hung apiserver, or
 /// a pooled connection to a dead peer): kube sets no read timeout, so without
 /// the client's own time limit the node watcher waited forever, silently. Now
