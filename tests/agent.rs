@@ -305,16 +305,21 @@ async fn a_pdb_429_is_retried_later_and_then_succeeds() {
     assert!(attempts <= 4, "no hot loop on 429: {attempts} attempts");
 }
 
+/// Sets `pod`'s status.phase (Pending: a sibling that is not placed yet).
+fn set_phase(s: &Scene, pod: &str, phase: &str) {
+    s.fake.modify_pod(NS, pod, |p| {
+        if let Some(st) = p.status.as_mut() {
+            st.phase = Some(phase.into());
+        }
+    });
+}
+
 #[tokio::test(start_paused = true)]
 async fn sibling_awareness_holds_the_move_while_a_sibling_is_pending() {
     let (logs, _guard) = Logs::capture();
     let s = vtime::placeholders(3).await;
     s.fake.set_pod_ready(NS, "placeholder-2", false);
-    s.fake.modify_pod(NS, "placeholder-2", |p| {
-        if let Some(st) = p.status.as_mut() {
-            st.phase = Some("Pending".into());
-        }
-    });
+    set_phase(&s, "placeholder-2", "Pending");
     let _agent = vtime::agent(&s, "placeholder-0", TIMER_ONLY);
     assert!(
         logs.show("sibling placeholder-2 is Pending", Duration::from_secs(10))
@@ -328,11 +333,7 @@ async fn sibling_awareness_holds_the_move_while_a_sibling_is_pending() {
         s.evictions().is_empty(),
         "no eviction while a sibling is Pending"
     );
-    s.fake.modify_pod(NS, "placeholder-2", |p| {
-        if let Some(st) = p.status.as_mut() {
-            st.phase = Some("Running".into());
-        }
-    });
+    set_phase(&s, "placeholder-2", "Running");
     assert!(
         vtime::request(&s, Duration::from_secs(10), |r| r.is_eviction())
             .await
@@ -361,11 +362,7 @@ async fn a_due_move_waits_for_the_first_sibling_list() {
     let (logs, _guard) = Logs::capture();
     let s = vtime::placeholders(3).await;
     s.fake.set_pod_ready(NS, "placeholder-2", false);
-    s.fake.modify_pod(NS, "placeholder-2", |p| {
-        if let Some(st) = p.status.as_mut() {
-            st.phase = Some("Pending".into());
-        }
-    });
+    set_phase(&s, "placeholder-2", "Pending");
     started_an_hour_ago(&s, "placeholder-0");
     let _agent = vtime::agent(
         &s,
@@ -386,11 +383,7 @@ async fn a_due_move_waits_for_the_first_sibling_list() {
         not_listed.is_some() && pending.is_some() && not_listed < pending,
         "{log}"
     );
-    s.fake.modify_pod(NS, "placeholder-2", |p| {
-        if let Some(st) = p.status.as_mut() {
-            st.phase = Some("Running".into());
-        }
-    });
+    set_phase(&s, "placeholder-2", "Running");
     s.fake.set_pod_ready(NS, "placeholder-2", true);
     assert!(
         vtime::request(&s, Duration::from_secs(10), |r| r.is_eviction())
