@@ -141,6 +141,15 @@ fn post_render(kubectl: &Path, python: &Path, input: &str, variant: &str) -> Vec
     post_render_err(kubectl, python, input, variant).0
 }
 
+/// post-render.sh for the release namespace, with the pinned kubectl.
+fn post_render_command(kubectl: &Path) -> Command {
+    let mut cmd = Command::new("bash");
+    cmd.arg(root().join("manifests/jupyterhub/post-render.sh"))
+        .arg(NAMESPACE)
+        .env("KUBECTL", kubectl);
+    cmd
+}
+
 /// post-render.sh over `input`: (parsed output, stderr).
 fn post_render_err(
     kubectl: &Path,
@@ -148,11 +157,8 @@ fn post_render_err(
     input: &str,
     variant: &str,
 ) -> (Vec<Value>, String) {
-    let mut cmd = Command::new("bash");
-    cmd.arg(root().join("manifests/jupyterhub/post-render.sh"))
-        .arg(NAMESPACE)
-        .env("KUBECTL", kubectl)
-        .env_remove("SELFDESTRUCT_IMAGE")
+    let mut cmd = post_render_command(kubectl);
+    cmd.env_remove("SELFDESTRUCT_IMAGE")
         .env_remove("SELFDESTRUCT_NODE_READER");
     // "": the script's default variant.
     if variant.is_empty() {
@@ -634,13 +640,7 @@ fn a_placeholder_priority_not_below_the_users_is_warned_about() {
 fn the_post_renderer_leaves_other_charts_alone_and_needs_a_namespace() {
     let (kubectl, _python) = tools();
     let other = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\ndata:\n  a: b\n";
-    let out = pipe(
-        Command::new("bash")
-            .arg(root().join("manifests/jupyterhub/post-render.sh"))
-            .arg(NAMESPACE)
-            .env("KUBECTL", &kubectl),
-        other,
-    );
+    let out = pipe(&mut post_render_command(&kubectl), other);
     assert_eq!(out, other, "no user placeholders: passed through");
     let status = Command::new("bash")
         .arg(root().join("manifests/jupyterhub/post-render.sh"))
@@ -661,10 +661,7 @@ fn the_post_renderer_takes_the_image_from_selfdestruct_image() {
     let input = chart_output();
     let render = |image: &str, variant: &str| {
         run_with_input(
-            Command::new("bash")
-                .arg(root().join("manifests/jupyterhub/post-render.sh"))
-                .arg(NAMESPACE)
-                .env("KUBECTL", &kubectl)
+            post_render_command(&kubectl)
                 .env("SELFDESTRUCT_VARIANT", variant)
                 .env("SELFDESTRUCT_IMAGE", image),
             &input,
@@ -708,10 +705,7 @@ fn the_node_reader_can_be_turned_off_and_nothing_cluster_scoped_is_added() {
     let input_text = chart_output();
     let input = yaml_docs(&python, &input_text);
     let out = pipe(
-        Command::new("bash")
-            .arg(root().join("manifests/jupyterhub/post-render.sh"))
-            .arg(NAMESPACE)
-            .env("KUBECTL", &kubectl)
+        post_render_command(&kubectl)
             .env("SELFDESTRUCT_NODE_READER", "off")
             .env_remove("SELFDESTRUCT_VARIANT")
             .env_remove("SELFDESTRUCT_IMAGE"),
@@ -722,11 +716,7 @@ fn the_node_reader_can_be_turned_off_and_nothing_cluster_scoped_is_added() {
     assert_eq!(docs.len(), input.len() + 3);
     // Anything else is refused, naming the variable.
     let bad = run_with_input(
-        Command::new("bash")
-            .arg(root().join("manifests/jupyterhub/post-render.sh"))
-            .arg(NAMESPACE)
-            .env("KUBECTL", &kubectl)
-            .env("SELFDESTRUCT_NODE_READER", "no"),
+        post_render_command(&kubectl).env("SELFDESTRUCT_NODE_READER", "no"),
         &input_text,
     );
     assert!(!bad.status.success());
