@@ -241,10 +241,11 @@ def validator_for(api, kind, version):
     return jsonschema.validators.Draft202012Validator(schema, registry=registry)
 
 
-def check_namespace_created(kdir, out):
+def check_namespace_created(kdir, docs):
     """A kustomization that runs a workload in the `namespace:` it sets must
     create that Namespace, so `kubectl apply -k` works on a cluster without it
-    (add-ons such as rbac/ go into a namespace another kustomization made)."""
+    (add-ons such as rbac/ go into a namespace another kustomization made).
+    `docs`: what it renders."""
     kfile = os.path.join(kdir, "kustomization.yaml")
     if not os.path.isfile(kfile):
         return
@@ -252,8 +253,7 @@ def check_namespace_created(kdir, out):
         ns = (yaml.safe_load(f) or {}).get("namespace")
     if not ns:
         return
-    with open(out) as f:
-        docs = [d for d in yaml.safe_load_all(f) if isinstance(d, dict)]
+    docs = [d for d in docs if isinstance(d, dict)]
     if not any(d.get("kind") in ("Deployment", "StatefulSet", "DaemonSet") for d in docs):
         return
     if not any(d.get("kind") == "Namespace" and d.get("metadata", {}).get("name") == ns
@@ -442,10 +442,10 @@ def main():
 
     objects_rendered = 0
     for kdir, out in rendered:
-        check_namespace_created(kdir, out)
         docs, _ = load(out)
         if docs is None:
             continue
+        check_namespace_created(kdir, docs)
         if not docs:
             error("%s: kustomization renders nothing" % kdir)
         for d in docs:
