@@ -1,0 +1,73 @@
+"""Renders a Helm chart with Helm's own engine (helm-python-sdk: Helm v4's Go
+SDK as a C library; no helm binary, no cluster) the way `helm template` does:
+the values are checked against the chart's values.schema.json first, then
+the templates are rendered.
+
+    python ci/render-chart.py CHART RELEASE NAMESPACE [VALUES.yaml ...] [--set-json K=JSON ...]
+
+Writes the rendered objects as one YAML stream to stdout (templates in name
+order, NOTES.txt left out) and exits 0; or writes Helm's message to stderr and
+exits 1 (a schema error names each offending value). `--notes` writes the
+rendered NOTES.txt instead. Used by ci/validate-manifests.sh and
+tests/chart.rs, from the venv ci/validate-manifests.sh builds.
+"""
+import sys
+
+import helm_python as helm
+import yaml
+
+
+def main(argv):
+    notes = "--notes" in argv
+    argv = [a for a in argv if a != "--notes"]
+    if len(argv) < 3:
+        sys.exit(__doc__)
+    chart_dir, release, namespace = argv[:3]
+    values = {}
+    rest = argv[3:]
+    i = 0
+    while i < len(rest):
+        if rest[i] == "--set-json":
+            values = merge(values, helm.parse_set_json(rest[i + 1]))
+            i += 2
+            continue
+        with open(rest[i]) as f:
+            values = merge(values, yaml.safe_load(f) or {})
+        i += 1
+    try:
+        with helm.Chart.load(chart_dir) as chart:
+            chart.validate_schema(chart.merge_values(values))
+            out = chart.render(values, name=release, namespace=namespace,
+                               is_install=True)
+    except helm.HelmError as e:
+        print(e, file=sys.stderr)
+        return 1
+    docs = []
+    for path in sorted(out):
+        text = out[path]
+        if path.endswith("NOTES.txt"):
+            if notes:
+                sys.stdout.write(text)
+                return 0
+            continue
+        if text.strip():
+            docs.append("# Source: %s\n%s" % (path, text.strip("\n")))
+    if notes:
+        print("no NOTES.txt", file=sys.stderr)
+        return 1
+    sys.stdout.write("---\n".join(d + "\n" for d in docs))
+    return 0
+
+
+def merge(base, over):
+    """Values files merge as Helm merges them: maps key by key, the rest replaced."""
+    out = dict(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+sys.exit(main(sys.argv[1:]))
