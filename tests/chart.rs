@@ -1,0 +1,686 @@
+//! The Helm chart (`charts/selfdestruct/`), rendered by Helm's own engine
+//! (`ci/render-chart.py`: helm-python-sdk, Helm v4's Go SDK as a library):
+//!
+//! - its default render and `kubectl kustomize manifests/` (plus
+//!   `rbac/node-reader/`, which the chart turns on by default) hold the same
+//!   objects, field for field, but for the Namespace (`helm install
+//!   --create-namespace` makes it) and Helm's own labels;
+//! - `charts/selfdestruct/ci/full-values.yaml` turns on every optional part,
+//!   and each one shows up as asked; the node gate's admission policy has the
+//!   rules of `manifests/node-gate/admission-policy.yaml`;
+//! - values.schema.json refuses bad values, each with a message naming the
+//!   value and what is wrong;
+//! - the schema's settings are exactly the agent's (walked from
+//!   `selfdestruct::config::Cli::command()`), and every value the full values
+//!   file gives them is one the agent's own parser accepts.
+//!
+//! Strict validation of the rendered objects against the Kubernetes schemas
+//! (1.33 and 1.36) is in `ci/validate-manifests.sh`, beside the
+//! kustomizations'. Needs the venv that script builds in
+//! `${TMPDIR:-/tmp}/selfdestruct-validate-venv` (helm-python-sdk, PyYAML,
+//! kubectl); without it the tests fail, saying so.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+
+const CHART: &str = "charts/selfdestruct";
+const FULL_VALUES: &str = "charts/selfdestruct/ci/full-values.yaml";
+
+/// Labels only the chart puts on its objects' metadata: Helm's own.
+const HELM_LABELS: [&str; 3] = [
+    "app.kubernetes.io/managed-by",
+    "app.kubernetes.io/version",
+    "helm.sh/chart",
+];
+
+/// The agent's settings the chart's `settings` map leaves out, and why.
+const NOT_IN_THE_CHART: [(&str, &str); 3] = [
+    ("SELFDESTRUCT_ON_EXIT", "the entrypoint wrapper's only"),
+    (
+        "SELFDESTRUCT_PODINFO_DIR",
+        "the chart passes the identity as env",
+    ),
+    ("SELFDESTRUCT_SERVICE_ACCOUNT_DIR", "hidden, for the tests"),
+];
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn venv_bin(name: &str) -> PathBuf {
+    std::env::temp_dir()
+        .join("selfdestruct-validate-venv/bin")
+        .join(name)
+}
+
+/// The venv's Python, which can import helm_python and yaml.
+fn python() -> PathBuf {
+    let python = venv_bin("python");
+    let ok = Command::new(&python)
+        .args(["-c", "import helm_python, yaml"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "needs {} with helm-python-sdk and PyYAML: run `bash ci/validate-manifests.sh` once \
+         (as .ci/run does)",
+        python.display()
+    );
+    python
+}
+
+/// ci/render-chart.py with a release name, a namespace and more arguments
+/// (values files, `--set-json K=JSON`), as JSON objects.
+fn render_output(release: &str, namespace: &str, extra: &[&str]) -> Output {
+    Command::new(python())
+        .current_dir(root())
+        .args(["ci/render-chart.py", CHART, release, namespace, "--json"])
+        .args(extra)
+        .output()
+        .expect("run ci/render-chart.py")
+}
+
+fn render(release: &str, namespace: &str, extra: &[&str]) -> Vec<Value> {
+    let out = render_output(release, namespace, extra);
+    assert!(
+        out.status.success(),
+        "the chart does not render with {extra:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON from ci/render-chart.py")
+}
+
+/// `kubectl kustomize DIR` with the venv's kubectl, as JSON objects.
+fn kustomize(dir: &str) -> Vec<Value> {
+    let out = Command::new(venv_bin("kubectl"))
+        .current_dir(root())
+        .args(["kustomize", dir])
+        .output()
+        .expect("run kubectl kustomize (the venv of ci/validate-manifests.sh)");
+    assert!(
+        out.status.success(),
+        "kubectl kustomize {dir}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let script = "import json, sys, yaml\n\
+                  json.dump([d for d in yaml.safe_load_all(sys.stdin) if d], sys.stdout)";
+    let mut child = Command::new(python())
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python");
+    std::io::Write::write_all(&mut child.stdin.take().expect("stdin"), &out.stdout).expect("write");
+    let json = child.wait_with_output().expect("python");
+    serde_json::from_slice(&json.stdout).expect("JSON from the YAML")
+}
+
+/// Objects by "Kind namespace/name".
+fn by_key(docs: Vec<Value>) -> BTreeMap<String, Value> {
+    let mut map = BTreeMap::new();
+    for d in docs {
+        let key = format!(
+            "{} {}/{}",
+            d["kind"].as_str().expect("kind"),
+            d["metadata"]["namespace"].as_str().unwrap_or(""),
+            d["metadata"]["name"].as_str().expect("name")
+        );
+        assert!(map.insert(key.clone(), d).is_none(), "{key} twice");
+    }
+    map
+}
+
+/// The chart's objects without Helm's own labels.
+fn without_helm_labels(mut docs: Vec<Value>) -> Vec<Value> {
+    for d in &mut docs {
+        let labels = d["metadata"]["labels"]
+            .as_object_mut()
+            .expect("every chart object has labels");
+        for l in HELM_LABELS {
+            assert!(labels.remove(l).is_some(), "no {l} on {}", d["kind"]);
+        }
+    }
+    docs
+}
+
+/// Every difference between two sets of objects, one line each.
+fn differences(
+    chart: &BTreeMap<String, Value>,
+    kustomize: &BTreeMap<String, Value>,
+) -> Vec<String> {
+    let mut diffs = Vec::new();
+    for key in chart.keys().chain(kustomize.keys()) {
+        match (chart.get(key), kustomize.get(key)) {
+            (Some(a), Some(b)) if a != b => {
+                diffs.push(format!("{key}: {}", first_difference(a, b, "")))
+            }
+            (Some(_), None) => diffs.push(format!("{key}: only in the chart")),
+            (None, Some(_)) => diffs.push(format!("{key}: only in the kustomization")),
+            _ => {}
+        }
+    }
+    diffs.dedup();
+    diffs
+}
+
+/// Where `a` (the chart's) and `b` (the kustomization's) first differ, and how.
+fn first_difference(a: &Value, b: &Value, at: &str) -> String {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            for k in x.keys().chain(y.keys()) {
+                let (va, vb) = (
+                    x.get(k).unwrap_or(&Value::Null),
+                    y.get(k).unwrap_or(&Value::Null),
+                );
+                if va != vb {
+                    return first_difference(va, vb, &format!("{at}.{k}"));
+                }
+            }
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            for (i, (va, vb)) in x.iter().zip(y).enumerate() {
+                if va != vb {
+                    return first_difference(va, vb, &format!("{at}[{i}]"));
+                }
+            }
+        }
+        _ => {}
+    }
+    format!("{at}: the chart has {a}, the kustomization {b}")
+}
+
+/// The kustomization's objects as the chart renders them: no Namespace.
+fn kustomized(dirs: &[&str]) -> BTreeMap<String, Value> {
+    let mut docs: Vec<Value> = dirs.iter().flat_map(|d| kustomize(d)).collect();
+    let before = docs.len();
+    docs.retain(|d| d["kind"] != "Namespace");
+    assert_eq!(before - docs.len(), 1, "manifests/ makes one Namespace");
+    by_key(docs)
+}
+
+#[test]
+fn the_default_render_is_manifests_plus_the_node_reader_object_for_object() {
+    let chart = by_key(without_helm_labels(render(
+        "placeholder",
+        "placeholders",
+        &[],
+    )));
+    let kustomize = kustomized(&["manifests", "rbac/node-reader"]);
+    assert!(kustomize.len() >= 8, "{:?}", kustomize.keys());
+    let diffs = differences(&chart, &kustomize);
+    assert!(diffs.is_empty(), "{}", diffs.join("\n"));
+
+    // Without the node reader: manifests/ alone, which leaves it out.
+    let chart = by_key(without_helm_labels(render(
+        "placeholder",
+        "placeholders",
+        &["--set-json", "nodeReader.enabled=false"],
+    )));
+    let diffs = differences(&chart, &kustomized(&["manifests"]));
+    assert!(diffs.is_empty(), "{}", diffs.join("\n"));
+}
+
+fn find<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    docs.iter()
+        .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name} in the render"))
+}
+
+fn env(container: &Value) -> BTreeMap<String, Value> {
+    container["env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .map(|e| {
+            let value = e.get("value").cloned().unwrap_or(e["valueFrom"].clone());
+            (e["name"].as_str().expect("name").to_string(), value)
+        })
+        .collect()
+}
+
+#[test]
+fn the_full_values_file_renders_every_optional_part() {
+    let docs = render("hub", "hub-ns", &[FULL_VALUES]);
+    let image = "registry.example.org/team/selfdestruct@sha256:\
+                 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    // The priority class under its own name, used by every set.
+    assert_eq!(
+        find(&docs, "PriorityClass", "hub-placeholders")["value"],
+        -10
+    );
+    // Two sets: the first with the release-wide values, the second with its own.
+    let cpu = find(&docs, "StatefulSet", "cpu");
+    let gpu = find(&docs, "StatefulSet", "gpu");
+    for set in [cpu, gpu] {
+        let pod = &set["spec"]["template"]["spec"];
+        assert_eq!(pod["priorityClassName"], "hub-placeholders");
+        assert_eq!(
+            pod["imagePullSecrets"],
+            json!([{"name": "registry-credentials"}])
+        );
+        assert_eq!(pod["containers"][0]["image"], image);
+        assert_eq!(pod["containers"][0]["imagePullPolicy"], "Always");
+        // The gate's taint first, whatever the set tolerates besides.
+        assert_eq!(
+            pod["tolerations"][0],
+            json!({"key": "example.org/images-pending", "operator": "Exists", "effect": "NoSchedule"})
+        );
+        // Its own selector: the set's component label.
+        let name = &set["metadata"]["name"];
+        assert_eq!(
+            set["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"],
+            *name
+        );
+    }
+    assert_eq!(cpu["spec"]["replicas"], 2);
+    assert_eq!(gpu["spec"]["replicas"], 1);
+    let (cpu_pod, gpu_pod) = (
+        &cpu["spec"]["template"]["spec"],
+        &gpu["spec"]["template"]["spec"],
+    );
+    assert_eq!(
+        cpu_pod["nodeSelector"],
+        json!({"hub.jupyter.org/node-purpose": "user"})
+    );
+    assert_eq!(
+        gpu_pod["nodeSelector"],
+        json!({"cloud.google.com/gke-accelerator": "nvidia-l4"})
+    );
+    assert_eq!(
+        cpu_pod["tolerations"][1]["key"],
+        "hub.jupyter.org/dedicated"
+    );
+    assert_eq!(gpu_pod["tolerations"][1]["key"], "nvidia.com/gpu");
+    assert!(cpu_pod["affinity"]["podAntiAffinity"].is_object());
+    assert!(gpu_pod["affinity"]["nodeAffinity"].is_object());
+    assert!(gpu_pod["affinity"].get("podAntiAffinity").is_none());
+    assert_eq!(
+        gpu_pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"],
+        1
+    );
+    // Settings: every one of the release's, the set's own over them, all as strings.
+    let cpu_env = env(&cpu_pod["containers"][0]);
+    let gpu_env = env(&gpu_pod["containers"][0]);
+    assert_eq!(cpu_env["SELFDESTRUCT_MAX_MOVES_PER_HOUR"], "12");
+    assert_eq!(gpu_env["SELFDESTRUCT_MAX_MOVES_PER_HOUR"], "2");
+    assert_eq!(cpu_env["SELFDESTRUCT_DRY_RUN"], "false");
+    assert_eq!(
+        gpu_env["SELFDESTRUCT_REQUIRED_IMAGES"],
+        "quay.io/jupyter/pytorch-notebook:cuda12-2025-01-06"
+    );
+    assert_eq!(cpu_env["POD_UID"]["fieldRef"]["fieldPath"], "metadata.uid");
+    assert_eq!(cpu_env.len(), 4 + 17, "{cpu_env:?}");
+
+    // The node reader and the own-pod-only policy, for this release's account.
+    let subject = &find(&docs, "ClusterRoleBinding", "hub-node-reader")["subjects"][0];
+    assert_eq!(
+        subject,
+        &json!({"kind": "ServiceAccount", "name": "hub", "namespace": "hub-ns"})
+    );
+    let own_pod = find(&docs, "ValidatingAdmissionPolicy", "hub-own-pod-only");
+    assert_eq!(
+        own_pod["spec"]["matchConditions"][0]["expression"],
+        "request.userInfo.username == 'system:serviceaccount:hub-ns:hub'"
+    );
+    let binding = find(
+        &docs,
+        "ValidatingAdmissionPolicyBinding",
+        "hub-own-pod-only",
+    );
+    assert_eq!(
+        binding["spec"]["matchResources"]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
+        "hub-ns"
+    );
+
+    // The node gate: one puller per image, its taint, its settings, its own
+    // instance label (so its pods are neither siblings nor in the budget).
+    let gate = find(&docs, "DaemonSet", "hub-node-gate");
+    let pod = &gate["spec"]["template"]["spec"];
+    let pulled: Vec<&Value> = pod["initContainers"]
+        .as_array()
+        .expect("init containers")
+        .iter()
+        .map(|c| &c["image"])
+        .collect();
+    assert_eq!(
+        pulled,
+        [
+            "quay.io/jupyter/scipy-notebook:2025-01-06",
+            "quay.io/jupyter/pytorch-notebook:cuda12-2025-01-06"
+        ]
+    );
+    assert_eq!(pod["containers"][0]["image"], image);
+    assert_eq!(pod["containers"][0]["args"], json!(["node-gate"]));
+    let gate_env = env(&pod["containers"][0]);
+    assert_eq!(
+        gate_env["SELFDESTRUCT_GATE_TAINT"],
+        "example.org/images-pending"
+    );
+    assert_eq!(gate_env["SELFDESTRUCT_GATE_POLL"], "10s");
+    assert_eq!(pod["tolerations"][0]["key"], "example.org/images-pending");
+    assert_eq!(
+        pod["nodeSelector"],
+        json!({"hub.jupyter.org/node-purpose": "user"})
+    );
+    let labels = &pod["serviceAccountName"];
+    assert_eq!(labels, "hub-node-gate");
+    let gate_labels = &gate["spec"]["template"]["metadata"]["labels"];
+    let budget = &find(&docs, "PodDisruptionBudget", "hub")["spec"]["selector"]["matchLabels"];
+    assert!(
+        budget
+            .as_object()
+            .expect("matchLabels")
+            .iter()
+            .any(|(k, v)| gate_labels[k] != *v),
+        "the budget selects the gate's pods: {gate_labels}"
+    );
+    assert_eq!(
+        find(&docs, "ClusterRoleBinding", "hub-node-gate")["subjects"][0]["name"],
+        "hub-node-gate"
+    );
+}
+
+/// `value` with every run of whitespace in its strings made one space:
+/// kustomize writes the policy's folded CEL with an extra blank line where a
+/// line is more indented, which changes no expression.
+fn single_spaced(value: &Value) -> Value {
+    match value {
+        Value::String(s) => Value::String(s.split_whitespace().collect::<Vec<_>>().join(" ")),
+        Value::Array(a) => Value::Array(a.iter().map(single_spaced).collect()),
+        Value::Object(o) => Value::Object(
+            o.iter()
+                .map(|(k, v)| (k.clone(), single_spaced(v)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// The chart's node-gate policy holds the rules of
+/// manifests/node-gate/admission-policy.yaml: the same validations and
+/// variables, with the release's account and taint where the manifest names
+/// its own.
+#[test]
+fn the_node_gate_policy_has_the_rules_of_the_manifest() {
+    let taint = "startup-taint.cluster-autoscaler.kubernetes.io/images-pending";
+    let docs = render(
+        "node-gate",
+        "node-gate",
+        &["--set-json", "nodeGate.enabled=true"],
+    );
+    let chart = find(&docs, "ValidatingAdmissionPolicy", "node-gate-node-gate");
+    let manifest = kustomize("manifests/node-gate");
+    let manifest = find(
+        &manifest,
+        "ValidatingAdmissionPolicy",
+        "selfdestruct-node-gate",
+    );
+    for field in [
+        "failurePolicy",
+        "matchConstraints",
+        "variables",
+        "validations",
+    ] {
+        assert_eq!(
+            single_spaced(&chart["spec"][field]),
+            single_spaced(&manifest["spec"][field]),
+            "spec.{field}"
+        );
+    }
+    assert_eq!(
+        chart["spec"]["matchConditions"][0]["expression"],
+        "request.userInfo.username == 'system:serviceaccount:node-gate:node-gate-node-gate'"
+    );
+    // Another taint reaches the policy, its message and the gate.
+    let docs = render(
+        "hub",
+        "hub",
+        &[
+            "--set-json",
+            r#"nodeGate={"enabled":true,"taint":"example.org/pending"}"#,
+        ],
+    );
+    let policy = find(&docs, "ValidatingAdmissionPolicy", "hub-node-gate").to_string();
+    assert!(
+        policy.contains("'example.org/pending'") && !policy.contains(taint),
+        "{policy}"
+    );
+}
+
+/// values.schema.json (and the chart's own checks) refuse bad values before
+/// anything is rendered, each with a message that names the value and says
+/// what is wrong.
+#[test]
+fn the_schema_refuses_bad_values_with_messages() {
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "replica=3",
+            &["at ''", "additional properties 'replica' not allowed"],
+        ),
+        (
+            r#"settings={"SELFDESTRUCT_MOVE_TO_NEW_NODE":"true"}"#,
+            &[
+                "at '/settings'",
+                "'SELFDESTRUCT_MOVE_TO_NEW_NODE' not allowed",
+            ],
+        ),
+        (
+            r#"settings={"SELFDESTRUCT_NODE_SETTLE":"30"}"#,
+            &[
+                "at '/settings/SELFDESTRUCT_NODE_SETTLE'",
+                "'30' does not match pattern",
+            ],
+        ),
+        (
+            r#"settings={"SELFDESTRUCT_MODE":"remove"}"#,
+            &[
+                "at '/settings/SELFDESTRUCT_MODE'",
+                "value must be one of 'evict', 'delete'",
+            ],
+        ),
+        (
+            r#"settings={"SELFDESTRUCT_DRY_RUN":"maybe"}"#,
+            &[
+                "at '/settings/SELFDESTRUCT_DRY_RUN'",
+                "value must be one of",
+            ],
+        ),
+        (
+            r#"settings={"SELFDESTRUCT_MAX_MOVES_PER_HOUR":-1}"#,
+            &["at '/settings/SELFDESTRUCT_MAX_MOVES_PER_HOUR'"],
+        ),
+        (
+            r#"placeholders=[{"name":"Big_Set"}]"#,
+            &[
+                "at '/placeholders/0/name'",
+                "'Big_Set' does not match pattern",
+            ],
+        ),
+        (
+            r#"placeholders=[{"name":"a","replica":2}]"#,
+            &[
+                "at '/placeholders/0'",
+                "additional properties 'replica' not allowed",
+            ],
+        ),
+        ("placeholders=[]", &["at '/placeholders'", "minItems"]),
+        (
+            r#"placeholders=[{"name":"a"},{"name":"a"}]"#,
+            &["two sets are named \"a\""],
+        ),
+        ("replicas=-1", &["at '/replicas'", "minimum"]),
+        (
+            r#"resources={"requests":{"cpu":"lots"}}"#,
+            &["at '/resources/requests/cpu'"],
+        ),
+        (
+            r#"image={"digest":"sha256:abc"}"#,
+            &["at '/image/digest'", "'sha256:abc' does not match pattern"],
+        ),
+        (
+            r#"image={"pullPolicy":"Sometimes"}"#,
+            &[
+                "at '/image/pullPolicy'",
+                "value must be one of 'IfNotPresent', 'Always', 'Never'",
+            ],
+        ),
+        (
+            r#"priorityClass={"create":false}"#,
+            &["at '/priorityClass/name'", "minLength"],
+        ),
+        (
+            r#"nodeGate={"taint":"a b"}"#,
+            &["at '/nodeGate/taint'", "does not match pattern"],
+        ),
+        (
+            r#"nodeGate={"settings":{"SELFDESTRUCT_MODE":"delete"}}"#,
+            &["at '/nodeGate/settings'", "'SELFDESTRUCT_MODE' not allowed"],
+        ),
+        (
+            r#"nodeGate={"images":[]}"#,
+            &["at '/nodeGate/images'", "minItems"],
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (set, want) in cases {
+        let out = render_output("placeholder", "placeholders", &["--set-json", set]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        if out.status.success() || !want.iter().all(|w| err.contains(w)) {
+            failures.push(format!(
+                "--set-json {set}: exit {:?}, want {want:?} in: {err}",
+                out.status.code()
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The SELFDESTRUCT_* variables of the top-level command and of a subcommand.
+fn agent_variables(subcommand: Option<&str>) -> Vec<String> {
+    use clap::CommandFactory;
+    let mut cli = selfdestruct::config::Cli::command();
+    cli.build();
+    let command = match subcommand {
+        None => &cli,
+        Some(name) => cli.find_subcommand(name).expect("subcommand"),
+    };
+    let mut vars: Vec<String> = command
+        .get_arguments()
+        .filter_map(|a| a.get_env()?.to_str().map(str::to_string))
+        .filter(|v| v.starts_with("SELFDESTRUCT_"))
+        .collect();
+    vars.sort();
+    vars
+}
+
+fn schema() -> Value {
+    let text = std::fs::read_to_string(root().join(CHART).join("values.schema.json"))
+        .expect("values.schema.json");
+    serde_json::from_str(&text).expect("values.schema.json is JSON")
+}
+
+fn schema_names(definition: &str) -> Vec<String> {
+    let mut names: Vec<String> = schema()["definitions"][definition]["properties"]
+        .as_object()
+        .unwrap_or_else(|| panic!("no definitions.{definition}.properties"))
+        .keys()
+        .cloned()
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn the_schema_names_exactly_the_agents_settings() {
+    let agent = agent_variables(None);
+    for (var, why) in NOT_IN_THE_CHART {
+        assert!(
+            agent.iter().any(|v| v == var),
+            "{var} ({why}) is gone from the agent"
+        );
+    }
+    let want: Vec<String> = agent
+        .iter()
+        .filter(|v| NOT_IN_THE_CHART.iter().all(|(n, _)| n != v))
+        .cloned()
+        .collect();
+    assert!(want.len() >= 17, "{want:?}");
+    assert_eq!(
+        schema_names("agentSettings"),
+        want,
+        "values.schema.json's settings and the agent's SELFDESTRUCT_* variables differ"
+    );
+
+    // The gate: its subcommand's own (but the taint, nodeGate.taint), and the
+    // log settings the top-level command reads for every mode.
+    let mut gate: Vec<String> = agent_variables(Some("node-gate"))
+        .into_iter()
+        .filter(|v| v != "SELFDESTRUCT_GATE_TAINT")
+        .chain([
+            "SELFDESTRUCT_LOG_FORMAT".into(),
+            "SELFDESTRUCT_LOG_LEVEL".into(),
+        ])
+        .collect();
+    gate.sort();
+    gate.dedup();
+    assert_eq!(schema_names("gateSettings"), gate);
+}
+
+/// Every setting the full values file gives, in the form the chart renders it
+/// (a string), is accepted by the agent's own parser; and so is each setting
+/// of the defaults.
+#[test]
+fn the_agent_accepts_every_setting_the_full_values_file_gives() {
+    use clap::CommandFactory;
+    let docs = render("hub", "hub-ns", &[FULL_VALUES]);
+    let cli = selfdestruct::config::Cli::command();
+    let flag_of = |command: &clap::Command, var: &str| {
+        command
+            .get_arguments()
+            .find(|a| a.get_env().and_then(|e| e.to_str()) == Some(var))
+            .and_then(|a| a.get_long())
+            .map(str::to_string)
+    };
+    let mut checked = 0;
+    for doc in docs
+        .iter()
+        .filter(|d| d["kind"] == "StatefulSet" || d["kind"] == "DaemonSet")
+    {
+        let container = &doc["spec"]["template"]["spec"]["containers"][0];
+        let gate = doc["kind"] == "DaemonSet";
+        let mut args = vec!["selfdestruct".to_string()];
+        let mut sub_args = Vec::new();
+        for (var, value) in env(container) {
+            let Some(value) = value.as_str() else {
+                continue;
+            };
+            if var == "NODE_NAME" || !var.starts_with("SELFDESTRUCT_") {
+                continue;
+            }
+            let gate_cmd = cli.find_subcommand("node-gate").expect("node-gate");
+            if let Some(flag) = gate.then(|| flag_of(gate_cmd, &var)).flatten() {
+                sub_args.push(format!("--{flag}={value}"));
+            } else {
+                let flag = flag_of(&cli, &var).unwrap_or_else(|| panic!("{var}: no such setting"));
+                args.push(format!("--{flag}={value}"));
+            }
+            checked += 1;
+        }
+        if gate {
+            // The Downward API's spec.nodeName, which the gate requires.
+            args.extend(["node-gate".into(), "--node-name=node-a".into()]);
+            args.extend(sub_args);
+        }
+        let parsed = selfdestruct::config::Cli::command().try_get_matches_from(&args);
+        assert!(
+            parsed.is_ok(),
+            "{args:?}: {}",
+            parsed.err().map(|e| e.to_string()).unwrap_or_default()
+        );
+    }
+    assert!(checked >= 17 + 17 + 5, "{checked}");
+}
