@@ -4,11 +4,14 @@ the values are checked against the chart's values.schema.json first, then
 the templates are rendered.
 
     python ci/render-chart.py CHART RELEASE NAMESPACE [VALUES.yaml ...] [--set-json K=JSON ...]
+    python ci/render-chart.py --lint CHART
 
 Writes the rendered objects as one YAML stream to stdout (templates in name
 order, NOTES.txt left out) and exits 0; or writes Helm's message to stderr and
 exits 1 (a schema error names each offending value). `--notes` writes the
-rendered NOTES.txt instead; `--json` writes the objects as one JSON array. Used by ci/validate-manifests.sh and
+rendered NOTES.txt instead; `--json` writes the objects as one JSON array.
+`--lint` runs `helm lint --strict` on the chart: exit 1 on any warning or
+error, each printed. Used by ci/validate-manifests.sh and
 tests/chart.rs, from the venv ci/validate-manifests.sh builds.
 """
 import json
@@ -18,7 +21,19 @@ import helm_python as helm
 import yaml
 
 
+def lint(chart_dir):
+    report = helm.lint(chart_dir, strict=True)
+    bad = [m for m in report["messages"] if m["severity"] >= 2]
+    for m in bad:
+        print("%s: %s" % (m["path"], m["error"]), file=sys.stderr)
+    for e in report["errors"]:
+        print(e, file=sys.stderr)
+    return 1 if bad or report["errors"] else 0
+
+
 def main(argv):
+    if argv[:1] == ["--lint"] and len(argv) == 2:
+        return lint(argv[1])
     notes, as_json = "--notes" in argv, "--json" in argv
     argv = [a for a in argv if a not in ("--notes", "--json")]
     if len(argv) < 3:

@@ -15,7 +15,8 @@
 #     captured output (manifests/jupyterhub/testdata/), both variants,
 #     and the Helm chart charts/selfdestruct rendered by Helm's engine
 #     (ci/render-chart.py) with its defaults and with
-#     charts/selfdestruct/ci/full-values.yaml (every optional part);
+#     charts/selfdestruct/ci/full-values.yaml (every optional part), after
+#     `helm lint --strict` of it;
 #  3. every object file must be listed under `resources` of some
 #     kustomization, so `kubectl apply -k` cannot silently miss it;
 #  4. the Dockerfile, if present, is linted with hadolint.
@@ -162,6 +163,12 @@ for chart_values in defaults charts/selfdestruct/ci/full-values.yaml; do
     render_errors=$((render_errors + 1))
   fi
 done
+
+if ! "$venv/bin/python" ci/render-chart.py --lint charts/selfdestruct 2>"$work/chart.err"; then
+  echo "ERROR charts/selfdestruct: helm lint --strict:" >&2
+  sed 's/^/    /' "$work/chart.err" >&2
+  render_errors=$((render_errors + 1))
+fi
 
 # manifests/kustomization.yaml's documented opt-in (the commented resources
 # entry for the node reader) must render: added to a copy of the tree, it is
