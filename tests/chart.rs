@@ -105,6 +105,11 @@ fn kustomize(dir: &str) -> Vec<Value> {
         "kubectl kustomize {dir}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    yaml_docs(&out.stdout)
+}
+
+/// Every YAML document of `yaml`, as JSON (PyYAML, from the venv).
+fn yaml_docs(yaml: &[u8]) -> Vec<Value> {
     let script = "import json, sys, yaml\n\
                   json.dump([d for d in yaml.safe_load_all(sys.stdin) if d], sys.stdout)";
     let mut child = Command::new(python())
@@ -113,9 +118,17 @@ fn kustomize(dir: &str) -> Vec<Value> {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("python");
-    std::io::Write::write_all(&mut child.stdin.take().expect("stdin"), &out.stdout).expect("write");
+    std::io::Write::write_all(&mut child.stdin.take().expect("stdin"), yaml).expect("write");
     let json = child.wait_with_output().expect("python");
     serde_json::from_slice(&json.stdout).expect("JSON from the YAML")
+}
+
+/// The one YAML document of a file of the repository, as JSON.
+fn yaml_file(path: &str) -> Value {
+    let text = std::fs::read(root().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let mut docs = yaml_docs(&text);
+    assert_eq!(docs.len(), 1, "{path}");
+    docs.remove(0)
 }
 
 /// Objects by "Kind namespace/name".
@@ -683,4 +696,45 @@ fn the_agent_accepts_every_setting_the_full_values_file_gives() {
         );
     }
     assert!(checked >= 17 + 17 + 5, "{checked}");
+}
+
+/// What a release publishes is what the chart and the kustomizations name:
+/// the chart's version and appVersion are the crate's, its default image is
+/// the repository release.yml pushes to, and every kustomization that names
+/// that image pins it to the same version (release.yml refuses a tag
+/// otherwise; this catches the drift before a tag).
+#[test]
+fn the_chart_and_the_kustomizations_pin_the_crates_version() {
+    let version = env!("CARGO_PKG_VERSION");
+    let chart = yaml_file("charts/selfdestruct/Chart.yaml");
+    assert_eq!(chart["version"], version, "Chart.yaml version");
+    assert_eq!(chart["appVersion"], version, "Chart.yaml appVersion");
+    let values = yaml_file("charts/selfdestruct/values.yaml");
+    let image = "ghcr.io/selfdestruct/selfdestruct";
+    assert_eq!(values["image"]["repository"], image);
+    assert_eq!(values["image"]["tag"], "", "the tag defaults to appVersion");
+
+    let mut pinned = Vec::new();
+    let mut stack = vec![root().join("manifests")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("read_dir") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            if path.file_name().is_none_or(|n| n != "kustomization.yaml") {
+                continue;
+            }
+            let rel = path.strip_prefix(root()).expect("in the repository");
+            let k = yaml_file(rel.to_str().expect("UTF-8 path"));
+            for entry in k["images"].as_array().into_iter().flatten() {
+                if entry["newName"] == image {
+                    assert_eq!(entry["newTag"], version, "{}", rel.display());
+                    pinned.push(rel.to_path_buf());
+                }
+            }
+        }
+    }
+    assert!(pinned.len() >= 3, "{pinned:?}");
 }
