@@ -3,7 +3,7 @@ SDK as a C library; no helm binary, no cluster) the way `helm template` does:
 the values are checked against the chart's values.schema.json first, then
 the templates are rendered.
 
-    python ci/render-chart.py CHART RELEASE NAMESPACE [VALUES.yaml ...] [--set-json K=JSON ...]
+    python ci/render-chart.py CHART RELEASE NAMESPACE [VALUES.yaml ...] [--set K=V ...] [--set-json K=JSON ...]
     python ci/render-chart.py --lint CHART
 
 Writes the rendered objects as one YAML stream to stdout (templates in name
@@ -43,8 +43,9 @@ def main(argv):
     rest = argv[3:]
     i = 0
     while i < len(rest):
-        if rest[i] == "--set-json":
-            values = merge(values, helm.parse_set_json(rest[i + 1]))
+        if rest[i] in ("--set", "--set-json"):
+            parse = helm.parse_set_string if rest[i] == "--set" else helm.parse_set_json
+            values = merge(values, parse(rest[i + 1]))
             i += 2
             continue
         with open(rest[i]) as f:

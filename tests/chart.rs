@@ -738,3 +738,96 @@ fn the_chart_and_the_kustomizations_pin_the_crates_version() {
     }
     assert!(pinned.len() >= 3, "{pinned:?}");
 }
+
+/// The README's one `helm install` command (its Deploy section) names the
+/// published chart at the crate's version, and its values render: the
+/// replicas and resources it sets reach the StatefulSet.
+#[test]
+fn the_readmes_helm_install_renders_what_it_says() {
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
+    let deploy = readme
+        .split("\n## Deploy\n")
+        .nth(1)
+        .expect("a Deploy section");
+    let block = deploy
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("a sh block in Deploy");
+    let command = block.replace("\\\n", " ");
+    let mut words = command.split_whitespace();
+    assert_eq!(
+        words.by_ref().take(3).collect::<Vec<_>>(),
+        ["helm", "install", "placeholder"],
+        "Deploy leads with helm install: {block}"
+    );
+    let rest: Vec<&str> = words.collect();
+    assert_eq!(
+        rest[0], "oci://ghcr.io/selfdestruct/charts/selfdestruct",
+        "{block}"
+    );
+    let version = rest.windows(2).find(|w| w[0] == "--version").map(|w| w[1]);
+    assert_eq!(version, Some(env!("CARGO_PKG_VERSION")), "{block}");
+    let namespace = rest
+        .windows(2)
+        .find(|w| w[0] == "--namespace")
+        .map(|w| w[1])
+        .expect("--namespace");
+    // --set and --set-json, quoted as a shell would remove the quotes.
+    let mut values = Vec::new();
+    let mut i = 0;
+    while i < rest.len() {
+        if rest[i] == "--set" || rest[i] == "--set-json" {
+            values.push(rest[i].to_string());
+            values.push(rest[i + 1].trim_matches('\'').to_string());
+            i += 2;
+        } else {
+            i += 1;
+        }
+    }
+    assert!(values.len() >= 4, "replicas and resources: {values:?}");
+    let args: Vec<&str> = values.iter().map(String::as_str).collect();
+    let docs = render("placeholder", namespace, &args);
+    let set = find(&docs, "StatefulSet", "placeholder");
+    let readme_value = |key: &str| {
+        values
+            .iter()
+            .find_map(|v| v.strip_prefix(&format!("{key}=")))
+            .unwrap_or_else(|| panic!("the command sets no {key}"))
+            .to_string()
+    };
+    assert_eq!(
+        set["spec"]["replicas"].to_string(),
+        readme_value("replicas")
+    );
+    let resources: Value = serde_json::from_str(&readme_value("resources")).expect("JSON");
+    assert_eq!(
+        set["spec"]["template"]["spec"]["containers"][0]["resources"],
+        resources
+    );
+}
+
+/// NOTES.txt, which `helm install` prints, says where the placeholders are
+/// and how to see their moves, for this release and namespace.
+#[test]
+fn the_notes_say_how_to_see_it_working() {
+    let out = Command::new(python())
+        .current_dir(root())
+        .args(["ci/render-chart.py", CHART, "hub", "hub-ns", "--notes"])
+        .output()
+        .expect("run ci/render-chart.py");
+    let notes = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for want in [
+        "kubectl -n hub-ns get pods -l app.kubernetes.io/instance=hub -o wide",
+        "kubectl -n hub-ns get events --field-selector reason=SelfDestruct",
+        "kubectl -n hub-ns logs placeholder-0",
+    ] {
+        assert!(notes.contains(want), "NOTES.txt lacks {want:?}:\n{notes}");
+    }
+    assert!(!notes.contains("nodeReader.enabled is false"), "{notes}");
+}
