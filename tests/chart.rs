@@ -831,3 +831,74 @@ fn the_notes_say_how_to_see_it_working() {
     }
     assert!(!notes.contains("nodeReader.enabled is false"), "{notes}");
 }
+
+/// The schema and the agent's own parser give the same verdict on each value
+/// below, but where the schema is knowingly stricter: it takes enumerated
+/// words in lower case only (the agent takes any case), and durations with
+/// the short units only.
+#[test]
+fn the_schema_and_the_agent_agree_on_forms() {
+    use clap::CommandFactory;
+    // (variable, value, schema accepts, agent accepts)
+    let table: &[(&str, &str, bool, bool)] = &[
+        ("SELFDESTRUCT_NODE_SETTLE", "90s", true, true),
+        ("SELFDESTRUCT_NODE_SETTLE", "1h30m", true, true),
+        ("SELFDESTRUCT_NODE_SETTLE", "1.5h", true, true),
+        ("SELFDESTRUCT_NODE_SETTLE", "500ms", true, true),
+        ("SELFDESTRUCT_NODE_SETTLE", "0", true, true),
+        ("SELFDESTRUCT_NODE_SETTLE", "30", false, false),
+        ("SELFDESTRUCT_NODE_SETTLE", "1h30", false, false),
+        ("SELFDESTRUCT_NODE_SETTLE", "-5s", false, false),
+        ("SELFDESTRUCT_NODE_SETTLE", "", false, false),
+        ("SELFDESTRUCT_MIN_LIFETIME", "", true, true),
+        ("SELFDESTRUCT_MIN_LIFETIME", "2d", true, true),
+        ("SELFDESTRUCT_MIN_LIFETIME", "2 days", false, true),
+        ("SELFDESTRUCT_MODE", "delete", true, true),
+        ("SELFDESTRUCT_MODE", "remove", false, false),
+        ("SELFDESTRUCT_MODE", "Evict", false, true),
+        ("SELFDESTRUCT_DRY_RUN", "yes", true, true),
+        ("SELFDESTRUCT_DRY_RUN", "maybe", false, false),
+        ("SELFDESTRUCT_MAX_MOVES_PER_HOUR", "0", true, true),
+        ("SELFDESTRUCT_MAX_MOVES_PER_HOUR", "-3", false, false),
+        ("SELFDESTRUCT_MAX_MOVES_PER_HOUR", "many", false, false),
+        ("SELFDESTRUCT_LOG_LEVEL", "debug", true, true),
+        ("SELFDESTRUCT_LOG_LEVEL", "loud", false, false),
+        ("SELFDESTRUCT_GATE_POLL", "10s", true, true),
+        ("SELFDESTRUCT_GATE_POLL", "500ms", true, true),
+        ("SELFDESTRUCT_GATE_POLL", "1", false, false),
+    ];
+    let cli = selfdestruct::config::Cli::command();
+    let gate = cli.find_subcommand("node-gate").expect("node-gate");
+    let mut wrong = Vec::new();
+    for &(var, value, schema_ok, agent_ok) in table {
+        let in_gate = var.starts_with("SELFDESTRUCT_GATE_");
+        let key = if in_gate {
+            "nodeGate.settings"
+        } else {
+            "settings"
+        };
+        let set = format!("{key}={}", json!({ var: value }));
+        let out = render_output("p", "ns", &["--set-json", &set]);
+        let schema = out.status.success();
+        let command = if in_gate { gate } else { &cli };
+        let flag = command
+            .get_arguments()
+            .find(|a| a.get_env().and_then(|e| e.to_str()) == Some(var))
+            .and_then(|a| a.get_long())
+            .unwrap_or_else(|| panic!("{var}: no such setting"));
+        let mut args = vec!["selfdestruct".to_string()];
+        if in_gate {
+            args.extend(["node-gate".into(), "--node-name=node-a".into()]);
+        }
+        args.push(format!("--{flag}={value}"));
+        let agent = selfdestruct::config::Cli::command()
+            .try_get_matches_from(&args)
+            .is_ok();
+        if (schema, agent) != (schema_ok, agent_ok) {
+            wrong.push(format!(
+                "{var}={value:?}: schema {schema} (want {schema_ok}), agent {agent} (want {agent_ok})"
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
