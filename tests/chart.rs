@@ -628,11 +628,12 @@ fn the_schema_names_exactly_the_agents_settings() {
         "values.schema.json's settings and the agent's SELFDESTRUCT_* variables differ"
     );
 
-    // The gate: its subcommand's own (but the taint, nodeGate.taint), and the
-    // log settings the top-level command reads for every mode.
+    // The gate: its subcommand's own (but the taint, nodeGate.taint, and
+    // those left out above), and the log settings read in every mode.
     let mut gate: Vec<String> = agent_variables(Some("node-gate"))
         .into_iter()
         .filter(|v| v != "SELFDESTRUCT_GATE_TAINT")
+        .filter(|v| NOT_IN_THE_CHART.iter().all(|(n, _)| n != v))
         .chain([
             "SELFDESTRUCT_LOG_FORMAT".into(),
             "SELFDESTRUCT_LOG_LEVEL".into(),
