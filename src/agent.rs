@@ -631,7 +631,11 @@ impl Agent {
                 );
                 // The Event records what happened: posted only once the API
                 // accepted the eviction or delete (a 429 posts nothing).
-                if let Err(e) = self.api.event(&own.uid, action, "SelfDestruct", &reason).await {
+                if let Err(e) = self
+                    .api
+                    .event(&own.uid, action, "SelfDestruct", &reason)
+                    .await
+                {
                     warn!(error = %e, "could not post the Event (continuing)");
                 }
             }

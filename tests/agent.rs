@@ -320,8 +320,9 @@ async fn the_event_follows_the_accepted_eviction_and_a_429_posts_none() {
     let refused = |r: &fake_apiserver::RecordedRequest| r.is_eviction() && r.status == 429;
     let event = |r: &fake_apiserver::RecordedRequest| is_event_about(r, "placeholder-0");
     // Two refusals (the first attempt and a retry), and no Event.
+    let refused_twice = || s.fake.count_requests(refused) >= 2;
     assert!(
-        vtime::until(Duration::from_secs(60), || s.fake.count_requests(refused) >= 2).await,
+        vtime::until(Duration::from_secs(60), refused_twice).await,
         "{}",
         logs.text()
     );
@@ -335,7 +336,10 @@ async fn the_event_follows_the_accepted_eviction_and_a_429_posts_none() {
     let posted = vtime::request(&s, Duration::from_secs(5), event)
         .await
         .unwrap_or_else(|| panic!("no Event after the eviction:\n{}", logs.text()));
-    assert!(posted.at >= accepted.at, "the Event came before the eviction");
+    assert!(
+        posted.at >= accepted.at,
+        "the Event came before the eviction"
+    );
     assert_eq!(s.fake.count_requests(event), 1, "{}", logs.text());
     let posted = s
         .fake
@@ -345,7 +349,11 @@ async fn the_event_follows_the_accepted_eviction_and_a_429_posts_none() {
         .expect("the Event");
     assert_eq!(posted.reason.as_deref(), Some("SelfDestruct"));
     assert!(
-        posted.message.as_deref().unwrap_or("").starts_with("lifetime "),
+        posted
+            .message
+            .as_deref()
+            .unwrap_or("")
+            .starts_with("lifetime "),
         "{posted:?}"
     );
 }
