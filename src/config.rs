@@ -59,8 +59,10 @@ pub struct Cli {
 pub enum Command {
     /// Image-puller mode: remove a startup taint from the own node once its images are pulled
     NodeGate(crate::node_gate::GateConfig),
-    /// Check agent settings given as VARIABLE=VALUE with the agent's own rules and print them
-    /// as container env entries (one JSON object a line); exit 2 naming an unknown or invalid one
+    /// Check agent settings given as VARIABLE=VALUE with the agent's own rules; exit 2 naming a bad one
+    ///
+    /// Prints them as container env entries, one JSON object a line. Only the arguments are
+    /// checked, not the environment. zero-to-jupyterhub's post-renderer runs it.
     CheckSettings(CheckSettings),
 }
 

@@ -1,14 +1,19 @@
 //! The zero-to-jupyterhub post-renderer (`manifests/jupyterhub/post-render.sh`)
 //! over the chart's real output (`manifests/jupyterhub/testdata/`: the current
-//! chart rendered by Helm, with pod priority on, and with the chart's default
-//! values): the patch sets what the agent needs, which is everything the main
-//! manifest (`manifests/statefulset.yaml`) relies on, leaves everything else as
-//! the chart rendered it, and exactly one PodDisruptionBudget selects the
-//! placeholders. Without pod priority it warns. The default (minimal) Role
-//! gets and evicts only the placeholders' own pods (checked against the fake
-//! API server's RBAC), the release's service account may list and watch
-//! Nodes, and the Helm 4 plugin (`manifests/jupyterhub/plugin.yaml`) runs the
-//! script as Helm does.
+//! chart rendered by Helm's engine with pod priority on, with the chart's
+//! default values, with placeholders but no priority, and a second release):
+//! the patch sets what the agent needs, which is everything the main manifest
+//! (`manifests/statefulset.yaml`) relies on, leaves everything else as the
+//! chart rendered it, and exactly one PodDisruptionBudget selects the
+//! placeholders. Misconfigurations fail the render with one message (no
+//! image, no priority below the users', a bad agent setting, checked by the
+//! agent's own `check-settings`); replicas 0 passes through unchanged; agent
+//! settings arrive in the placeholders' env; every name added comes from the
+//! release, so two releases do not collide. The default (minimal) Role gets
+//! and evicts only the placeholders' own pods (checked against the fake API
+//! server's RBAC), the release's service account may list and watch Nodes,
+//! and the Helm 4 plugin (`manifests/jupyterhub/plugin.yaml`) runs the script
+//! as Helm does.
 //!
 //! Needs `kubectl` (for `kubectl kustomize`) and a Python with PyYAML (to turn
 //! the rendered YAML into JSON); `bash ci/validate-manifests.sh` installs both

@@ -8,15 +8,12 @@
 #
 #   helm plugin install ./manifests/jupyterhub
 #   helm upgrade --install jhub jupyterhub/jupyterhub --namespace jhub \
-#     --values config.yaml \
-#     --post-renderer selfdestruct --post-renderer-args jhub
+#     --values config.yaml --post-renderer selfdestruct \
+#     --post-renderer-args jhub \
+#     --post-renderer-args SELFDESTRUCT_IMAGE=REGISTRY/selfdestruct:0.1.0
 #
-# Helm 3 runs the script by its path:
-#
-#   helm upgrade --install jhub jupyterhub/jupyterhub --namespace jhub \
-#     --values config.yaml \
-#     --post-renderer ./manifests/jupyterhub/post-render.sh \
-#     --post-renderer-args jhub
+# Helm 3 runs the script by its path: --post-renderer
+# ./manifests/jupyterhub/post-render.sh, with the same --post-renderer-args.
 #
 # Reads the rendered chart on stdin, writes it to a temporary folder as
 # all.yaml, and prints `kubectl kustomize` of it with the Component
