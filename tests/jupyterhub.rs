@@ -1220,3 +1220,86 @@ fn two_releases_install_side_by_side_in_one_namespace_or_two() {
     let cluster_scoped: Vec<_> = there.iter().filter(|(_, ns, _)| ns.is_empty()).collect();
     assert_eq!(cluster_scoped.len(), 2, "{there:?}");
 }
+
+/// The `--post-renderer-args` of each `helm upgrade` command in
+/// docs/jupyterhub.md, with the doc's `REGISTRY` placeholder filled in.
+fn documented_post_renderer_args() -> Vec<Vec<String>> {
+    let doc = std::fs::read_to_string(root().join("docs/jupyterhub.md")).expect("the doc");
+    let blocks: Vec<&str> = doc.split("```").skip(1).step_by(2).collect();
+    blocks
+        .iter()
+        .filter(|b| b.contains("helm upgrade --install"))
+        .map(|b| {
+            let words: Vec<&str> = b.split_whitespace().filter(|w| *w != "\\").collect();
+            words
+                .windows(2)
+                .filter(|w| w[0] == "--post-renderer-args")
+                .map(|w| w[1].replace("REGISTRY", "registry.example"))
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn the_docs_walk_followed_literally_gives_the_operators_placeholders() {
+    let (kubectl, python) = tools();
+    // The doc's config.yaml sets what the capture was rendered with.
+    let doc = std::fs::read_to_string(root().join("docs/jupyterhub.md")).expect("the doc");
+    let values = doc
+        .split("```yaml\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("the doc's config.yaml");
+    let values = yaml_docs(&python, values).remove(0);
+    assert_eq!(values["scheduling"]["podPriority"]["enabled"], true);
+    assert_eq!(values["scheduling"]["userPlaceholder"]["replicas"], 4);
+    let input_text = chart_output();
+    assert!(
+        input_text.contains(
+            "scheduling.podPriority.enabled: true, scheduling.userPlaceholder.replicas: 4"
+        )
+    );
+    let commands = documented_post_renderer_args();
+    assert_eq!(commands.len(), 2, "the install and the lifetime commands");
+    for args in commands {
+        let mut cmd = Command::new("bash");
+        cmd.arg(root().join("manifests/jupyterhub/post-render.sh"))
+            .args(&args)
+            .env("KUBECTL", &kubectl)
+            .env("SELFDESTRUCT_BIN", AGENT);
+        for own in [
+            "SELFDESTRUCT_IMAGE",
+            "SELFDESTRUCT_VARIANT",
+            "SELFDESTRUCT_NODE_READER",
+            "SELFDESTRUCT_PRIORITY_CHECK",
+            "SELFDESTRUCT_NAMESPACE",
+        ] {
+            cmd.env_remove(own);
+        }
+        let docs = yaml_docs(&python, &pipe(&mut cmd, &input_text));
+        let sts = placeholders(&docs);
+        let pod = &sts["spec"]["template"]["spec"];
+        // The operator's image, a priority below the users', the release's names.
+        assert_eq!(
+            pod["containers"][0]["image"], "registry.example/selfdestruct:0.1.0",
+            "{args:?}"
+        );
+        check_priority(&docs);
+        assert_eq!(pod["serviceAccountName"], SERVICE_ACCOUNT);
+        // Their agent settings.
+        let env = env_of(&pod["containers"][0]);
+        for arg in &args {
+            let Some((name, value)) = arg.split_once('=') else {
+                continue;
+            };
+            if name.starts_with("SELFDESTRUCT_")
+                && !["SELFDESTRUCT_IMAGE", "SELFDESTRUCT_NODE_READER"].contains(&name)
+            {
+                assert!(
+                    env.contains(&(name.to_string(), json!(value))),
+                    "{name}: {env:?}"
+                );
+            }
+        }
+    }
+}
