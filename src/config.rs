@@ -62,7 +62,8 @@ pub enum Command {
     /// Check agent settings given as VARIABLE=VALUE with the agent's own rules; exit 2 naming a bad one
     ///
     /// Prints them as container env entries, one JSON object a line. Only the arguments are
-    /// checked, not the environment. zero-to-jupyterhub's post-renderer runs it.
+    /// checked; run it with a clean environment (`env -i`), as zero-to-jupyterhub's
+    /// post-renderer does, since an invalid agent setting in its own environment fails first.
     CheckSettings(CheckSettings),
 }
 

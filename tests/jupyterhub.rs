@@ -1061,6 +1061,14 @@ fn agent_settings_given_as_arguments_reach_the_placeholders_env_checked_by_the_a
         assert!(agent.contains(var), "{agent}");
         assert_eq!(stderr.trim(), format!("post-render.sh: {agent}"));
     }
+    // check-settings itself: exit 2, as the agent on a bad setting.
+    let checked = Command::new(AGENT)
+        .env_clear()
+        .args(["check-settings", "SELFDESTRUCT_MODE=maybe"])
+        .output()
+        .expect("check-settings");
+    assert_eq!(checked.status.code(), Some(2));
+    assert!(checked.stdout.is_empty());
     let stderr = render_fails(
         with_bin().args([
             "SELFDESTRUCT_MIN_LIFETIME=2h",
