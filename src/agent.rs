@@ -14,6 +14,7 @@ use crate::clock::Clock;
 use crate::config::{Config, Mode, Siblings};
 use crate::connect::{self, Access, AccessError};
 use crate::identity::{self, Source};
+use crate::logging::Chain;
 use crate::signals::{Signals, Stop};
 use crate::watch::{self, Target, Update};
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -150,11 +151,33 @@ async fn prepare_on(
         pod = fetch_own_pod(&api, &id) => pod,
     };
     let pod = pod.ok_or(NotReady::Fatal)?;
-    let own = id.own_pod(&pod, process_start).map_err(|e| {
+    let mut own = id.own_pod(&pod, process_start).map_err(|e| {
         warn!(pod = %id.name, "{e}");
         NotReady::NotOurs
     })?;
+    clamp_future_start(&mut own, clock.now());
     Ok(Ready { api, own, clock })
+}
+
+/// A start time in the future (a node clock ahead, a bad answer) would put off
+/// the lifetime and the minimum age by as much: it is taken as `now`, with one
+/// warning. The same for the time the pod was scheduled.
+fn clamp_future_start(own: &mut OwnPod, now: SystemTime) {
+    let ahead = |t: Option<SystemTime>| t.and_then(|t| t.duration_since(now).ok());
+    let start = ahead(own.started_at).filter(|d| !d.is_zero());
+    let scheduled = ahead(own.scheduled_at).filter(|d| !d.is_zero());
+    if let Some(by) = start.max(scheduled) {
+        warn!(
+            pod = %own.name, ahead = %fmt_duration(by),
+            "the own pod's start time is in the future (clock skew?): counting from now"
+        );
+    }
+    if start.is_some() {
+        own.started_at = Some(now);
+    }
+    if scheduled.is_some() {
+        own.scheduled_at = Some(now);
+    }
 }
 
 impl Ready {
@@ -252,12 +275,16 @@ async fn fetch_own_pod(api: &PodApi, id: &identity::Identity) -> Option<Pod> {
                 warn!(pod = %name, namespace = %ns, "own pod not found; holding on and retrying");
                 Backoff::BUSY
             }
-            Some(401 | 403) => {
+            Some(401) => {
+                warn!(error = %err, hint = %rbac_hint(err.code(), "get", "pods", ns), "cannot read own pod; retrying");
+                Backoff::TRANSIENT
+            }
+            Some(403) => {
                 warn!(error = %err, hint = %rbac_hint(err.code(), "get", "pods", ns), "cannot read own pod; retrying rarely");
                 Backoff::DENIED
             }
             _ => {
-                warn!(error = %err, "cannot read own pod; retrying");
+                warn!(error = %Chain(&err), "cannot read own pod; retrying");
                 Backoff::TRANSIENT
             }
         };
@@ -600,7 +627,7 @@ impl Agent {
                 .await
             {
                 Ok(()) => self.last_event = Some(key),
-                Err(e) => warn!(error = %e, "could not post the Event (continuing)"),
+                Err(e) => warn!(error = %Chain(&e), "could not post the Event (continuing)"),
             }
         }
         let res = self
@@ -618,7 +645,7 @@ impl Agent {
             let named = match self.api.budgets().await {
                 Ok(pdbs) => Some(crate::pdb::selecting(&pdbs, &own.labels)),
                 Err(e) => {
-                    debug!(error = %e, "cannot list PodDisruptionBudgets to name them (optional)");
+                    debug!(error = %Chain(&e), "cannot list PodDisruptionBudgets to name them (optional)");
                     None
                 }
             };
@@ -633,7 +660,7 @@ impl Agent {
                 let reason = crate::pdb::EVENT_REASON;
                 match self.api.warning(&own.uid, action, reason, &why).await {
                     Ok(()) => self.told_multiple_pdbs = true,
-                    Err(e) => warn!(error = %e, "could not post the Event (continuing)"),
+                    Err(e) => warn!(error = %Chain(&e), "could not post the Event (continuing)"),
                 }
             }
             return Outcome::Denied;
@@ -656,8 +683,13 @@ impl Agent {
                 hint = %rbac_hint(e.code(), verb, "pods", &own.namespace),
                 "not allowed to {verb} own pod; retrying rarely"
             ),
+            (_, Err(e)) if e.code() == Some(401) => warn!(
+                outcome = "failed", error = %e,
+                hint = %rbac_hint(e.code(), verb, "pods", &own.namespace),
+                "{verb} failed: credentials not accepted; retrying with backoff"
+            ),
             (_, Err(e)) => {
-                warn!(outcome = "failed", error = %e, "{verb} failed; retrying with backoff")
+                warn!(outcome = "failed", error = %Chain(e), "{verb} failed; retrying with backoff")
             }
             (_, Ok(())) => {}
         }

@@ -360,18 +360,19 @@ impl Fault {
 
     /// Whether the agent is expected to evict its pod within the case's time
     /// (after two injected faults): false where it correctly stops (404 on its own
-    /// removal; a 409 that is not the uid precondition is retried), backs off for minutes (401/403/422 on its pod), or
+    /// removal; a 409 that is not the uid precondition is retried), backs off for minutes (403/422 on its pod), or
     /// backs off 5-10 s and more (429, whose Retry-After is only a floor under the
     /// backoff; 404 on the GET).
     fn recovers(self, call: Call) -> bool {
         match call {
-            Call::GetOwnPod => !matches!(self, Fault::Code(401 | 403 | 404)),
+            // A 401 (expired credentials) is retried on the transient backoff.
+            Call::GetOwnPod => !matches!(self, Fault::Code(403 | 404)),
             // A 2xx answer (even a garbled one) to its own removal is success to
             // the agent: it stops, and the fake, having only faked the answer,
             // removed nothing.
             Call::Eviction | Call::Delete => !matches!(
                 self,
-                Fault::Code(401 | 403 | 404 | 422 | 429)
+                Fault::Code(403 | 404 | 422 | 429)
                     | Fault::TooManyWithRetryAfter
                     | Fault::Truncated
                     | Fault::WrongObject
@@ -726,6 +727,239 @@ async fn a_list_that_is_never_answered_times_out_and_is_retried() {
         "the agent's first node view has all {nodes} nodes, the late one too: {seen}"
     );
     assert!(agent.is_running(), "{}", logs.text());
+}
+
+// ---------------------------------------------------------------------------
+// Credentials, server text, answer sizes, a Status in a 200, a future start
+// ---------------------------------------------------------------------------
+
+fn unauthorized() -> FaultResponse {
+    FaultResponse::failure(401, "Unauthorized", "Unauthorized")
+}
+
+/// A 401 means expired or rotated credentials (kube reads a token file again
+/// within a minute): the own-pod GET and the eviction are retried on the
+/// transient backoff (0.5-1 s doubling), not the 5-10 minutes of a 403, and the
+/// hint names the credentials, not the RBAC. Four 401s on each took the old
+/// code past 5 minutes.
+#[tokio::test(start_paused = true)]
+async fn a_401_is_retried_on_the_transient_backoff() {
+    let (logs, _guard) = Logs::capture();
+    let s = vtime::placeholders(2).await;
+    s.fake
+        .fail_next(Call::GetOwnPod.matcher(), unauthorized(), 4);
+    s.fake
+        .fail_next(Call::Eviction.matcher(), unauthorized(), 4);
+    let started = tokio::time::Instant::now();
+    let agent = vtime::agent(&s, "placeholder-0", &env(&[]));
+    let done = vtime::request(&s, Duration::from_secs(120), |r| {
+        accepted_removal(r, "placeholder-0")
+    })
+    .await;
+    assert!(
+        done.is_some(),
+        "no eviction within 120 s of four 401s on the GET and four on the eviction:\n{}",
+        logs.text()
+    );
+    assert_eq!(s.fake.counters().faults_injected, 8, "{}", logs.text());
+    let text = logs.text();
+    assert!(text.contains("does not accept the credentials"), "{text}");
+    assert!(!text.contains("bind the Role"), "{text}");
+    assert!(!text.contains("retrying rarely"), "{text}");
+    eprintln!("evicted {:?} after the start", started.elapsed());
+    drop(agent);
+}
+
+/// An ERROR 403 inside an open node watch's stream is no answer about the
+/// permission: the agent lists again (a list that is denied would be reported
+/// then) and keeps its node view, instead of dropping it for 5-10 minutes with
+/// a "cannot list/watch nodes" warning.
+#[tokio::test(start_paused = true)]
+async fn an_error_403_in_an_open_node_watch_lists_again_and_keeps_the_view() {
+    let (logs, _guard) = Logs::capture();
+    let s = vtime::placeholders(2).await;
+    let agent = vtime::agent(&s, "placeholder-0", &[("SELFDESTRUCT_MAX_LIFETIME", "1h")]);
+    assert!(
+        logs.show("watching nodes", Duration::from_secs(10)).await,
+        "{}",
+        logs.text()
+    );
+    let error = json!({"type": "ERROR", "object": {
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": "nodes is forbidden: User \"system:serviceaccount:x:y\" cannot watch resource \"nodes\"",
+        "reason": "Forbidden", "code": 403}});
+    s.fake.fail_next(
+        Call::NodeWatch.matcher(),
+        FaultResponse::raw(200, format!("{error}\n")),
+        1,
+    );
+    let lists = || s.fake.count_requests(|r| Call::NodeList.matches(r));
+    let before = lists();
+    s.fake.drop_watches();
+    assert!(
+        vtime::until(Duration::from_secs(30), || s
+            .fake
+            .counters()
+            .faults_injected
+            >= 1)
+        .await,
+        "the node watch was not re-opened:\n{}",
+        logs.text()
+    );
+    assert!(
+        vtime::until(Duration::from_secs(10), || lists() > before).await,
+        "no node list after the ERROR 403:\n{}",
+        logs.text()
+    );
+    vtime::pass(Duration::from_secs(5)).await;
+    let text = logs.text();
+    assert!(!text.contains("cannot list/watch nodes"), "{text}");
+    assert!(agent.is_running(), "{text}");
+}
+
+/// Server text in the text log: a 500 body with a terminal escape and a CR LF
+/// forges no line and writes no escape character; a 100 KB `Status` message
+/// makes no 100 KB line (it is cut at 1 KiB, its length noted). The eviction
+/// is retried and done.
+#[tokio::test(start_paused = true)]
+async fn server_text_is_escaped_and_cut_in_the_log() {
+    let (logs, _guard) = Logs::capture();
+    let s = vtime::placeholders(2).await;
+    s.fake.fail_next(
+        Call::Eviction.matcher(),
+        FaultResponse::raw(500, "\x1b[31mboom\r\nInjected: log line"),
+        1,
+    );
+    let long = "y".repeat(100_000);
+    s.fake.fail_next(
+        Call::GetOwnPod.matcher(),
+        FaultResponse::failure(500, "InternalError", &long),
+        1,
+    );
+    let agent = vtime::agent(&s, "placeholder-0", &env(&[]));
+    let done = vtime::request(&s, Duration::from_secs(60), |r| {
+        accepted_removal(r, "placeholder-0")
+    })
+    .await;
+    let text = logs.text();
+    assert!(done.is_some(), "{text}");
+    assert_eq!(s.fake.counters().faults_injected, 2, "{text}");
+    assert!(!text.contains('\x1b'), "a raw escape character in the log");
+    assert!(!text.contains('\r'), "a raw carriage return in the log");
+    assert!(
+        !text.lines().any(|l| l.starts_with("Injected")),
+        "a forged log line:\n{text}"
+    );
+    assert!(
+        text.contains(r"\u{1b}[31mboom\r\nInjected: log line"),
+        "{text}"
+    );
+    let longest = text.lines().map(str::len).max().unwrap_or(0);
+    assert!(longest < 4096, "a log line of {longest} bytes");
+    assert!(text.contains("(100000 bytes in all)"), "{text}");
+    drop(agent);
+}
+
+/// A non-watch answer longer than 4 MiB (here a 5 MiB own pod) is refused as a
+/// transport error, logged, retried with backoff; the agent then starts on the
+/// next answer. The old code read any size (a 1 GiB GET: 1 GiB of memory).
+#[tokio::test(start_paused = true)]
+async fn an_answer_over_the_size_cap_is_refused_and_retried() {
+    let (logs, _guard) = Logs::capture();
+    let s = vtime::placeholders(2).await;
+    let pod = s.fake.get_pod(NS, "placeholder-0").expect("the pod");
+    let mut big = serde_json::to_value(&pod).expect("JSON");
+    big["metadata"]["annotations"] = json!({"padding": "x".repeat(5 << 20)});
+    s.fake
+        .fail_next(Call::GetOwnPod.matcher(), FaultResponse::json(200, big), 1);
+    let agent = vtime::agent(&s, "placeholder-0", &env(&[]));
+    assert!(
+        logs.show(
+            "answer refused: longer than 4194304 bytes",
+            Duration::from_secs(10)
+        )
+        .await,
+        "{}",
+        logs.text()
+    );
+    let done = vtime::request(&s, Duration::from_secs(30), |r| {
+        accepted_removal(r, "placeholder-0")
+    })
+    .await;
+    assert!(done.is_some(), "{}", logs.text());
+    drop(agent);
+}
+
+/// An eviction answered 200 with a `Status` of `Failure`, code 429 (as an
+/// aggregated server or a proxy may answer): the 429 it carries, as client-go
+/// reads it. The agent backs off and evicts on a later try; the old code
+/// logged "evicted own pod" and never tried again.
+#[tokio::test(start_paused = true)]
+async fn a_200_carrying_a_failure_status_is_the_error_it_carries() {
+    let (logs, _guard) = Logs::capture();
+    let s = vtime::placeholders(2).await;
+    let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+        "status": "Failure", "reason": "TooManyRequests", "code": 429,
+        "message": "Cannot evict pod as it would violate the pod's disruption budget."});
+    s.fake.fail_next(
+        Call::Eviction.matcher(),
+        FaultResponse::json(200, status),
+        1,
+    );
+    let agent = vtime::agent(&s, "placeholder-0", &env(&[]));
+    let done = vtime::request(&s, Duration::from_secs(60), |r| {
+        accepted_removal(r, "placeholder-0")
+    })
+    .await;
+    let text = logs.text();
+    assert!(
+        done.is_some(),
+        "no eviction after the 200 with a 429 Status:\n{text}"
+    );
+    assert!(text.contains("outcome=\"busy\""), "{text}");
+    assert!(text.contains("HTTP 429 TooManyRequests"), "{text}");
+    assert_eq!(s.fake.count_requests(|r| r.is_eviction()), 2, "{text}");
+    drop(agent);
+}
+
+/// A `startTime` a day ahead (a node clock ahead) no longer turns a 15 s
+/// lifetime into a day: it counts from now, with one warning.
+#[tokio::test(start_paused = true)]
+async fn a_start_time_in_the_future_counts_from_now() {
+    let (logs, _guard) = Logs::capture();
+    let s = vtime::placeholders(2).await;
+    let day = k8s_openapi::jiff::SignedDuration::from_hours(24);
+    let moved = s.fake.modify_pod(NS, "placeholder-0", |p| {
+        let status = p.status.as_mut().expect("a status");
+        let start = status.start_time.as_mut().expect("a start time");
+        start.0 = start.0.checked_add(day).expect("a day later");
+    });
+    assert!(moved);
+    let agent = vtime::agent(
+        &s,
+        "placeholder-0",
+        &[
+            ("SELFDESTRUCT_MIN_LIFETIME", "15s"),
+            ("SELFDESTRUCT_MAX_LIFETIME", "15s"),
+        ],
+    );
+    let started = tokio::time::Instant::now();
+    let done = vtime::request(&s, Duration::from_secs(60), |r| {
+        accepted_removal(r, "placeholder-0")
+    })
+    .await;
+    let text = logs.text();
+    assert!(
+        done.is_some(),
+        "no eviction within 60 s of a 15 s lifetime:\n{text}"
+    );
+    assert!(started.elapsed() >= Duration::from_secs(14), "{text}");
+    assert_eq!(
+        text.matches("start time is in the future").count(),
+        1,
+        "{text}"
+    );
+    drop(agent);
 }
 
 // ---------------------------------------------------------------------------
