@@ -141,8 +141,8 @@ pub fn outcome_of(result: &Result<(), ApiError>) -> Outcome {
             429 => Outcome::Busy {
                 retry_after: *retry_after,
             },
-            // 401: the credentials expired or were rotated (kube re-reads a
-            // token file every minute): retried like a server error.
+            // 401: the credentials expired or were rotated (a token file is
+            // read again): retried like a server error.
             403 | 422 => Outcome::Denied,
             _ => Outcome::Failed,
         },
@@ -181,12 +181,17 @@ fn pods(namespace: &str) -> kube::core::Request {
     kube::core::Request::new(Pod::url_path(&(), Some(&segment(namespace))))
 }
 
+/// Builds a new client with its credentials read again (see
+/// [`PodApi::with_renewal`]); `None` when it cannot be built.
+pub(crate) type Renewal = std::sync::Arc<dyn Fn() -> Option<Client> + Send + Sync>;
+
 /// The API calls on the own pod.
 #[derive(Clone)]
 pub(crate) struct PodApi {
     client: Client,
     namespace: String,
     name: String,
+    renewal: Option<Renewal>,
 }
 
 impl PodApi {
@@ -196,6 +201,25 @@ impl PodApi {
             client,
             namespace: namespace.to_string(),
             name: name.to_string(),
+            renewal: None,
+        }
+    }
+
+    /// With a way to build a new client when the server refuses the
+    /// credentials (401): kube reads a token file again only once the token it
+    /// holds is 50 s old.
+    pub(crate) fn with_renewal(self, renewal: Renewal) -> Self {
+        PodApi {
+            renewal: Some(renewal),
+            ..self
+        }
+    }
+
+    /// After a 401: a new client, its credentials read again, for the next
+    /// call (the watches keep theirs, which kube refreshes on its own).
+    pub(crate) fn renew_credentials(&mut self) {
+        if let Some(client) = self.renewal.as_ref().and_then(|renew| renew()) {
+            self.client = client;
         }
     }
 
@@ -471,7 +495,7 @@ pub(crate) fn rbac_hint(code: Option<u16>, verb: &str, resource: &str, namespace
              (a token must be bound to the pod it removes)"
         ),
         Some(401) => "the API server does not accept the credentials (expired or rotated): \
-             retrying with backoff, the token file is read again within a minute; \
+             retrying with backoff, a token file read again; \
              is the service-account token mounted and current?"
             .to_string(),
         _ => format!(
@@ -547,6 +571,49 @@ mod tests {
                 retry_after: Some(Duration::from_secs(9))
             }
         );
+    }
+
+    #[test]
+    fn server_text_is_quoted_escaped_and_cut() {
+        assert_eq!(quote("plain: ünïcode"), "plain: ünïcode");
+        assert_eq!(
+            quote("\x1b[31mred\r\nInjected: line\t."),
+            "\\u{1b}[31mred\\r\\nInjected: line\\t."
+        );
+        let long = "é".repeat(60_000);
+        let q = quote(&long);
+        assert!(q.len() < QUOTE_LIMIT + 40, "{}", q.len());
+        assert!(q.ends_with("... (120000 bytes in all)"), "{q}");
+        let e = status_error(StatusCode::INTERNAL_SERVER_ERROR, long.as_bytes(), None);
+        assert!(e.to_string().len() < QUOTE_LIMIT + 80);
+    }
+
+    #[test]
+    fn a_2xx_carrying_a_failure_status_is_its_code() {
+        let failure = |code: u16| {
+            format!(
+                r#"{{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"TooManyRequests","message":"m","code":{code}}}"#
+            )
+        };
+        let code = failure_carried(failure(429).as_bytes());
+        assert_eq!(code, Some(StatusCode::TOO_MANY_REQUESTS));
+        let e = status_error(code.expect("a code"), failure(429).as_bytes(), None);
+        assert_eq!(outcome_of(&Err(e)), Outcome::Busy { retry_after: None });
+        // No error code carried: a server error.
+        assert_eq!(
+            failure_carried(failure(0).as_bytes()),
+            Some(StatusCode::INTERNAL_SERVER_ERROR)
+        );
+        assert_eq!(
+            failure_carried(failure(200).as_bytes()),
+            Some(StatusCode::INTERNAL_SERVER_ERROR)
+        );
+        // Success, a Pod (whose status is an object), garbage: no error.
+        let success = br#"{"kind":"Status","apiVersion":"v1","status":"Success","code":201}"#;
+        assert_eq!(failure_carried(success), None);
+        let pod = br#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p"},"status":{"phase":"Running"}}"#;
+        assert_eq!(failure_carried(pod), None);
+        assert_eq!(failure_carried(b"<html>"), None);
     }
 
     #[test]

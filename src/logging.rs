@@ -20,7 +20,7 @@ pub const QUIET_LIBRARY: &str = "kube_runtime::watcher";
 pub fn init(format: LogFormat, level: LevelFilter) {
     let filter = Targets::new()
         .with_target("selfdestruct", level)
-        .with_target(QUIET_LIBRARY, LevelFilter::ERROR)
+        .with_target(QUIET_LIBRARY, level.min(LevelFilter::ERROR))
         .with_default(level.min(LevelFilter::WARN));
     let base = fmt::layer()
         .with_writer(std::io::stderr)

@@ -1113,6 +1113,112 @@ async fn many_agents_through_a_burst_of_node_events_stay_gentle_and_move_one_at_
 // The own-pod-only admission policy
 // ---------------------------------------------------------------------------
 
+/// The real binary's log set-up: a node 403 gets one line, the agent's own
+/// ("cannot list/watch nodes"), and not also kube's raw "watch list error with
+/// 403: Api(Status ...)" (kube's watcher logs it before it hands the error on).
+#[test]
+fn a_node_403_is_logged_by_the_agent_and_not_by_kube_too() {
+    let s = Scene::placeholders(1);
+    let no_nodes = Subject::new(&format!("system:serviceaccount:{NS}:placeholder"))
+        .rule(fake_apiserver::Rule::new(
+            &["get", "list", "watch", "delete"],
+            &["pods"],
+            Some(NS),
+        ))
+        .rule(fake_apiserver::Rule::new(
+            &["create"],
+            &["pods/eviction"],
+            Some(NS),
+        ));
+    let mut agent = s.agent_as(
+        "placeholder-0",
+        no_nodes,
+        &[("SELFDESTRUCT_MAX_LIFETIME", "1h")],
+    );
+    assert!(
+        agent.wait_for_log("cannot list/watch nodes", Duration::from_secs(15)),
+        "{}",
+        agent.log()
+    );
+    let (status, _) = agent.terminate();
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", agent.log());
+    let log = agent.log();
+    assert!(!log.contains("error with 403"), "{log}");
+    assert!(!log.contains("error 403:"), "{log}");
+    assert_eq!(agent.count_log("cannot list/watch nodes"), 1, "{log}");
+}
+
+/// A token rotated on disk (a kubeconfig `tokenFile`, read as the in-cluster
+/// token is): the own-pod GET answered 401 with the old token is retried on
+/// the transient backoff with a client built anew, which reads the file again
+/// (kube alone would read it once the token it holds is 50 s old), and the
+/// agent starts and moves with the new token at its next try. Real time and
+/// the real binary: kube's token cache runs on the system clock. The old code
+/// retried a 401 after 5-10 minutes.
+#[test]
+fn a_token_rotated_on_disk_is_used_at_the_next_try() {
+    let s = Scene::placeholders(1);
+    let dir = s.home.join("rotated");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, "an-expired-token").expect("the token");
+    let q = |v: &str| serde_json::Value::String(v.to_string()).to_string();
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {}\n\
+             users:\n- name: sa\n  user:\n    tokenFile: {}\ncontexts:\n- name: fake\n  context:\n    \
+             cluster: fake\n    user: sa\n    namespace: {NS}\ncurrent-context: fake\n",
+            q(&s.fake.url()),
+            q(&token_file.to_string_lossy()),
+        ),
+    )
+    .expect("the kubeconfig");
+    let (uid, node) = s.uid_and_node("placeholder-0");
+    let kc = kubeconfig.to_string_lossy().to_string();
+    let env = [
+        ("KUBECONFIG", kc.as_str()),
+        ("POD_NAME", "placeholder-0"),
+        ("POD_NAMESPACE", NS),
+        ("POD_UID", &uid),
+        ("NODE_NAME", &node),
+        ("SELFDESTRUCT_MIN_AGE", "0"),
+        ("SELFDESTRUCT_MOVE_JITTER", "0"),
+        ("SELFDESTRUCT_START_JITTER", "0"),
+        ("SELFDESTRUCT_MIN_LIFETIME", "1s"),
+        ("SELFDESTRUCT_MAX_LIFETIME", "1s"),
+    ];
+    let mut agent = Proc::spawn(command(bin(), &[], &env, &s.home));
+    assert!(
+        agent.wait_for_log("cannot read own pod", Duration::from_secs(15)),
+        "{}",
+        agent.log()
+    );
+    let rotated = Instant::now();
+    s.fake.add_token(
+        "the-rotated-token",
+        Subject::placeholder_agent(NS, "placeholder").bound_to("placeholder-0"),
+    );
+    std::fs::write(&token_file, "the-rotated-token").expect("the new token");
+    let moved = s.fake.wait_for_request(
+        |r| accepted_removal(r, "placeholder-0"),
+        Duration::from_secs(30),
+    );
+    assert!(
+        moved.is_some(),
+        "no eviction with the rotated token:\n{}",
+        agent.log()
+    );
+    eprintln!(
+        "the rotated token was used {:?} after it was written",
+        rotated.elapsed()
+    );
+    assert!(!agent.log().contains("retrying rarely"), "{}", agent.log());
+    let (status, _) = agent.terminate();
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", agent.log());
+}
+
 #[test]
 fn with_the_admission_policy_a_token_removes_only_its_own_pod() {
     let s = Scene::placeholders(3);
