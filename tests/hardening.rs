@@ -2,9 +2,12 @@
 //! time (`common::vtime`): long outages (during start-up and during open
 //! watches), every error the API can answer on every call the agent makes,
 //! stalled/dropped watches and a slow server, lists and watches that never
-//! settle, absurd durations, 100-200 agents through a burst of node events. With
-//! the real binary: the own-pod-only admission policy (real tokens per process)
-//! and the node gate's invalid settings (exit codes).
+//! settle, absurd durations, 100-200 agents through a burst of node events,
+//! 401s, an ERROR 403 in an open watch, server text with control characters, an
+//! answer over the size cap, a 200 carrying a failure `Status`, a start time in
+//! the future. With the real binary: the own-pod-only admission policy (real
+//! tokens per process), the node gate's invalid settings (exit codes), a token
+//! rotated on disk, and the log of a node 403.
 
 mod common;
 
