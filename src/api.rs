@@ -20,6 +20,7 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
 use crate::config::Mode;
+use crate::logging::quote;
 use selfdestruct_decision::Outcome;
 
 /// Time limit of every request (a watch: until its answer starts), applied by the
@@ -34,7 +35,7 @@ pub type Cause = std::sync::Arc<dyn std::error::Error + Send + Sync>;
 /// causes are its `source()` chain, formatted once where the error is logged
 /// ([`crate::logging::Chain`]). Server text in it (a `Status`'s reason and
 /// message, a body) is [`quote`]d: control characters escaped, at most
-/// [`QUOTE_LIMIT`] bytes.
+/// [`crate::logging::QUOTE_LIMIT`] bytes.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ApiError {
     /// The server answered with an error status (or a 2xx carrying a `Status`
@@ -94,33 +95,6 @@ impl ApiError {
     pub fn decode(e: impl std::error::Error + Send + Sync + 'static) -> Self {
         ApiError::Decode(std::sync::Arc::new(e))
     }
-}
-
-/// The most bytes of server text (a `Status` message, a body) an error keeps.
-pub const QUOTE_LIMIT: usize = 1024;
-
-/// Server text as a log line may show it: control characters escaped (`\n`,
-/// `\r`, `\u{1b}`: no forged lines, no terminal escapes), cut after
-/// [`QUOTE_LIMIT`] bytes with the full length noted.
-pub fn quote(text: &str) -> String {
-    quote_to(text, QUOTE_LIMIT)
-}
-
-/// [`quote`] with another limit.
-pub(crate) fn quote_to(text: &str, limit: usize) -> String {
-    let mut out = String::with_capacity(text.len().min(limit) + 32);
-    for c in text.chars() {
-        if out.len() >= limit {
-            out.push_str(&format!("... ({} bytes in all)", text.len()));
-            break;
-        }
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// What an eviction or delete request's answer means for the agent.
@@ -582,10 +556,10 @@ mod tests {
         );
         let long = "é".repeat(60_000);
         let q = quote(&long);
-        assert!(q.len() < QUOTE_LIMIT + 40, "{}", q.len());
+        assert!(q.len() < crate::logging::QUOTE_LIMIT + 40, "{}", q.len());
         assert!(q.ends_with("... (120000 bytes in all)"), "{q}");
         let e = status_error(StatusCode::INTERNAL_SERVER_ERROR, long.as_bytes(), None);
-        assert!(e.to_string().len() < QUOTE_LIMIT + 80);
+        assert!(e.to_string().len() < crate::logging::QUOTE_LIMIT + 80);
     }
 
     #[test]

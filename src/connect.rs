@@ -350,8 +350,9 @@ where
 
     /// Every request gets an answer within [`REQUEST_TIMEOUT`] or fails with
     /// [`ApiError::Timeout`]: a non-watch request (lists too) is read in full
-    /// in that time, and up to [`answer_limit`] bytes ([`ApiError::TooLarge`]), a watch gets its response headers in that time (its
-    /// stream is then kube's, ended by the watch's own timeout). kube sets no
+    /// in that time, and up to [`answer_limit`] bytes ([`ApiError::TooLarge`]);
+    /// a watch gets its response headers in that time (its stream is then
+    /// kube's, ended by the watch's own timeout). kube sets no
     /// read timeout, and a server that accepts a request and never answers, or
     /// a pooled connection to a dead peer, would otherwise hold the caller
     /// (the node or sibling watcher) silently for many minutes.

@@ -10,18 +10,23 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{Layer, fmt};
 
-use crate::api::quote_to;
 use crate::config::LogFormat;
 
 /// kube's watcher: its warnings repeat what the agent logs about the same error.
-pub const QUIET_LIBRARY: &str = "kube_runtime::watcher";
+const QUIET_LIBRARY: &str = "kube_runtime::watcher";
+
+/// What is logged: this crate at `level`, libraries at most warnings, kube's
+/// watcher at most errors.
+fn filter(level: LevelFilter) -> Targets {
+    Targets::new()
+        .with_target("selfdestruct", level)
+        .with_target(QUIET_LIBRARY, level.min(LevelFilter::ERROR))
+        .with_default(level.min(LevelFilter::WARN))
+}
 
 /// Installs the global subscriber (once, at start-up).
 pub fn init(format: LogFormat, level: LevelFilter) {
-    let filter = Targets::new()
-        .with_target("selfdestruct", level)
-        .with_target(QUIET_LIBRARY, level.min(LevelFilter::ERROR))
-        .with_default(level.min(LevelFilter::WARN));
+    let filter = filter(level);
     let base = fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(false)
@@ -39,19 +44,44 @@ pub fn init(format: LogFormat, level: LevelFilter) {
     let _ = tracing_subscriber::registry().with(layer).try_init();
 }
 
+/// The most bytes of server text (a `Status` message, a body) an error keeps.
+pub const QUOTE_LIMIT: usize = 1024;
+
+/// Server text as a log line may show it: control characters escaped (`\n`,
+/// `\r`, `\u{1b}`: no forged lines, no terminal escapes), cut after
+/// [`QUOTE_LIMIT`] bytes with the full length noted.
+pub fn quote(text: &str) -> String {
+    quote_to(text, QUOTE_LIMIT)
+}
+
+/// [`quote`] with another limit.
+fn quote_to(text: &str, limit: usize) -> String {
+    let mut out = String::with_capacity(text.len().min(limit) + 32);
+    for c in text.chars() {
+        if out.len() >= limit {
+            out.push_str(&format!("... ({} bytes in all)", text.len()));
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// An error and its causes, as one line for the log ("request failed:
 /// ServiceError: client error (Connect): invalid peer certificate:
 /// UnknownIssuer"): each level's text once (a cause whose text its error
 /// already shows is not repeated), control characters escaped and each level
-/// cut at 4 KiB as [`crate::api::quote`] does (causes may carry server text:
+/// cut at 4 KiB as [`quote`] does (causes may carry server text:
 /// kube's `Api` error shows the whole `Status`).
 pub struct Chain<'a>(pub &'a (dyn std::error::Error + 'static));
 
-/// The most bytes of one level of a [`Chain`]: more than an [`ApiError`]'s
-/// quoted server text, which is never cut twice.
-///
-/// [`ApiError`]: crate::api::ApiError
-const LEVEL_LIMIT: usize = 4 * crate::api::QUOTE_LIMIT;
+/// The most bytes of one level of a [`Chain`]: more than an error's [`quote`]d
+/// server text, which is never cut twice.
+const LEVEL_LIMIT: usize = 4 * QUOTE_LIMIT;
 
 impl std::fmt::Display for Chain<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -73,21 +103,29 @@ impl std::fmt::Display for Chain<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::ApiError;
 
     #[test]
     fn a_chain_shows_each_cause_once_and_escaped() {
         let io = std::io::Error::other("tcp connect error\r\nInjected: line");
-        let e = ApiError::transport(io);
+        let e = kube::Error::Service(Box::new(io));
         assert_eq!(
             Chain(&e).to_string(),
-            "request failed: tcp connect error\\r\\nInjected: line"
+            "ServiceError: tcp connect error\\r\\nInjected: line"
         );
-        let kube = kube::Error::Service(Box::new(std::io::Error::other("refused")));
-        let e = ApiError::transport(kube);
-        assert_eq!(
-            Chain(&e).to_string(),
-            "request failed: ServiceError: refused"
-        );
+        let long = kube::Error::Service(Box::new(std::io::Error::other("z".repeat(10_000))));
+        let text = Chain(&long).to_string();
+        assert!(text.len() < LEVEL_LIMIT + 40, "{}", text.len());
+        assert!(text.ends_with("(10014 bytes in all)"), "{text}");
+    }
+
+    #[test]
+    fn kube_watcher_warnings_are_not_logged_its_errors_are() {
+        use tracing::Level;
+        let f = filter(LevelFilter::DEBUG);
+        assert!(!f.would_enable(QUIET_LIBRARY, &Level::WARN));
+        assert!(f.would_enable(QUIET_LIBRARY, &Level::ERROR));
+        assert!(f.would_enable("kube_client::client", &Level::WARN));
+        assert!(f.would_enable("selfdestruct::agent", &Level::DEBUG));
+        assert!(!filter(LevelFilter::OFF).would_enable(QUIET_LIBRARY, &Level::ERROR));
     }
 }

@@ -86,9 +86,9 @@ fn api_status(e: &watcher::Error) -> Option<(u16, String)> {
         watcher::Error::InitialListFailed(kube::Error::Api(s))
         | watcher::Error::WatchStartFailed(kube::Error::Api(s))
         | watcher::Error::WatchFailed(kube::Error::Api(s)) => {
-            Some((s.code, crate::api::quote(&s.message)))
+            Some((s.code, crate::logging::quote(&s.message)))
         }
-        watcher::Error::WatchError(s) => Some((s.code, crate::api::quote(&s.message))),
+        watcher::Error::WatchError(s) => Some((s.code, crate::logging::quote(&s.message))),
         _ => None,
     }
 }

@@ -746,7 +746,7 @@ proptest! {
         }
         // Quoted: at most 1 KiB and a note of the length, no control character
         // (the body's raw bytes never reach a log line).
-        prop_assert!(message.len() <= selfdestruct::api::QUOTE_LIMIT + 40, "{message:?}");
+        prop_assert!(message.len() <= selfdestruct::logging::QUOTE_LIMIT + 40, "{message:?}");
         prop_assert!(!text.chars().any(char::is_control), "{text:?}");
         let outcome = outcome_of(&Err(e.clone()));
         match code {
