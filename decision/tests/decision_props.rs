@@ -1,21 +1,22 @@
 //! Property tests of the pure decision (`selfdestruct_decision::decide`) over
-//! arbitrary snapshots built from `selfdestruct::model` types.
+//! arbitrary worlds built from `selfdestruct_decision::model` types (run by
+//! `cargo test -p selfdestruct-decision`).
 //!
 //! The `Decision` type carries no target: a move is always of the own pod. So
 //! these check the structural guarantees instead: nothing once finished or
-//! terminating, a node trigger is never the own node nor a node that was
-//! already Ready when the own pod was scheduled, no move while a sibling is
-//! Pending or terminating, the move cap, `min_age` and the backoff hold, every
-//! time-based wake-up lies in the future (no hot loop), and the same snapshot
-//! always gives the same decision. Case counts are small for CI
-//! (`PROPTEST_CASES` raises them for a longer local run).
+//! terminating, a node trigger is never the own node nor a node created before
+//! the own pod was scheduled, no move while a sibling is Pending or terminating,
+//! the move cap, `min_age` and the backoff hold, every time-based wake-up lies in
+//! the future (no hot loop), and the same snapshot always gives the same
+//! decision. Case counts are small for CI (`PROPTEST_CASES` raises them for a
+//! longer local run).
 
 mod common;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
-use common::props::proptest_config;
+use common::proptest_config;
 use proptest::prelude::*;
 use proptest::test_runner::TestRunner;
 use selfdestruct_decision::builder::{HOUR, OWN, OWN_UID, World, at};
