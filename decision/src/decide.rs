@@ -3,6 +3,7 @@
 //! clock, no randomness of its own: the agent's shell and the simulator both call
 //! [`decide`] and apply the result with [`Memory::apply`] and [`Memory::record`].
 
+use std::cell::OnceCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::time::{Duration, SystemTime};
@@ -171,17 +172,27 @@ impl Memory {
     /// before deciding (an update of the view wakes the agent, so `now` is when the
     /// change was seen); without a view (`None`) nothing is kept.
     pub fn observe_nodes(&mut self, now: SystemTime, own: &OwnPod, nodes: Option<&[NodeSummary]>) {
-        let usable: BTreeSet<&str> = nodes
+        let mut usable: Vec<&str> = nodes
             .unwrap_or_default()
             .iter()
             .filter(|n| own.could_run_on(n))
             .map(|n| n.name.as_str())
             .collect();
-        self.usable_since
-            .retain(|name, _| usable.contains(name.as_str()));
-        for name in usable {
-            if !self.usable_since.contains_key(name) {
-                self.usable_since.insert(name.to_string(), now);
+        // Sorted (a listed view mostly is already), so that the record, visited in
+        // the same order, is pruned in one merging pass.
+        usable.sort_unstable();
+        usable.dedup();
+        let mut next = usable.iter().peekable();
+        self.usable_since.retain(|name, _| {
+            while next.next_if(|u| **u < name.as_str()).is_some() {}
+            next.peek().is_some_and(|u| **u == name.as_str())
+        });
+        // What is left is usable: as many entries as usable names, none is new.
+        if self.usable_since.len() < usable.len() {
+            for name in usable {
+                if !self.usable_since.contains_key(name) {
+                    self.usable_since.insert(name.to_string(), now);
+                }
             }
         }
     }
@@ -354,13 +365,54 @@ pub struct Snapshot<'a> {
     pub draw: f64,
 }
 
-impl Snapshot<'_> {
+impl<'a> Snapshot<'a> {
     fn is_self(&self, name: &str, uid: &str) -> bool {
         name == self.own.name || (!uid.is_empty() && uid == self.own.uid)
     }
 
     /// Whether `node` is a reason to move now; on success, how long it has been Ready.
     pub fn node_verdict(&self, node: &NodeSummary) -> Result<Duration, Reject> {
+        self.verdict(node, &OnceCell::new())
+    }
+
+    /// The siblings that can show a new node full ([`Reject::Full`]): not the own pod,
+    /// with a creation time, placed on an old node. Old in the sense the own pod counts
+    /// "new": created before it was scheduled; the own node counts as old (the own pod
+    /// was scheduled onto it). A sibling on another new node, or on a node not in the
+    /// view (deleted, or outside the node selector), says nothing about a node. One
+    /// pass over the nodes, looking up only the names siblings are on. `None`: the
+    /// rule does not apply (no sibling or node view, or no schedule time).
+    fn witnesses(&self) -> Option<Vec<&'a Sibling>> {
+        let (siblings, nodes) = (self.siblings?, self.nodes?);
+        let scheduled = self.own.scheduled_at?;
+        let placed: Vec<(&'a Sibling, &'a str)> = siblings
+            .iter()
+            .filter(|s| !self.is_self(&s.name, &s.uid) && s.created.is_some())
+            .filter_map(|s| Some((s, s.node_name.as_deref()?)))
+            .collect();
+        let on: BTreeSet<&str> = placed.iter().map(|(_, n)| *n).collect();
+        let mut old: BTreeSet<&str> = nodes
+            .iter()
+            .filter(|o| o.created.is_some_and(|c| c < scheduled) && on.contains(o.name.as_str()))
+            .map(|o| o.name.as_str())
+            .collect();
+        old.extend(self.own.node_name.as_deref());
+        Some(
+            placed
+                .into_iter()
+                .filter(|(_, n)| old.contains(n))
+                .map(|(s, _)| s)
+                .collect(),
+        )
+    }
+
+    /// [`Snapshot::node_verdict`], with the full rule's [`Snapshot::witnesses`] found
+    /// at most once for all the nodes of one evaluation.
+    fn verdict(
+        &self,
+        node: &NodeSummary,
+        witnesses: &OnceCell<Option<Vec<&'a Sibling>>>,
+    ) -> Result<Duration, Reject> {
         let own = self.own;
         if own.node_name.as_deref() == Some(node.name.as_str()) {
             return Err(Reject::OwnNode);
@@ -406,7 +458,7 @@ impl Snapshot<'_> {
                 Reject::ImagesMissing(missing)
             });
         }
-        if let (Some(siblings), Some(nodes)) = (self.siblings, self.nodes) {
+        if let Some(witnesses) = witnesses.get_or_init(|| self.witnesses()) {
             // The node could take a pod from when it became Ready and, as far as this
             // agent saw, schedulable (a startup taint or a cordon lifted later moves no
             // Kubernetes time). A caller that keeps no record counts from Ready.
@@ -415,22 +467,9 @@ impl Snapshot<'_> {
                 .usable_since
                 .get(&node.name)
                 .map_or(since, |t| since.max(*t));
-            // Old in the sense the own pod counts "new": created before it was
-            // scheduled. A sibling on another new node, or on a node not in the view
-            // (deleted, or outside the node selector), says nothing about this one.
-            // The own node counts as old: the own pod was scheduled onto it.
-            let old = |name: &str| {
-                own.node_name.as_deref() == Some(name)
-                    || nodes
-                        .iter()
-                        .any(|o| o.name == name && o.created.is_some_and(|c| c < scheduled))
-            };
-            let placed_on_older = siblings.iter().find(|s| {
-                !self.is_self(&s.name, &s.uid)
-                    && s.created.is_some_and(|c| c > usable)
-                    && s.node_name
-                        .as_deref()
-                        .is_some_and(|n| n != node.name && old(n))
+            let placed_on_older = witnesses.iter().find(|s| {
+                s.created.is_some_and(|c| c > usable)
+                    && s.node_name.as_deref().is_some_and(|n| n != node.name)
             });
             if let Some(s) = placed_on_older {
                 return Err(Reject::Full {
@@ -441,19 +480,22 @@ impl Snapshot<'_> {
         Ok(self.now.duration_since(since).unwrap_or_default())
     }
 
-    /// The best node to move towards (Ready longest, then by name), and the
-    /// earliest time a settling node will count.
-    fn node_trigger(&self) -> (Option<Trigger>, Option<SystemTime>) {
+    /// The best node to move towards (Ready longest, then by name), the earliest
+    /// time a settling node will count, and the nodes found full: one verdict per
+    /// node.
+    fn node_trigger(&self) -> (Option<Trigger>, Option<SystemTime>, Vec<FullNode<'a>>) {
+        let mut full = Vec::new();
         if !self.policy.move_to_new_nodes {
-            return (None, None);
+            return (None, None, full);
         }
         let Some(nodes) = self.nodes else {
-            return (None, None);
+            return (None, None, full);
         };
+        let witnesses = OnceCell::new();
         let (mut best, mut next): (Option<(Duration, &NodeSummary)>, Option<SystemTime>) =
             (None, None);
         for node in nodes {
-            match self.node_verdict(node) {
+            match self.verdict(node, &witnesses) {
                 Ok(ready_for) => {
                     let better = best.is_none_or(|(d, b)| {
                         ready_for > d || (ready_for == d && node.name < b.name)
@@ -465,6 +507,7 @@ impl Snapshot<'_> {
                 Err(Reject::Settling { until }) => {
                     next = Some(next.map_or(until, |n| n.min(until)))
                 }
+                Err(Reject::Full { sibling }) => full.push(FullNode { node, sibling }),
                 Err(_) => {}
             }
         }
@@ -473,7 +516,7 @@ impl Snapshot<'_> {
             ready_for,
             images_pulled: !self.policy.required_images.is_empty(),
         });
-        (trigger, next)
+        (trigger, next, full)
     }
 
     /// Until when `min_age` holds node moves back (`None`: old enough, or start unknown).
@@ -515,19 +558,49 @@ impl Snapshot<'_> {
     }
 }
 
+/// A new node a sibling showed full ([`Reject::Full`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FullNode<'a> {
+    /// The node.
+    pub node: &'a NodeSummary,
+    /// The sibling that showed it.
+    pub sibling: String,
+}
+
+/// A decision and what was found on the way to it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Evaluation<'a> {
+    /// What to do now ([`decide`]).
+    pub decision: Decision,
+    /// The nodes found full, in the order of the node view. Empty when no node
+    /// was looked at: the own pod is finished or terminating, the node trigger is
+    /// off, or there is no node view.
+    pub full: Vec<FullNode<'a>>,
+}
+
 /// Decides what to do now. Pure: same snapshot, same answer.
 pub fn decide(s: &Snapshot) -> Decision {
+    evaluate(s).decision
+}
+
+/// [`decide`], with the nodes found full on the way: one verdict per node per
+/// evaluation, for the decision and for the agent's report alike.
+pub fn evaluate<'a>(s: &Snapshot<'a>) -> Evaluation<'a> {
     if s.memory.finished || s.own.terminating {
-        return Decision::Wait {
-            until: None,
-            hold: Some(Hold::Finished),
+        return Evaluation {
+            decision: Decision::Wait {
+                until: None,
+                hold: Some(Hold::Finished),
+            },
+            full: Vec::new(),
         };
     }
     let deadline = match (s.memory.lifetime, s.own.started_at) {
         (Some(l), Some(start)) if !l.is_zero() => Some((later(start, l), l)),
         _ => None,
     };
-    let (node_trigger, next_settled) = s.node_trigger();
+    let (node_trigger, next_settled, full) = s.node_trigger();
+    let decided = |decision| Evaluation { decision, full };
     let lifetime_trigger = deadline
         .filter(|(at, _)| *at <= s.now)
         .map(|(_, lifetime)| Trigger::Lifetime { lifetime });
@@ -543,15 +616,15 @@ pub fn decide(s: &Snapshot) -> Decision {
             .flatten()
             .min();
         let hold = young.map(|_| Hold::TooYoung);
-        return Decision::Wait { until, hold };
+        return decided(Decision::Wait { until, hold });
     };
     if let Some((hold, until)) = s.hold() {
-        return Decision::Wait {
+        return decided(Decision::Wait {
             until,
             hold: Some(hold),
-        };
+        });
     }
-    match &s.memory.armed {
+    decided(match &s.memory.armed {
         Some(armed) if armed.at <= s.now => Decision::Move { trigger },
         Some(armed) => Decision::Arm {
             at: armed.at,
@@ -562,5 +635,5 @@ pub fn decide(s: &Snapshot) -> Decision {
             at: later(s.now, scaled(s.policy.move_jitter, s.draw)),
             trigger,
         },
-    }
+    })
 }
