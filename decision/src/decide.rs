@@ -1,7 +1,8 @@
 //! The decision: a pure function from a snapshot (now, own pod, nodes, siblings,
 //! policy, memory of past attempts, one random draw) to what to do. No I/O, no
-//! clock, no randomness of its own: the agent's shell and the simulator both call
-//! [`decide`] and apply the result with [`Memory::apply`] and [`Memory::record`].
+//! clock, no randomness of its own: the simulator calls [`decide`], the agent's
+//! shell [`evaluate`] (the same decision, with the nodes found full on the way),
+//! and both apply the result with [`Memory::apply`] and [`Memory::record`].
 
 use std::cell::OnceCell;
 use std::collections::{BTreeMap, BTreeSet};
