@@ -13,9 +13,10 @@ use selfdestruct_decision::{Decision, Outcome, Trigger};
 use crate::autoscaler;
 use crate::cluster::{self, Node, Phase, User};
 use crate::metrics::{Log, MoveReason, MoveRecord, Sample, Summary, summarise};
+use crate::peers;
 use crate::placeholders::{Agent, Placeholder, PodState, sim_ms_ceil, system_time};
 use crate::random::{Random, Stream};
-use crate::scenario::{Arrival, HOUR, MIN, Ms, SEC, Scenario, Setup};
+use crate::scenario::{Arrival, HOUR, MIN, Ms, Peer, Resources, SEC, Scenario, Setup};
 
 /// A preempting user starts this long after the bind (the victim's termination).
 const PREEMPTION_DELAY: Ms = SEC;
@@ -64,6 +65,8 @@ enum Event {
     Recreate(usize),
     Wake(usize, u64),
     Scan,
+    /// The rebalancer's loop or a descheduler run.
+    PeerScan,
     Sample,
 }
 
@@ -95,6 +98,20 @@ struct Engine<'a> {
     last_scale_up: Option<Ms>,
     last_recount: Ms,
     log: Log,
+    /// Requests of one placeholder pod (a user's; a node's for balloons).
+    placeholder_size: Resources,
+    /// The rebalancer's view: nodes it has seen Ready.
+    known_ready: Vec<bool>,
+}
+
+/// How many placeholder pods a row runs: none for a buffer, whole-node balloons for
+/// `replicas` users' worth of room, else `replicas`.
+pub fn placeholder_pods(sc: &Scenario, setup: &Setup) -> u32 {
+    match setup.peer {
+        Peer::Buffer => 0,
+        Peer::NodeBalloon => peers::balloons_for(setup.replicas, sc.pods_per_node()),
+        _ => setup.replicas,
+    }
 }
 
 impl<'a> Engine<'a> {
@@ -105,6 +122,7 @@ impl<'a> Engine<'a> {
         seed: u64,
         check: bool,
     ) -> Self {
+        let pods = placeholder_pods(sc, setup) as usize;
         Engine {
             sc,
             setup,
@@ -123,10 +141,8 @@ impl<'a> Engine<'a> {
                 })
                 .collect(),
             pending_users: VecDeque::new(),
-            placeholders: (0..setup.replicas as usize)
-                .map(|i| Placeholder::new(i, 0))
-                .collect(),
-            landing: vec![None; setup.replicas as usize],
+            placeholders: (0..pods).map(|i| Placeholder::new(i, 0)).collect(),
+            landing: vec![None; pods],
             node_rng: Random::new(seed, Stream::Nodes),
             agent_rng: Random::new(seed, Stream::Agents),
             sched_dirty: true,
@@ -135,6 +151,12 @@ impl<'a> Engine<'a> {
             last_scale_up: None,
             last_recount: 0,
             log: Log::default(),
+            placeholder_size: if setup.peer == Peer::NodeBalloon {
+                sc.node
+            } else {
+                sc.user
+            },
+            known_ready: Vec::new(),
         }
     }
 
@@ -161,6 +183,11 @@ impl<'a> Engine<'a> {
             self.push(self.arrivals[0].at, Event::Arrival(0));
         }
         self.push(self.sc.autoscaler.scan, Event::Scan);
+        match self.setup.peer {
+            Peer::Rebalancer => self.push(self.sc.peers.rebalancer_interval, Event::PeerScan),
+            Peer::PodLifeTime => self.push(self.sc.peers.descheduler_interval, Event::PeerScan),
+            _ => {}
+        }
         self.push(self.sc.warmup, Event::Sample);
         self.settle();
         let end = self.sc.end();
@@ -290,6 +317,19 @@ impl<'a> Engine<'a> {
                 self.autoscale();
                 self.push(self.now + self.sc.autoscaler.scan, Event::Scan);
             }
+            Event::PeerScan => {
+                let every = match self.setup.peer {
+                    Peer::Rebalancer => {
+                        self.rebalance();
+                        self.sc.peers.rebalancer_interval
+                    }
+                    _ => {
+                        self.deschedule();
+                        self.sc.peers.descheduler_interval
+                    }
+                };
+                self.push(self.now + every.max(1), Event::PeerScan);
+            }
             Event::Sample => {
                 self.sample();
                 if self.now + MIN < self.sc.end() {
@@ -325,10 +365,12 @@ impl<'a> Engine<'a> {
     fn schedule(&mut self) {
         let pod = self.sc.user;
         while let Some(&u) = self.pending_users.front() {
-            if let Some(n) = cluster::most_allocated(&self.nodes, &pod) {
+            if let Some(n) = cluster::place_user(&self.nodes, &pod, self.sc.user_placement) {
                 self.pending_users.pop_front();
                 self.bind_user(u, n, false);
-            } else if let Some(n) = cluster::preemption_node(&self.nodes, &pod, &pod) {
+            } else if let Some(n) =
+                cluster::preemption_node(&self.nodes, &pod, &self.placeholder_size)
+            {
                 let victim = self.victim_on(n);
                 if let Some(v) = victim {
                     self.evict(v);
@@ -356,7 +398,7 @@ impl<'a> Engine<'a> {
         pending.sort_unstable();
         let spreading = self.sc.default_spreading.then_some(self.sc.spread_weight);
         for (_, p) in pending {
-            match cluster::least_allocated(&self.nodes, &pod, spreading) {
+            match cluster::least_allocated(&self.nodes, &self.placeholder_size, spreading) {
                 Some(n) => self.bind_placeholder(p, n),
                 None => break,
             }
@@ -402,7 +444,7 @@ impl<'a> Engine<'a> {
     fn bind_placeholder(&mut self, p: usize, n: usize) {
         let now = self.now;
         let node = &mut self.nodes[n];
-        node.account(&self.sc.user, true);
+        node.account(&self.placeholder_size, true);
         node.placeholders += 1;
         let node_name = node.name.clone();
         let warm = node.image;
@@ -417,14 +459,16 @@ impl<'a> Engine<'a> {
             created,
             bound_at: now,
         };
-        ph.agent = Some(Agent::start(
-            ph,
-            &node_name,
-            now,
-            self.setup.gate,
-            &self.setup.policy,
-            draw,
-        ));
+        ph.agent = self.setup.peer.runs_agent().then(|| {
+            Agent::start(
+                ph,
+                &node_name,
+                now,
+                self.setup.gate,
+                &self.setup.policy,
+                draw,
+            )
+        });
         if let Some(m) = self.landing[p].take() {
             self.log.moves[m].landed = Some(node_name);
             self.log.moves[m].landed_warm = Some(warm);
@@ -439,7 +483,7 @@ impl<'a> Engine<'a> {
             return;
         };
         let n = &mut self.nodes[node];
-        n.account(&self.sc.user, false);
+        n.account(&self.placeholder_size, false);
         n.placeholders -= 1;
         let until = self.now + self.sc.recreate_delay;
         let ph = &mut self.placeholders[p];
@@ -545,15 +589,19 @@ impl<'a> Engine<'a> {
     }
 
     fn log_move(&mut self, p: usize, trigger: &Trigger) {
-        let PodState::Running { node, .. } = self.placeholders[p].state else {
-            return;
-        };
         let reason = match trigger {
             Trigger::Lifetime { .. } => MoveReason::Lifetime,
             Trigger::NewNode { node, .. } => MoveReason::NewNode {
                 node: node.clone(),
                 image_on_node: self.nodes.iter().any(|n| &n.name == node && n.image),
             },
+        };
+        self.log_move_for(p, reason);
+    }
+
+    fn log_move_for(&mut self, p: usize, reason: MoveReason) {
+        let PodState::Running { node, .. } = self.placeholders[p].state else {
+            return;
         };
         self.landing[p] = Some(self.log.moves.len());
         self.log.moves.push(MoveRecord {
@@ -566,6 +614,49 @@ impl<'a> Engine<'a> {
         });
     }
 
+    // ----- peers -----
+
+    /// The rebalancer's loop: when a node has appeared since the last scan, delete every
+    /// running placeholder at once (a delete: the PDB does not apply).
+    fn rebalance(&mut self) {
+        // The first scan learns the nodes that were there before it started.
+        let first = self.known_ready.is_empty();
+        if !peers::rebalancer_scan(&self.nodes, &mut self.known_ready) || first {
+            return;
+        }
+        for p in 0..self.placeholders.len() {
+            if matches!(self.placeholders[p].state, PodState::Running { .. }) {
+                self.log_move_for(p, MoveReason::Rebalancer);
+                self.evict(p);
+            }
+        }
+    }
+
+    /// One descheduler run of PodLifeTime through the eviction API.
+    fn deschedule(&mut self) {
+        let started: Vec<Option<Ms>> = self
+            .placeholders
+            .iter()
+            .map(|p| match p.state {
+                PodState::Running { bound_at, .. } => Some(bound_at),
+                _ => None,
+            })
+            .collect();
+        let unavailable = started.iter().filter(|s| s.is_none()).count() as u32;
+        let run = peers::podlifetime_run(
+            &started,
+            self.now,
+            self.sc.peers.max_pod_lifetime,
+            unavailable,
+            1,
+        );
+        self.log.refused += run.refused.len() as u64;
+        for p in run.evicted {
+            self.log_move_for(p, MoveReason::PodLifeTime);
+            self.evict(p);
+        }
+    }
+
     // ----- autoscaler -----
 
     fn autoscale(&mut self) {
@@ -574,9 +665,29 @@ impl<'a> Engine<'a> {
             .iter()
             .filter(|p| matches!(p.state, PodState::Pending { .. }))
             .count();
-        let pending = (self.pending_users.len() + pending_placeholders) as u64;
+        let chunks = if self.setup.peer == Peer::Buffer {
+            self.setup.replicas
+        } else {
+            0
+        };
         let cfg = &self.sc.autoscaler;
-        let add = autoscaler::nodes_to_add(&self.nodes, pending, &self.sc.user, &self.sc.node, cfg);
+        let (user_sized, whole_node) = if self.setup.peer == Peer::NodeBalloon {
+            (self.pending_users.len() as u64, pending_placeholders as u64)
+        } else {
+            ((self.pending_users.len() + pending_placeholders) as u64, 0)
+        };
+        // A buffer's chunks are Pending pods to the autoscaler while they fit nowhere.
+        let add = autoscaler::nodes_to_add(
+            &self.nodes,
+            user_sized + u64::from(chunks),
+            &self.sc.user,
+            &self.sc.node,
+            cfg,
+        ) + autoscaler::nodes_for_whole_node_pods(&self.nodes, whole_node, cfg);
+        let existing = self.nodes.iter().filter(|n| n.exists()).count() as u32;
+        let add = add.min(cfg.max_nodes.saturating_sub(existing));
+        let unplaced_chunks = peers::unplaced_chunks(&self.nodes, chunks, &self.sc.user);
+        let pending = user_sized + whole_node + unplaced_chunks;
         for _ in 0..add {
             let spread = self.sc.delay_spread;
             let ready =
@@ -610,6 +721,7 @@ impl<'a> Engine<'a> {
             self.now,
             self.last_scale_up,
             pending > 0,
+            u64::from(chunks),
         );
         for n in drain {
             self.drain(n);
@@ -645,16 +757,21 @@ impl<'a> Engine<'a> {
 
     fn check_invariants(&mut self) {
         let pod = self.sc.user;
+        let ph = self.placeholder_size;
         let mut bad = Vec::new();
         for n in &self.nodes {
             let pods = u64::from(n.users + n.placeholders);
+            let want = Resources {
+                cpu_m: u64::from(n.users) * pod.cpu_m + u64::from(n.placeholders) * ph.cpu_m,
+                mem_mib: u64::from(n.users) * pod.mem_mib + u64::from(n.placeholders) * ph.mem_mib,
+            };
             if n.overcommitted() {
                 bad.push(format!(
                     "{} over-committed: {:?} > {:?}",
                     n.name, n.used, n.alloc
                 ));
             }
-            if n.used.cpu_m != pods * pod.cpu_m || n.used.mem_mib != pods * pod.mem_mib {
+            if n.used != want {
                 bad.push(format!("{} accounts {:?} for {pods} pods", n.name, n.used));
             }
             if n.phase == Phase::Removed && pods > 0 {
@@ -716,7 +833,7 @@ impl<'a> Engine<'a> {
             s.users += n.users;
             s.placeholders += n.placeholders;
         }
-        s.placeholders_pending = self.setup.replicas - s.placeholders;
+        s.placeholders_pending = self.placeholders.len() as u32 - s.placeholders;
         self.log.samples.push(s);
     }
 }

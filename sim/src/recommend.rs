@@ -13,7 +13,7 @@ use std::fmt::Write;
 use serde::Serialize;
 
 use crate::metrics::Summary;
-use crate::scenario::{Arrival, Scenario, Setup, static_policy};
+use crate::scenario::{Arrival, Peer, Scenario, Setup, static_policy};
 use crate::{RowResult, run_rows_on};
 
 /// What a replica count must achieve.
@@ -160,6 +160,7 @@ pub fn recommend(
         replicas: 0,
         policy: static_policy(),
         gate: false,
+        peer: Peer::Selfdestruct,
     };
     let mut none = None;
     // Start at the rule of thumb (launches in one node-ready time at the busiest rate): large
