@@ -841,3 +841,166 @@ impl<'a> Engine<'a> {
 fn node_name(i: usize) -> String {
     format!("node-{i:03}")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::static_policy;
+
+    fn setup(peer: Peer, replicas: u32) -> Setup {
+        Setup {
+            name: "peer".into(),
+            replicas,
+            policy: static_policy(),
+            gate: false,
+            peer,
+        }
+    }
+
+    /// A node with `users` user pods' requests (the users themselves are not modelled here).
+    fn node_with(sc: &Scenario, i: usize, users: u32) -> Node {
+        let mut n = Node::initial(node_name(i), sc.node, 0);
+        for _ in 0..users {
+            n.account(&sc.user, true);
+        }
+        n.users = users;
+        n
+    }
+
+    fn running(e: &Engine) -> usize {
+        e.placeholders
+            .iter()
+            .filter(|p| matches!(p.state, PodState::Running { .. }))
+            .count()
+    }
+
+    #[test]
+    fn the_rebalancer_deletes_every_placeholder_within_one_scan() {
+        let sc = Scenario::small();
+        let row = setup(Peer::Rebalancer, 4);
+        let mut e = Engine::new(&sc, &row, &[], 1, true);
+        e.nodes.push(node_with(&sc, 0, 9));
+        e.nodes.push(node_with(&sc, 1, 9));
+        e.schedule();
+        assert_eq!(running(&e), 4);
+        e.now = 10 * SEC;
+        e.rebalance();
+        assert_eq!(running(&e), 4, "the first scan only learns the nodes");
+        e.nodes.push(node_with(&sc, 2, 0));
+        e.now = 20 * SEC;
+        e.rebalance();
+        assert_eq!(running(&e), 0, "all deleted in the scan that saw the node");
+        assert_eq!(e.log.moves.len(), 4);
+        assert!(e.log.moves.iter().all(|m| m.at == 20 * SEC));
+        assert!(e.placeholders.iter().all(|p| p.agent.is_none()));
+        // re-created, they all go to the new (emptiest) node
+        e.now = 30 * SEC;
+        for p in 0..4 {
+            e.handle(Event::Recreate(p));
+        }
+        e.schedule();
+        assert_eq!(e.nodes[2].placeholders, 4);
+        e.rebalance();
+        assert_eq!(running(&e), 4, "no new node: nothing deleted");
+    }
+
+    #[test]
+    fn a_node_balloon_is_preempted_whole() {
+        let sc = Scenario::binder();
+        let row = setup(Peer::NodeBalloon, 25);
+        let arrivals = [Arrival {
+            at: 0,
+            session: HOUR,
+        }];
+        let mut e = Engine::new(&sc, &row, &arrivals, 1, true);
+        assert_eq!(
+            e.placeholders.len(),
+            1,
+            "25 users' room is one 100-user balloon"
+        );
+        e.nodes.push(node_with(&sc, 0, 100));
+        e.nodes.push(node_with(&sc, 1, 0));
+        e.schedule();
+        assert_eq!(e.nodes[1].placeholders, 1);
+        assert_eq!(
+            e.nodes[1].free().fits_times(&sc.user),
+            0,
+            "the balloon fills it"
+        );
+        e.pending_users.push_back(0);
+        e.schedule();
+        assert_eq!(e.log.preemptions.len(), 1);
+        assert!(e.users[0].preempted && e.users[0].node == Some(1));
+        assert_eq!(running(&e), 0);
+        assert_eq!(
+            e.nodes[1].free().fits_times(&sc.user),
+            99,
+            "one preemption freed the whole node"
+        );
+    }
+
+    #[test]
+    fn the_buffer_runs_no_pod_and_scales_up_when_a_chunk_no_longer_fits() {
+        let sc = Scenario::binder();
+        let row = setup(Peer::Buffer, 25);
+        let mut e = Engine::new(&sc, &row, &[], 1, true);
+        assert!(e.placeholders.is_empty());
+        e.nodes.push(node_with(&sc, 0, 75));
+        e.nodes.push(node_with(&sc, 1, 100));
+        e.autoscale();
+        assert!(
+            e.log.scale_ups.is_empty(),
+            "25 chunks fit into 25 free slots"
+        );
+        e.nodes[0].account(&sc.user, true);
+        e.nodes[0].users += 1;
+        e.autoscale();
+        assert_eq!(
+            e.log.scale_ups,
+            vec![(0, 1)],
+            "the 25th chunk no longer fits"
+        );
+        e.autoscale();
+        assert_eq!(
+            e.log.scale_ups.len(),
+            1,
+            "the booting node holds the chunks"
+        );
+        // a whole day: no placeholder pod, no decision, no eviction
+        let arrivals = sc.arrivals(1);
+        let run = simulate(&sc, &row, &arrivals, 1, true);
+        assert!(
+            run.log
+                .samples
+                .iter()
+                .all(|s| s.placeholders == 0 && s.placeholders_pending == 0)
+        );
+        assert_eq!(run.log.decide_calls, 0);
+        assert!(run.log.moves.is_empty() && run.log.preemptions.is_empty());
+        assert!(
+            run.summary.violations.is_empty(),
+            "{:?}",
+            run.summary.violations
+        );
+    }
+
+    #[test]
+    fn podlifetime_runs_show_the_pdbs_refusals() {
+        let sc = Scenario::binder();
+        let row = setup(Peer::PodLifeTime, 25);
+        let run = simulate(&sc, &row, &sc.arrivals(1), 1, true);
+        assert!(run.summary.refused_evictions > 0, "429s show");
+        assert!(
+            run.log
+                .moves
+                .iter()
+                .all(|m| m.reason == MoveReason::PodLifeTime
+                    && m.at % sc.peers.descheduler_interval == 0)
+        );
+        assert!(
+            run.summary.violations.is_empty(),
+            "{:?}",
+            run.summary.violations
+        );
+    }
+}

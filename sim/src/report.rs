@@ -358,6 +358,42 @@ pub fn what_this_says(rows: &[Summary]) -> String {
             ));
         }
     }
+    let peers: Vec<String> = [
+        "buffer",
+        "buffer+gate",
+        "rebalancer",
+        "node-balloon",
+        "podlifetime",
+    ]
+    .iter()
+    .filter_map(|n| get(n))
+    .map(|r| {
+        format!(
+            "{} {} cold, {} delayed, {:.1} node-h, {:.1} evictions/h{}{}",
+            r.policy,
+            r.cold,
+            r.delayed,
+            r.node_hours,
+            r.evictions_per_hour,
+            if r.burst_60s > 1 {
+                format!(" (up to {} in a minute)", r.burst_60s)
+            } else {
+                String::new()
+            },
+            if r.refused_evictions > 0 {
+                format!(
+                    ", {} evictions refused by the PDB (429)",
+                    r.refused_evictions
+                )
+            } else {
+                String::new()
+            }
+        )
+    })
+    .collect();
+    if !peers.is_empty() {
+        s.push(format!("Peers (docs/peers.md): {}.", peers.join("; ")));
+    }
     if let Some(bad) = rows
         .iter()
         .find(|r| !r.violations.is_empty() || r.unfinished_users > 0)
