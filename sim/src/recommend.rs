@@ -261,7 +261,7 @@ pub fn capacity_buffer_yaml(sc: &Scenario, replicas: u32) -> String {
 kind: PodTemplate
 metadata:
   name: user-chunk
-  namespace: placeholders
+  namespace: buffers
 template:
   spec:
     containers:
@@ -276,7 +276,7 @@ apiVersion: autoscaling.x-k8s.io/v1beta1
 kind: CapacityBuffer
 metadata:
   name: users
-  namespace: placeholders
+  namespace: buffers
 spec:
   provisioningStrategy: buffer.x-k8s.io/active-capacity
   podTemplateRef:

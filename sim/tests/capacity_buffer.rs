@@ -112,3 +112,24 @@ fn the_schema_check_rejects_a_broken_buffer() {
     no_count["spec"].as_object_mut().unwrap().remove("replicas");
     assert!(!errors(&no_count).is_empty());
 }
+
+#[test]
+fn the_example_manifest_validates_against_the_crd() {
+    let dir = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../manifests/examples/capacitybuffer-node-gate/"
+    );
+    let read = |f: &str| std::fs::read_to_string(format!("{dir}{f}")).expect("the example");
+    let buffer = documents(&read("capacitybuffer.yaml")).pop().expect("one");
+    assert_eq!(errors(&buffer), Vec::<String>::new());
+    let template = documents(&read("podtemplate.yaml")).pop().expect("one");
+    assert_eq!(template["kind"], "PodTemplate");
+    assert_eq!(
+        buffer["spec"]["podTemplateRef"]["name"],
+        template["metadata"]["name"]
+    );
+    assert_eq!(
+        buffer["metadata"]["namespace"],
+        template["metadata"]["namespace"]
+    );
+}
