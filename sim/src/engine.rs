@@ -459,7 +459,7 @@ impl<'a> Engine<'a> {
             created,
             bound_at: now,
         };
-        ph.agent = self.setup.peer.runs_agent().then(|| {
+        ph.agent = self.setup.runs_agent().then(|| {
             Agent::start(
                 ph,
                 &node_name,

@@ -529,6 +529,14 @@ pub struct Setup {
     pub peer: Peer,
 }
 
+impl Setup {
+    /// Whether the placeholders run the selfdestruct agent: a peer's do not, and neither do
+    /// those of a policy that can never move (the stock pause container: `static`, `gate`).
+    pub fn runs_agent(&self) -> bool {
+        self.peer.runs_agent() && (self.policy.move_to_new_nodes || self.policy.lifetime.is_some())
+    }
+}
+
 /// The agent's own defaults (`selfdestruct --help`), as the core defines them.
 pub fn agent_defaults() -> Policy {
     Policy::default()
