@@ -96,7 +96,7 @@ enum ApiSource {
     /// A client given (in-process tests).
     Given(kube::Client),
     /// The access `main` discovered, to build one from.
-    Discovered(Result<Access, AccessError>),
+    Discovered(Box<Result<Access, AccessError>>),
 }
 
 /// The own pod, read once, with an API client bound to it: what the decision
@@ -115,7 +115,13 @@ pub(crate) async fn prepare(
     access: Result<Access, AccessError>,
     stop: &mut Stop,
 ) -> Result<Ready, NotReady> {
-    prepare_on(cfg, stop, ApiSource::Discovered(access), Clock::system()).await
+    prepare_on(
+        cfg,
+        stop,
+        ApiSource::Discovered(Box::new(access)),
+        Clock::system(),
+    )
+    .await
 }
 
 async fn prepare_on(
@@ -128,9 +134,11 @@ async fn prepare_on(
     // The client given, or the access to build one from.
     let access = match source {
         ApiSource::Given(client) => Err(client),
-        ApiSource::Discovered(Ok(access)) => Ok(access),
-        ApiSource::Discovered(Err(e)) if e.is_missing() => return Err(NotReady::NoApi(e)),
-        ApiSource::Discovered(Err(e)) => return Err(NotReady::NoClient(Box::new(e))),
+        ApiSource::Discovered(access) => match *access {
+            Ok(access) => Ok(access),
+            Err(e) if e.is_missing() => return Err(NotReady::NoApi(e)),
+            Err(e) => return Err(NotReady::NoClient(Box::new(e))),
+        },
     };
     let namespace_hint = match &access {
         Ok(access) => access.namespace.as_deref(),

@@ -408,51 +408,36 @@ fn on_exit_delete_is_bounded_in_time_and_ended_by_sigterm() {
         }
     };
     let delete_on_exit = [("SELFDESTRUCT_ON_EXIT", "delete")];
-    let subject = || Subject::placeholder_agent(NS, "placeholder");
     // Nothing answers: the wrapper gives up within its limit (20 s) and exits
-    // with the child's code.
-    let mut p = wrapper_in(
-        &s,
-        "placeholder-0",
-        subject(),
-        &["--", "sh", "-c", "sleep 1; exit 5"],
-        &delete_on_exit,
-    );
-    assert!(
-        s.fake
-            .wait_for_request(unanswered_delete("/placeholder-0"), Duration::from_secs(20))
-            .is_some(),
-        "no delete:\n{}",
-        p.log()
-    );
-    let status = p
-        .wait_exit(Duration::from_secs(40))
-        .unwrap_or_else(|| panic!("no exit:\n{}", p.log()));
-    assert_eq!(status.code(), Some(5), "{}", p.log());
-    assert!(p.log().contains("was not deleted within"), "{}", p.log());
-    // SIGTERM during the delete: exit at once, with the child's code.
-    let mut p = wrapper_in(
-        &s,
-        "placeholder-1",
-        subject(),
-        &["--", "sh", "-c", "sleep 1; exit 5"],
-        &delete_on_exit,
-    );
-    assert!(
-        s.fake
-            .wait_for_request(unanswered_delete("/placeholder-1"), Duration::from_secs(20))
-            .is_some(),
-        "no delete:\n{}",
-        p.log()
-    );
-    p.signal(libc::SIGTERM);
-    let status = p
-        .wait_exit(Duration::from_secs(10))
-        .unwrap_or_else(|| panic!("SIGTERM did not end the delete:\n{}", p.log()));
-    assert_eq!(status.code(), Some(5), "{}", p.log());
-    assert!(
-        p.log().contains("while deleting the own pod"),
-        "{}",
-        p.log()
-    );
+    // with the child's code. With SIGTERM during the delete: at once, with it too.
+    for (pod, sigterm) in [("/placeholder-0", false), ("/placeholder-1", true)] {
+        let mut p = wrapper_in(
+            &s,
+            pod.trim_start_matches('/'),
+            Subject::placeholder_agent(NS, "placeholder"),
+            &["--", "sh", "-c", "sleep 1; exit 5"],
+            &delete_on_exit,
+        );
+        assert!(
+            s.fake
+                .wait_for_request(unanswered_delete(pod), Duration::from_secs(20))
+                .is_some(),
+            "no delete:\n{}",
+            p.log()
+        );
+        if sigterm {
+            p.signal(libc::SIGTERM);
+        }
+        let bound = if sigterm { 10 } else { 40 };
+        let status = p
+            .wait_exit(Duration::from_secs(bound))
+            .unwrap_or_else(|| panic!("no exit (SIGTERM: {sigterm}):\n{}", p.log()));
+        assert_eq!(status.code(), Some(5), "{}", p.log());
+        let said = if sigterm {
+            "while deleting the own pod"
+        } else {
+            "was not deleted within"
+        };
+        assert!(p.log().contains(said), "{}", p.log());
+    }
 }
