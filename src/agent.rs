@@ -124,6 +124,7 @@ pub(crate) async fn prepare(
     .await
 }
 
+/// [`prepare`] on a client given (in-process) or built from the discovered access.
 async fn prepare_on(
     cfg: &Config,
     stop: &mut Stop,

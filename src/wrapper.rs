@@ -11,7 +11,8 @@
 //! the child's exit does. With `SELFDESTRUCT_ON_EXIT=delete`, a child that exits
 //! on its own takes the pod with it (a delete with the uid precondition), so its
 //! controller re-creates it, possibly elsewhere, instead of the kubelet restarting
-//! the container in place.
+//! the container in place; that takes at most [`DELETE_LIMIT`], and SIGTERM or
+//! SIGINT during it exits at once.
 
 use std::ffi::OsString;
 use std::time::Duration;
@@ -37,7 +38,7 @@ const DELETE_SETUP_WAIT: Duration = Duration::from_secs(10);
 
 /// How long `SELFDESTRUCT_ON_EXIT=delete` may take in all (reading the own pod,
 /// the Event, the delete and its retries) before the wrapper exits without it.
-pub(crate) const DELETE_LIMIT: Duration = Duration::from_secs(20);
+const DELETE_LIMIT: Duration = Duration::from_secs(20);
 
 /// Runs `program` with `args` as the child, to its end; returns the exit code to
 /// exit with. `access` is the API access `main` discovered (a named kubeconfig
