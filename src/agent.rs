@@ -9,11 +9,12 @@ use rand::{Rng, SeedableRng};
 use tokio::sync::mpsc;
 use tracing::{debug, error, info, warn};
 
-use crate::api::{PodApi, outcome_of, rbac_hint, transport_text};
+use crate::api::{ApiError, PodApi, outcome_of, rbac_hint};
 use crate::clock::Clock;
 use crate::config::{Config, Mode, Siblings};
 use crate::connect::{self, Access, AccessError, ClientError};
 use crate::identity::{self, Source};
+use crate::logging::Chain;
 use crate::signals::{Signals, Stop};
 use crate::watch::{self, Target, Update};
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -54,7 +55,7 @@ async fn finish(ready: Result<Ready, NotReady>, cfg: Config, mut signals: Stop) 
             pause(signals.terminated()).await
         }
         Err(NotReady::NoClient(e)) => {
-            error!(error = %transport_text(&*e), "cannot build an API client from the kubeconfig: running as a plain pause container");
+            error!(error = %Chain(&*e), "cannot build an API client from the kubeconfig: running as a plain pause container");
             pause(signals.terminated()).await
         }
         Err(NotReady::Stopped(sig)) => stop(sig),
@@ -67,7 +68,7 @@ async fn finish(ready: Result<Ready, NotReady>, cfg: Config, mut signals: Stop) 
 /// A kubeconfig the user named cannot be used: a configuration error. Says so
 /// on one line, with every cause.
 pub fn bad_kubeconfig(e: &(dyn std::error::Error + 'static)) -> i32 {
-    eprintln!("selfdestruct: {}", transport_text(e));
+    eprintln!("selfdestruct: {}", Chain(e));
     EXIT_CONFIG
 }
 
@@ -151,6 +152,10 @@ async fn prepare_on(
             NotReady::Fatal
         },
     )?;
+    let renewal = access
+        .as_ref()
+        .ok()
+        .and_then(|access| token_file_renewal(access, &id.namespace));
     let client = match access {
         Err(given) => given,
         Ok(access) => {
@@ -168,17 +173,60 @@ async fn prepare_on(
             })?
         }
     };
-    let api = PodApi::new(client, &id.namespace, &id.name);
+    let mut api = PodApi::new(client, &id.namespace, &id.name);
+    if let Some(renewal) = renewal {
+        api = api.with_renewal(renewal);
+    }
     let pod = tokio::select! {
         sig = stop.terminated() => return Err(NotReady::Stopped(sig)),
-        pod = fetch_own_pod(&api, &id) => pod,
+        pod = fetch_own_pod(&mut api, &id) => pod,
     };
     let pod = pod.ok_or(NotReady::Fatal)?;
-    let own = id.own_pod(&pod, process_start).map_err(|e| {
+    let mut own = id.own_pod(&pod, process_start).map_err(|e| {
         warn!(pod = %id.name, "{e}");
         NotReady::NotOurs
     })?;
+    clamp_future_start(&mut own, clock.now());
     Ok(Ready { api, own, clock })
+}
+
+/// With a token file (the in-cluster account's, a kubeconfig's `tokenFile`): a
+/// client built anew reads it again, so a token rotated on disk is used at the
+/// next try after a 401. Other credentials (an exec plugin) are refreshed by
+/// kube as they expire.
+fn token_file_renewal(access: &Access, namespace: &str) -> Option<crate::api::Renewal> {
+    access.config.auth_info.token_file.as_ref()?;
+    let access = Access {
+        config: access.config.clone(),
+        namespace: access.namespace.clone(),
+        source: access.source.clone(),
+        named: access.named,
+    };
+    let namespace = namespace.to_string();
+    Some(std::sync::Arc::new(move || {
+        connect::client_now(&access, &namespace).ok()
+    }))
+}
+
+/// A start time in the future (a node clock ahead, a bad answer) would put off
+/// the lifetime and the minimum age by as much: it is taken as `now`, with one
+/// warning. The same for the time the pod was scheduled.
+fn clamp_future_start(own: &mut OwnPod, now: SystemTime) {
+    let ahead = |t: Option<SystemTime>| t.and_then(|t| t.duration_since(now).ok());
+    let start = ahead(own.started_at).filter(|d| !d.is_zero());
+    let scheduled = ahead(own.scheduled_at).filter(|d| !d.is_zero());
+    if let Some(by) = start.max(scheduled) {
+        warn!(
+            pod = %own.name, ahead = %fmt_duration(by),
+            "the own pod's start time is in the future (clock skew?): counting from now"
+        );
+    }
+    if start.is_some() {
+        own.started_at = Some(now);
+    }
+    if scheduled.is_some() {
+        own.scheduled_at = Some(now);
+    }
 }
 
 impl Ready {
@@ -225,7 +273,7 @@ pub async fn run_gate(
     let client = match built {
         Ok(c) => c,
         Err(why) => {
-            info!(reason = %transport_text(&*why), "no API access: the node gate cannot remove its taint; running as a plain pause container");
+            info!(reason = %Chain(&*why), "no API access: the node gate cannot remove its taint; running as a plain pause container");
             return pause(signals.terminated()).await;
         }
     };
@@ -245,7 +293,7 @@ fn stop(signal: &str) -> i32 {
 }
 
 /// Reads the own pod, retrying with backoff. `None` means a fatal identification error.
-async fn fetch_own_pod(api: &PodApi, id: &identity::Identity) -> Option<Pod> {
+async fn fetch_own_pod(api: &mut PodApi, id: &identity::Identity) -> Option<Pod> {
     let (name, ns) = (&id.name, &id.namespace);
     let mut failures = 0u32;
     loop {
@@ -266,12 +314,17 @@ async fn fetch_own_pod(api: &PodApi, id: &identity::Identity) -> Option<Pod> {
                 warn!(pod = %name, namespace = %ns, "own pod not found; holding on and retrying");
                 Backoff::BUSY
             }
-            Some(401 | 403) => {
+            Some(401) => {
+                warn!(error = %err, hint = %rbac_hint(err.code(), "get", "pods", ns), "cannot read own pod; retrying");
+                api.renew_credentials();
+                Backoff::TRANSIENT
+            }
+            Some(403) => {
                 warn!(error = %err, hint = %rbac_hint(err.code(), "get", "pods", ns), "cannot read own pod; retrying rarely");
                 Backoff::DENIED
             }
             _ => {
-                warn!(error = %err, "cannot read own pod; retrying");
+                warn!(error = %Chain(&err), "cannot read own pod; retrying");
                 Backoff::TRANSIENT
             }
         };
@@ -296,7 +349,6 @@ struct Agent {
     node_rx: Option<mpsc::Receiver<Update<NodeSummary>>>,
     sibling_rx: Option<mpsc::Receiver<Update<Sibling>>>,
     last_hold: Option<Hold>,
-    last_event: Option<String>,
     /// The Warning Event about two PodDisruptionBudgets was posted.
     told_multiple_pdbs: bool,
     /// New nodes already reported as full (a sibling landed on an older node instead).
@@ -338,7 +390,6 @@ impl Agent {
             node_rx: None,
             sibling_rx: None,
             last_hold: None,
-            last_event: None,
             told_multiple_pdbs: false,
             full_nodes: BTreeSet::new(),
             release_pending: true,
@@ -603,20 +654,6 @@ impl Agent {
                 "dry run: would {verb} own pod {} (pausing now, as after a real move)", own.name);
             return Outcome::Done;
         }
-        let key = match trigger {
-            Trigger::Lifetime { .. } => "lifetime".to_string(),
-            Trigger::NewNode { node, .. } => format!("node/{node}"),
-        };
-        if self.last_event.as_deref() != Some(key.as_str()) {
-            match self
-                .api
-                .event(&own.uid, action, "SelfDestruct", &reason)
-                .await
-            {
-                Ok(()) => self.last_event = Some(key),
-                Err(e) => warn!(error = %e, "could not post the Event (continuing)"),
-            }
-        }
         let res = self
             .api
             .remove(self.cfg.args.mode, &own.uid, self.cfg.grace_period)
@@ -632,7 +669,7 @@ impl Agent {
             let named = match self.api.budgets().await {
                 Ok(pdbs) => Some(crate::pdb::selecting(&pdbs, &own.labels)),
                 Err(e) => {
-                    debug!(error = %e, "cannot list PodDisruptionBudgets to name them (optional)");
+                    debug!(error = %Chain(&e), "cannot list PodDisruptionBudgets to name them (optional)");
                     None
                 }
             };
@@ -647,17 +684,31 @@ impl Agent {
                 let reason = crate::pdb::EVENT_REASON;
                 match self.api.warning(&own.uid, action, reason, &why).await {
                     Ok(()) => self.told_multiple_pdbs = true,
-                    Err(e) => warn!(error = %e, "could not post the Event (continuing)"),
+                    Err(e) => warn!(error = %Chain(&e), "could not post the Event (continuing)"),
                 }
             }
             return Outcome::Denied;
         }
         let outcome = outcome_of(&res);
+        if res.as_ref().err().and_then(ApiError::code) == Some(401) {
+            self.api.renew_credentials();
+        }
         match (&outcome, &res) {
-            (Outcome::Done, _) => info!(
-                outcome = "done",
-                "{verb}ed own pod ({reason}); waiting for SIGTERM"
-            ),
+            (Outcome::Done, _) => {
+                info!(
+                    outcome = "done",
+                    "{verb}ed own pod ({reason}); waiting for SIGTERM"
+                );
+                // The Event records what happened: posted only once the API
+                // accepted the eviction or delete (a 429 posts nothing).
+                if let Err(e) = self
+                    .api
+                    .event(&own.uid, action, "SelfDestruct", &reason)
+                    .await
+                {
+                    warn!(error = %Chain(&e), "could not post the Event (continuing)");
+                }
+            }
             (Outcome::Gone, Err(e)) => {
                 info!(outcome = "gone", error = %e, "own pod is already gone or replaced: nothing more to do")
             }
@@ -670,8 +721,13 @@ impl Agent {
                 hint = %rbac_hint(e.code(), verb, "pods", &own.namespace),
                 "not allowed to {verb} own pod; retrying rarely"
             ),
+            (_, Err(e)) if e.code() == Some(401) => warn!(
+                outcome = "failed", error = %e,
+                hint = %rbac_hint(e.code(), verb, "pods", &own.namespace),
+                "{verb} failed: credentials not accepted; retrying with backoff"
+            ),
             (_, Err(e)) => {
-                warn!(outcome = "failed", error = %e, "{verb} failed; retrying with backoff")
+                warn!(outcome = "failed", error = %Chain(e), "{verb} failed; retrying with backoff")
             }
             (_, Ok(())) => {}
         }

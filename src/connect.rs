@@ -350,6 +350,42 @@ pub async fn client_within(
     default_namespace: &str,
     limit: Duration,
 ) -> Result<kube::Client, ClientError> {
+    let (config, token_file) = client_config(access, default_namespace);
+    let from = access.source.clone();
+    // kube runs the exec plugin (if any) while it builds the client.
+    let build = tokio::task::spawn_blocking(move || kube::client::ClientBuilder::try_from(config));
+    let builder = match tokio::time::timeout(limit, build).await {
+        Ok(Ok(built)) => built.map_err(|source| ClientError::Build { from, source })?,
+        Ok(Err(_)) | Err(_) => return Err(ClientError::TimedOut { from }),
+    };
+    Ok(builder
+        .with_layer(&token_file)
+        .with_layer(&PaceWatchesLayer)
+        .build())
+}
+
+/// [`client`] built at once on this thread, credentials read again: for access
+/// with a token file (see `token_file.rs`), whose build runs no plugin. After a
+/// 401 (`api::Renewal`), so a token rotated on disk is used at the next try.
+pub(crate) fn client_now(
+    access: &Access,
+    default_namespace: &str,
+) -> Result<kube::Client, ClientError> {
+    let (config, token_file) = client_config(access, default_namespace);
+    let from = access.source.clone();
+    let builder = kube::client::ClientBuilder::try_from(config)
+        .map_err(|source| ClientError::Build { from, source })?;
+    Ok(builder
+        .with_layer(&token_file)
+        .with_layer(&PaceWatchesLayer)
+        .build())
+}
+
+/// kube's configuration for a client of `access`, and the token file's layer.
+fn client_config(
+    access: &Access,
+    default_namespace: &str,
+) -> (kube::Config, crate::token_file::TokenFileLayer) {
     let mut config = access.config.clone();
     default_namespace.clone_into(&mut config.default_namespace);
     // Every retry is the agent's own, with its backoff: kube's retry layer
@@ -367,20 +403,7 @@ pub async fn client_within(
         exec.interactive_mode = Some(ExecInteractiveMode::Never);
     }
     let token_file = crate::token_file::TokenFileLayer::take_from(&mut config.auth_info);
-    let from = access.source.clone();
-    // kube runs the exec plugin (if any) while it builds the client.
-    let build = tokio::task::spawn_blocking(move || kube::client::ClientBuilder::try_from(config));
-    let builder = match tokio::time::timeout(limit, build).await {
-        Ok(Ok(built)) => built.map_err(|source| ClientError::Build {
-            from: from.clone(),
-            source,
-        })?,
-        Ok(Err(_)) | Err(_) => return Err(ClientError::TimedOut { from }),
-    };
-    Ok(builder
-        .with_layer(&token_file)
-        .with_layer(&PaceWatchesLayer)
-        .build())
+    (config, token_file)
 }
 
 /// [`client`], retrying (with backoff) while an `exec` plugin does not answer
@@ -396,7 +419,7 @@ pub async fn client_retrying(
                 let wait = Backoff::TRANSIENT.delay(failures, crate::jitter::draw());
                 failures = failures.saturating_add(1);
                 tracing::warn!(
-                    error = %crate::api::transport_text(&e),
+                    error = %crate::logging::Chain(&e),
                     retry_in = %selfdestruct_decision::duration::format(wait),
                     "cannot build an API client yet; retrying"
                 );
@@ -497,6 +520,28 @@ fn is_watch(uri: &http::Uri) -> bool {
         .is_some_and(|q| q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1"))
 }
 
+/// The most bytes of a non-watch answer for one object (kube-apiserver takes
+/// requests of at most 3 MiB, and etcd stores objects of at most 1.5 MiB).
+/// More is refused as [`ApiError::TooLarge`], a transport error: a hostile or
+/// broken server cannot make the agent read a GiB into memory.
+pub(crate) const MAX_OBJECT_ANSWER: usize = 4 << 20;
+
+/// The most bytes of a list page (a request with `limit=`): 100 real Nodes
+/// are about 1 MiB, 100 Nodes of 640 KiB each still fit.
+pub(crate) const MAX_LIST_ANSWER: usize = 64 << 20;
+
+/// How much of a non-watch answer to `uri` is read at most.
+fn answer_limit(uri: &http::Uri) -> usize {
+    let page = uri
+        .query()
+        .is_some_and(|q| q.split('&').any(|kv| kv.starts_with("limit=")));
+    if page {
+        MAX_LIST_ANSWER
+    } else {
+        MAX_OBJECT_ANSWER
+    }
+}
+
 /// The service error of the client's stack.
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -522,13 +567,15 @@ where
 
     /// Every request gets an answer within [`REQUEST_TIMEOUT`] or fails with
     /// [`ApiError::Timeout`]: a non-watch request (lists too) is read in full
-    /// in that time, a watch gets its response headers in that time (its
-    /// stream is then kube's, ended by the watch's own timeout). kube sets no
+    /// in that time, and up to [`answer_limit`] bytes ([`ApiError::TooLarge`]);
+    /// a watch gets its response headers in that time (its stream is then
+    /// kube's, ended by the watch's own timeout). kube sets no
     /// read timeout, and a server that accepts a request and never answers, or
     /// a pooled connection to a dead peer, would otherwise hold the caller
     /// (the node or sibling watcher) silently for many minutes.
     fn call(&mut self, req: http::Request<ReqB>) -> Self::Future {
         let watch = is_watch(req.uri());
+        let limit = answer_limit(req.uri());
         let wait = if watch {
             self.delay(req.uri().path())
         } else {
@@ -546,9 +593,16 @@ where
                     return Ok(res.map(http_body_util::Either::Right));
                 }
                 let (parts, body) = res.into_parts();
+                let body = http_body_util::Limited::new(body, limit);
                 let bytes = http_body_util::BodyExt::collect(body)
                     .await
-                    .map_err(Into::into)?
+                    .map_err(|e| -> BoxError {
+                        if e.is::<http_body_util::LengthLimitError>() {
+                            Box::new(ApiError::TooLarge { limit })
+                        } else {
+                            e
+                        }
+                    })?
                     .to_bytes();
                 let body = http_body_util::Either::Left(http_body_util::Full::new(bytes));
                 Ok(http::Response::from_parts(parts, body))

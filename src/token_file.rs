@@ -1,5 +1,5 @@
 //! A bearer token read from a file (a kubeconfig's `tokenFile`, the in-cluster
-//! account's `token`), re-read at most once a minute as kube does, but trimmed
+//! account's `token`), re-read once the token held is 50 s old as kube does, but trimmed
 //! of surrounding white space as client-go does (`strings.TrimSpace` in its
 //! cached file token source). kube 5.0 sends the file's text as it is: a token
 //! written with a trailing newline then fails every request.
@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 use http::HeaderValue;
 use kube::config::AuthInfo;
 
-/// How often the file is re-read (kube's and client-go's period).
-const RELOAD: Duration = Duration::from_secs(60);
+/// How old the token held may get before the file is read again (kube's: its
+/// 60 s period less its 10 s margin).
+const RELOAD: Duration = Duration::from_secs(50);
 
 /// A token file is a few KiB at most; more is not read.
 const MAX_BYTES: u64 = 64 << 10;
