@@ -1,5 +1,6 @@
-//! The agent: the thin I/O shell around [`decide`]. One loop, one `select!` over
-//! signals, the next wake-up, and the node and sibling watches.
+//! The agent: the thin I/O shell around [`evaluate`] (the decision, with the
+//! nodes found full on the way). One loop, one `select!` over signals, the next
+//! wake-up, and the node and sibling watches.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime};
@@ -23,7 +24,9 @@ use selfdestruct_decision::backoff::Backoff;
 use selfdestruct_decision::duration::format as fmt_duration;
 use selfdestruct_decision::model::{NodeSummary, OwnPod, Sibling};
 use selfdestruct_decision::selector::Selector;
-use selfdestruct_decision::{Decision, Hold, Memory, Outcome, Reject, Snapshot, Trigger, decide};
+use selfdestruct_decision::{
+    Decision, Evaluation, FullNode, Hold, Memory, Outcome, Snapshot, Trigger, evaluate,
+};
 
 /// Exit code for invalid configuration.
 pub const EXIT_CONFIG: i32 = 2;
@@ -540,8 +543,8 @@ impl Agent {
                 memory: &self.memory,
                 draw: rng.random(),
             };
-            let decision = decide(&snapshot);
-            report_full_nodes(&snapshot, &mut self.full_nodes);
+            let Evaluation { decision, full } = evaluate(&snapshot);
+            report_full_nodes(snapshot.nodes, &full, &mut self.full_nodes);
             self.log_decision(&decision, now);
             self.memory.apply(now, &decision);
             let wake = match decision {
@@ -735,29 +738,30 @@ impl Agent {
     }
 }
 
-/// Says once per node when a sibling's placement shows that a new node is full:
-/// the one wasted move per new node has happened, and no more moves go there.
-/// Nodes that left the view are forgotten (a name may come back as a new node).
-fn report_full_nodes(snapshot: &Snapshot, reported: &mut BTreeSet<String>) {
-    let in_view: BTreeSet<&str> = snapshot
-        .nodes
-        .into_iter()
-        .flatten()
-        .map(|n| n.name.as_str())
-        .collect();
-    reported.retain(|n| in_view.contains(n.as_str()));
-    if snapshot.memory.finished || snapshot.siblings.is_none() {
-        return;
+/// Says once per node when a sibling's placement shows that a new node is full
+/// (`full`, from the evaluation): the one wasted move per new node has happened,
+/// and no more moves go there. Nodes that left the view are forgotten (a name may
+/// come back as a new node).
+fn report_full_nodes(
+    nodes: Option<&[NodeSummary]>,
+    full: &[FullNode],
+    reported: &mut BTreeSet<String>,
+) {
+    if !reported.is_empty() {
+        let in_view: BTreeSet<&str> = nodes
+            .into_iter()
+            .flatten()
+            .map(|n| n.name.as_str())
+            .collect();
+        reported.retain(|n| in_view.contains(n.as_str()));
     }
-    for node in snapshot.nodes.into_iter().flatten() {
-        if let Err(Reject::Full { sibling }) = snapshot.node_verdict(node) {
-            if reported.insert(node.name.clone()) {
-                info!(
-                    node = %node.name, sibling = %sibling,
-                    "node {} is full: sibling {sibling}, created after it became usable, was scheduled \
-                     onto an older node; not moving there", node.name
-                );
-            }
+    for FullNode { node, sibling } in full {
+        if reported.insert(node.name.clone()) {
+            info!(
+                node = %node.name, sibling = %sibling,
+                "node {} is full: sibling {sibling}, created after it became usable, was scheduled \
+                 onto an older node; not moving there", node.name
+            );
         }
     }
 }
@@ -836,22 +840,27 @@ mod tests {
         let mut late = running_sibling("placeholder-1", "old");
         late.created = Some(at(700));
         w.siblings = Some(vec![late]);
+        // As the agent's loop does: the nodes found full by the one evaluation.
+        let report = |w: &World, reported: &mut BTreeSet<String>| {
+            let s = w.snapshot();
+            report_full_nodes(s.nodes, &evaluate(&s).full, reported);
+        };
         let mut reported = BTreeSet::new();
-        report_full_nodes(&w.snapshot(), &mut reported);
+        report(&w, &mut reported);
         assert_eq!(reported, BTreeSet::from(["new-a".into(), "new-b".into()]));
         // new-a is scaled down: its name goes too.
         w.nodes = Some(vec![ready_node("old", 0), ready_node("new-b", 500)]);
-        report_full_nodes(&w.snapshot(), &mut reported);
+        report(&w, &mut reported);
         assert_eq!(reported, BTreeSet::from(["new-b".to_string()]));
         // Also when nothing else is reported (siblings no longer watched) or the
         // node view is gone.
         w.siblings = None;
         w.nodes = Some(vec![ready_node("old", 0)]);
-        report_full_nodes(&w.snapshot(), &mut reported);
+        report(&w, &mut reported);
         assert!(reported.is_empty(), "{reported:?}");
         reported.insert("new-c".into());
         w.nodes = None;
-        report_full_nodes(&w.snapshot(), &mut reported);
+        report(&w, &mut reported);
         assert!(reported.is_empty(), "{reported:?}");
     }
 }
