@@ -9,11 +9,12 @@ use rand::{Rng, SeedableRng};
 use tokio::sync::mpsc;
 use tracing::{debug, error, info, warn};
 
+use crate::api::Mode;
 use crate::api::{PodApi, outcome_of, rbac_hint};
 use crate::clock::Clock;
-use crate::config::{Config, Mode, Siblings};
+use crate::config::{Config, Siblings};
 use crate::connect::{self, Access, AccessError};
-use crate::identity::{self, Source};
+use crate::identity::{self, IdentitySettings, Source};
 use crate::signals::{Signals, Stop};
 use crate::watch::{self, Target, Update};
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -39,7 +40,7 @@ pub async fn run(cfg: Config, signals: Signals) -> i32 {
 /// virtual-time tier runs the agent so (tokio's paused time, an in-memory API
 /// server); the binary runs [`run`], which differs only in where the client, the
 /// clock and the stop come from.
-pub async fn run_with(client: kube::Client, cfg: Config, clock: Clock, mut stop: Stop) -> i32 {
+pub async fn run_on(client: kube::Client, cfg: Config, clock: Clock, mut stop: Stop) -> i32 {
     let ready = prepare_on(&cfg, &mut stop, Some(client), clock).await;
     finish(ready, cfg, stop).await
 }
@@ -115,22 +116,23 @@ async fn prepare_on(
     // The client given, or the access to build one from.
     let access = match given {
         Some(client) => Err(client),
-        None => Ok(api_access(cfg).await.map_err(|e| match e {
-            AccessError::Missing(why) => NotReady::NoApi(why),
-            AccessError::Named(why) => NotReady::BadKubeconfig(why),
-            AccessError::Invalid(why) => NotReady::NoClient(why),
-        })?),
+        None => Ok(api_access(&cfg.shared.identity)
+            .await
+            .map_err(|e| match e {
+                AccessError::Missing(why) => NotReady::NoApi(why),
+                AccessError::Named(why) => NotReady::BadKubeconfig(why),
+                AccessError::Invalid(why) => NotReady::NoClient(why),
+            })?),
     };
     let namespace_hint = match &access {
         Ok(access) => access.namespace.as_deref(),
         Err(given) => Some(given.default_namespace()),
     };
-    let id = identity::resolve(&cfg.args.identity, identity::hostname(), namespace_hint).map_err(
-        |e| {
+    let id = identity::resolve(&cfg.shared.identity, identity::hostname(), namespace_hint)
+        .map_err(|e| {
             error!("{e}");
             NotReady::Fatal
-        },
-    )?;
+        })?;
     let client = match access {
         Err(given) => given,
         Ok(access) => connect::client(&access, &id.namespace).map_err(|e| {
@@ -178,39 +180,10 @@ impl Ready {
 
 // --- end of the shared start-up ---
 
-/// Runs `node-gate` mode: without API access, a plain pause.
-pub async fn run_gate(
-    gate: crate::node_gate::GateConfig,
-    cfg: Config,
-    mut signals: Signals,
-) -> i32 {
-    let client = match api_access(&cfg).await {
-        Err(AccessError::Named(e)) => return bad_kubeconfig(&e),
-        Err(e) => Err(e.to_string()),
-        Ok(a) => match connect::client(&a, "default") {
-            Err(e) if a.named => {
-                return bad_kubeconfig(&format!(
-                    "{}: no API client can be built from it: {e}",
-                    a.source
-                ));
-            }
-            client => client,
-        },
-    };
-    let client = match client {
-        Ok(c) => c,
-        Err(why) => {
-            info!(reason = %why, "no API access: the node gate cannot remove its taint; running as a plain pause container");
-            return pause(signals.terminated()).await;
-        }
-    };
-    crate::node_gate::run(gate, client, Stop::Signals(signals)).await
-}
-
 /// A plain pause container: gives the start-up memory back, then waits for
 /// SIGTERM/SIGINT.
-async fn pause(terminated: impl Future<Output = &'static str>) -> i32 {
-    crate::memory::release_idle();
+pub(crate) async fn pause(terminated: impl Future<Output = &'static str>) -> i32 {
+    crate::malloc_trim::release_idle();
     stop(terminated.await)
 }
 
@@ -219,11 +192,11 @@ fn stop(signal: &str) -> i32 {
     0
 }
 
-async fn api_access(cfg: &Config) -> Result<Access, AccessError> {
+pub(crate) async fn api_access(identity: &IdentitySettings) -> Result<Access, AccessError> {
     let access = connect::discover(
         |k| std::env::var_os(k),
-        cfg.args.identity.kubeconfig.as_deref(),
-        &cfg.args.identity.service_account_dir,
+        identity.kubeconfig.as_deref(),
+        &identity.service_account_dir,
     )
     .await?;
     debug!(source = %access.source, server = %access.config.cluster_url, "API access");
@@ -505,7 +478,7 @@ impl Agent {
                 }
             };
             if std::mem::take(&mut self.release_pending) {
-                crate::memory::release_idle();
+                crate::malloc_trim::release_idle();
             }
             tokio::select! {
                 sig = signals.terminated() => return stop(sig),

@@ -3,30 +3,41 @@
 //! `-- CMD [ARGS...]`, runs CMD as its child instead (the entrypoint wrapper,
 //! `src/wrapper.rs`).
 
-use clap::Parser;
 use selfdestruct::agent;
 use selfdestruct::config::{Cli, Command, Config};
 use selfdestruct::connect::{self, AccessError};
+use selfdestruct::node_gate::GateConfig;
 use selfdestruct::signals::Signals;
 
 fn main() {
-    let cli = Cli::parse();
+    let cli = Cli::parse_mode(std::env::args_os()).unwrap_or_else(|e| e.exit());
     let fail = |e: &dyn std::fmt::Display| -> ! {
         eprintln!("selfdestruct: {e}");
         std::process::exit(agent::EXIT_CONFIG)
     };
-    let cfg = Config::from_args(&cli.agent, std::env::var("RUST_LOG").ok().as_deref())
-        .unwrap_or_else(|e| fail(&e));
-    let gate = cli.command.as_ref().map(|Command::NodeGate(g)| g.clone());
+    let rust_log = std::env::var("RUST_LOG").ok();
     // `selfdestruct --` alone: a wrapper with nothing to run is a mistake, not a pause.
     let wrapped = !cli.exec.is_empty() || std::env::args_os().skip(1).any(|a| a == "--");
     if wrapped && cli.exec.is_empty() {
         fail(&"nothing to run after -- (usage: selfdestruct [OPTIONS] -- CMD [ARGS...])");
     }
-    if wrapped && gate.is_some() {
-        fail(&"node-gate runs no command: drop the -- CMD part");
-    }
-    selfdestruct::logging::init(cfg.args.log_format, cfg.log_level);
+    // Each mode validates its own settings: the gate none of the agent's.
+    let task = match &cli.command {
+        Some(_) if wrapped => fail(&"node-gate runs no command: drop the -- CMD part"),
+        Some(Command::NodeGate(g)) => {
+            Task::Gate(GateConfig::new(g, &cli.shared.identity).unwrap_or_else(|e| fail(&e)))
+        }
+        None => {
+            let cfg = Config::from_cli(&cli, rust_log.as_deref()).unwrap_or_else(|e| fail(&e));
+            if wrapped {
+                Task::Wrapper(cfg)
+            } else {
+                Task::Agent(cfg)
+            }
+        }
+    };
+    let shared = &cli.shared;
+    selfdestruct::logging::init(shared.log_format, shared.level(rust_log.as_deref()));
     if !selfdestruct::signals::is_pid1() {
         // As the pause container does: reaping orphans is PID 1's job.
         tracing::warn!(
@@ -48,14 +59,14 @@ fn main() {
         // error, found before anything else starts.
         if let Err(AccessError::Named(e)) = connect::discover(
             |k| std::env::var_os(k),
-            cfg.args.identity.kubeconfig.as_deref(),
-            &cfg.args.identity.service_account_dir,
+            shared.identity.kubeconfig.as_deref(),
+            &shared.identity.service_account_dir,
         )
         .await
         {
             return agent::bad_kubeconfig(&e);
         }
-        if wrapped {
+        if let Task::Wrapper(cfg) = task {
             return selfdestruct::wrapper::run(cfg, cli.exec).await;
         }
         let signals = match Signals::install() {
@@ -65,11 +76,19 @@ fn main() {
                 return 1;
             }
         };
-        match gate {
-            Some(g) => agent::run_gate(g, cfg, signals).await,
-            None => agent::run(cfg, signals).await,
+        match task {
+            Task::Gate(g) => selfdestruct::node_gate::run(g, &shared.identity, signals).await,
+            Task::Agent(cfg) => agent::run(cfg, signals).await,
+            Task::Wrapper(_) => unreachable!("the wrapper ran above"),
         }
     });
     // Exit at once: nothing is left to flush, and the runtime's shutdown would wait for tasks.
     std::process::exit(code);
+}
+
+/// The mode asked for, with its validated settings.
+enum Task {
+    Agent(Config),
+    Wrapper(Config),
+    Gate(GateConfig),
 }

@@ -10,27 +10,25 @@ use kube::{Client, Resource};
 use serde_json::{Value, json};
 use tracing::{error, info, warn};
 
+use crate::agent::{api_access, bad_kubeconfig, pause};
 use crate::api::{ApiError, request, segment};
-use crate::config::{Setting, duration, image_list};
+use crate::connect::{self, AccessError};
+use crate::identity::IdentitySettings;
 use crate::jitter::draw;
-use crate::signals::Stop;
+use crate::signals::{Signals, Stop};
 use selfdestruct_decision::backoff::Backoff;
 use selfdestruct_decision::images::ImageRef;
 use selfdestruct_decision::selector::{Requirement, Selector};
+use selfdestruct_decision::settings::{RequiredImages, Setting, SettingError, duration};
 use tokio::time::Instant;
 
 /// The default gate taint (the decision core's, which the simulator shares).
 pub const DEFAULT_TAINT: &str = selfdestruct_decision::model::IMAGES_PENDING_TAINT;
 
-/// Settings of `selfdestruct node-gate`.
+/// Settings of `selfdestruct node-gate` (its own node comes from the shared
+/// [`IdentitySettings`]).
 #[derive(clap::Args, Debug, Clone, PartialEq)]
-pub struct GateConfig {
-    /// Own node (Downward API spec.nodeName)
-    // Required: its parser refuses the hidden empty default, so a missing NODE_NAME is
-    // reported like an invalid one, naming the variable and the form.
-    #[arg(long, env = "NODE_NAME", value_name = "NODE", default_value = "",
-          hide_default_value = true, value_parser = Setting(gate_node_name))]
-    pub node_name: String,
+pub struct GateSettings {
     /// Taint to remove from the own node
     #[arg(long = "gate-taint", env = "SELFDESTRUCT_GATE_TAINT", value_name = "KEY",
           default_value = DEFAULT_TAINT, value_parser = Setting(taint_key))]
@@ -43,25 +41,49 @@ pub struct GateConfig {
     #[arg(long = "gate-poll", env = "SELFDESTRUCT_GATE_POLL", value_name = "DURATION",
           default_value = "10s", value_parser = Setting(poll_interval))]
     pub poll: Duration,
-    /// Comma-separated images the node must report before the gate opens [default: none]
-    #[arg(long, env = "SELFDESTRUCT_REQUIRED_IMAGES", value_name = "IMAGES", default_value = "",
-          hide_default_value = true, value_parser = Setting(image_list))]
-    pub required_images: std::vec::Vec<ImageRef>,
+    /// The images the node must report before the gate opens.
+    #[command(flatten)]
+    pub images: RequiredImages,
+}
+
+/// The gate's validated configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GateConfig {
+    /// The own node.
+    pub node_name: String,
+    /// Taint to remove from the own node.
+    pub taint_key: String,
+    /// Open the gate anyway after this long.
+    pub timeout: Duration,
+    /// How often to re-read the node while waiting for images.
+    pub poll: Duration,
+    /// Images the node must report before the gate opens.
+    pub required_images: Vec<ImageRef>,
+}
+
+impl GateConfig {
+    /// The gate's settings with its own node, which it requires (`NODE_NAME`).
+    pub fn new(gate: &GateSettings, identity: &IdentitySettings) -> Result<Self, SettingError> {
+        let node_name = identity.node_name.clone().ok_or_else(|| SettingError {
+            setting: "NODE_NAME (--node-name)".into(),
+            value: String::new(),
+            expected: "the own node's name from the Downward API \
+                       (valueFrom: fieldRef: fieldPath: spec.nodeName)"
+                .into(),
+        })?;
+        Ok(GateConfig {
+            node_name,
+            taint_key: gate.taint_key.clone(),
+            timeout: gate.timeout,
+            poll: gate.poll,
+            required_images: gate.images.required_images.clone(),
+        })
+    }
 }
 
 /// A duration, raised to at least 1s.
 fn poll_interval(value: &str) -> Result<Duration, String> {
     duration(value).map(|d| d.max(Duration::from_secs(1)))
-}
-
-/// The node-gate's own node: required.
-fn gate_node_name(value: &str) -> Result<String, String> {
-    match value {
-        "" => Err("the own node's name from the Downward API \
-                   (valueFrom: fieldRef: fieldPath: spec.nodeName)"
-            .into()),
-        v => crate::identity::subdomain(v),
-    }
 }
 
 fn taint_key(value: &str) -> Result<String, String> {
@@ -173,8 +195,34 @@ async fn patch_node(client: &Client, name: &str, patch: &Value) -> Result<Vec<u8
     request(client, req).await
 }
 
-/// Runs the gate: wait for the images (or the timeout), remove the taint, then pause.
-pub async fn run(cfg: GateConfig, client: Client, mut signals: Stop) -> i32 {
+/// Runs `node-gate` mode: without API access, a plain pause.
+pub async fn run(gate: GateConfig, identity: &IdentitySettings, mut signals: Signals) -> i32 {
+    let client = match api_access(identity).await {
+        Err(AccessError::Named(e)) => return bad_kubeconfig(&e),
+        Err(e) => Err(e.to_string()),
+        Ok(a) => match connect::client(&a, "default") {
+            Err(e) if a.named => {
+                return bad_kubeconfig(&format!(
+                    "{}: no API client can be built from it: {e}",
+                    a.source
+                ));
+            }
+            client => client,
+        },
+    };
+    let client = match client {
+        Ok(c) => c,
+        Err(why) => {
+            info!(reason = %why, "no API access: the node gate cannot remove its taint; running as a plain pause container");
+            return pause(signals.terminated()).await;
+        }
+    };
+    run_on(gate, client, Stop::Signals(signals)).await
+}
+
+/// [`run`] on `client` until `signals` fires: wait for the images (or the timeout),
+/// remove the taint, then pause.
+pub async fn run_on(cfg: GateConfig, client: Client, mut signals: Stop) -> i32 {
     info!(
         node = %cfg.node_name, taint = %cfg.taint_key,
         required_images = %cfg.required_images.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
@@ -189,7 +237,7 @@ pub async fn run(cfg: GateConfig, client: Client, mut signals: Stop) -> i32 {
         }
         () = open_gate(&cfg, &client) => {}
     }
-    crate::memory::release_idle();
+    crate::malloc_trim::release_idle();
     let sig = signals.terminated().await;
     info!(signal = sig, "received {sig}, exiting");
     0
@@ -420,14 +468,13 @@ mod tests {
     #[test]
     fn settings_default_and_the_own_node_is_required() {
         use crate::config::{Cli, Command};
-        use clap::Parser;
         let gate = |flags: &[&str]| {
             let argv = [&["selfdestruct", "node-gate"][..], flags].concat();
-            match Cli::try_parse_from(argv)
-                .map_err(|e| e.to_string())?
-                .command
-            {
-                Some(Command::NodeGate(g)) => Ok::<_, String>(g),
+            let cli = Cli::parse_mode(argv).map_err(|e| e.to_string())?;
+            match &cli.command {
+                Some(Command::NodeGate(g)) => {
+                    GateConfig::new(g, &cli.shared.identity).map_err(|e| e.to_string())
+                }
                 None => panic!("node-gate subcommand"),
             }
         };

@@ -20,8 +20,9 @@ use tokio::sync::watch;
 use tracing::{debug, error, info, warn};
 
 use crate::agent::{self, NotReady, Ready};
+use crate::api::Mode;
 use crate::api::{outcome_of, rbac_hint};
-use crate::config::{Config, Mode, OnExit};
+use crate::config::{Config, OnExit};
 use crate::signals::{self, Stop, WrapperSignal, WrapperSignals};
 use selfdestruct_decision::Outcome;
 
