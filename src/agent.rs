@@ -13,9 +13,9 @@ use crate::api::Mode;
 use crate::api::{PodApi, outcome_of, rbac_hint};
 use crate::clock::Clock;
 use crate::config::{Config, Siblings};
-use crate::connect::{self, Access, AccessError};
-use crate::identity::{self, IdentitySettings, Source};
-use crate::signals::{Signals, Stop};
+use crate::connect::{self, AccessError, EXIT_CONFIG, api_access, bad_kubeconfig};
+use crate::identity::{self, Source};
+use crate::signals::{Signals, Stop, pause, stop};
 use crate::watch::{self, Target, Update};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
@@ -24,9 +24,6 @@ use selfdestruct_decision::duration::format as fmt_duration;
 use selfdestruct_decision::model::{NodeSummary, OwnPod, Sibling};
 use selfdestruct_decision::selector::Selector;
 use selfdestruct_decision::{Decision, Hold, Memory, Outcome, Reject, Snapshot, Trigger, decide};
-
-/// Exit code for invalid configuration.
-pub const EXIT_CONFIG: i32 = 2;
 
 /// Runs until SIGTERM/SIGINT (exit code 0) or a configuration error (2).
 pub async fn run(cfg: Config, signals: Signals) -> i32 {
@@ -47,7 +44,7 @@ pub async fn run_on(client: kube::Client, cfg: Config, clock: Clock, mut stop: S
 
 async fn finish(ready: Result<Ready, NotReady>, cfg: Config, mut signals: Stop) -> i32 {
     match ready {
-        Ok(ready) => ready.run(cfg, &mut signals).await,
+        Ok(ready) => ready.decision_loop(cfg, &mut signals).await,
         Err(NotReady::NoApi(why)) => {
             info!(reason = %why, "no API access: running as a plain pause container");
             pause(signals.terminated()).await
@@ -61,12 +58,6 @@ async fn finish(ready: Result<Ready, NotReady>, cfg: Config, mut signals: Stop) 
         Err(NotReady::Fatal) => EXIT_CONFIG,
         Err(NotReady::NotOurs) => pause(signals.terminated()).await,
     }
-}
-
-/// A kubeconfig the user named cannot be used: a configuration error.
-pub fn bad_kubeconfig(e: &str) -> i32 {
-    eprintln!("selfdestruct: {e}");
-    EXIT_CONFIG
 }
 
 // --- start-up, shared by `run` and the entrypoint wrapper (src/wrapper.rs) ---
@@ -172,36 +163,13 @@ impl Ready {
 
     /// Runs the decision loop until `stop` fires (with [`Stop::Never`]: until the
     /// future is dropped).
-    pub async fn run(self, cfg: Config, stop: &mut Stop) -> i32 {
+    pub async fn decision_loop(self, cfg: Config, stop: &mut Stop) -> i32 {
         let mut agent = Agent::new(cfg, self.api, &self.own, self.clock);
-        agent.run(self.own, stop).await
+        agent.decision_loop(self.own, stop).await
     }
 }
 
 // --- end of the shared start-up ---
-
-/// A plain pause container: gives the start-up memory back, then waits for
-/// SIGTERM/SIGINT.
-pub(crate) async fn pause(terminated: impl Future<Output = &'static str>) -> i32 {
-    crate::malloc_trim::release_idle();
-    stop(terminated.await)
-}
-
-fn stop(signal: &str) -> i32 {
-    info!(signal, "received {signal}, exiting");
-    0
-}
-
-pub(crate) async fn api_access(identity: &IdentitySettings) -> Result<Access, AccessError> {
-    let access = connect::discover(
-        |k| std::env::var_os(k),
-        identity.kubeconfig.as_deref(),
-        &identity.service_account_dir,
-    )
-    .await?;
-    debug!(source = %access.source, server = %access.config.cluster_url, "API access");
-    Ok(access)
-}
 
 /// Reads the own pod, retrying with backoff. `None` means a fatal identification error.
 async fn fetch_own_pod(api: &PodApi, id: &identity::Identity) -> Option<Pod> {
@@ -319,7 +287,7 @@ impl Agent {
             // Nodes are summarised as they arrive: only what the decision reads is kept.
             let keys = self.label_keys.clone();
             let images = self.cfg.policy.required_images.clone();
-            tokio::spawn(watch::run(
+            tokio::spawn(watch::follow(
                 Api::<Node>::all(self.api.client().clone()),
                 target,
                 tx,
@@ -356,7 +324,7 @@ impl Agent {
                 selector: sel.to_string(),
                 what: "sibling pods",
             };
-            tokio::spawn(watch::run(
+            tokio::spawn(watch::follow(
                 Api::<Pod>::namespaced(
                     self.api.client().clone(),
                     &crate::api::segment(&own.namespace),
@@ -433,7 +401,7 @@ impl Agent {
         }
     }
 
-    async fn run(&mut self, mut own: OwnPod, signals: &mut Stop) -> i32 {
+    async fn decision_loop(&mut self, mut own: OwnPod, signals: &mut Stop) -> i32 {
         let mut rng = SmallRng::from_os_rng();
         loop {
             let now = self.clock.now();

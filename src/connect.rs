@@ -28,6 +28,9 @@ use tokio::time::Instant;
 use selfdestruct_decision::backoff::Backoff;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use tracing::debug;
+
+use crate::identity::IdentitySettings;
 
 /// Why there is no API access.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -42,6 +45,15 @@ pub enum AccessError {
     /// One was found but cannot be used (the message says why).
     #[error("{0}")]
     Invalid(String),
+}
+
+/// Exit code for invalid configuration.
+pub const EXIT_CONFIG: i32 = 2;
+
+/// A kubeconfig the user named cannot be used: a configuration error.
+pub fn bad_kubeconfig(e: &str) -> i32 {
+    eprintln!("selfdestruct: {e}");
+    EXIT_CONFIG
 }
 
 /// API access: the kube configuration and where it came from.
@@ -190,6 +202,18 @@ pub async fn in_cluster(
         source: format!("in-cluster service account ({})", sa_dir.display()),
         named: false,
     })
+}
+
+/// API access as the identity settings name it (`--kubeconfig`, the service-account folder).
+pub(crate) async fn api_access(identity: &IdentitySettings) -> Result<Access, AccessError> {
+    let access = discover(
+        |k| std::env::var_os(k),
+        identity.kubeconfig.as_deref(),
+        &identity.service_account_dir,
+    )
+    .await?;
+    debug!(source = %access.source, server = %access.config.cluster_url, "API access");
+    Ok(access)
 }
 
 /// The kube client for `access`, with `default_namespace`.

@@ -13,7 +13,7 @@ fn main() {
     let cli = Cli::parse_mode(std::env::args_os()).unwrap_or_else(|e| e.exit());
     let fail = |e: &dyn std::fmt::Display| -> ! {
         eprintln!("selfdestruct: {e}");
-        std::process::exit(agent::EXIT_CONFIG)
+        std::process::exit(connect::EXIT_CONFIG)
     };
     let rust_log = std::env::var("RUST_LOG").ok();
     // `selfdestruct --` alone: a wrapper with nothing to run is a mistake, not a pause.
@@ -64,7 +64,7 @@ fn main() {
         )
         .await
         {
-            return agent::bad_kubeconfig(&e);
+            return connect::bad_kubeconfig(&e);
         }
         if let Task::Wrapper(cfg) = task {
             return selfdestruct::wrapper::run(cfg, cli.exec).await;

@@ -10,12 +10,11 @@ use kube::{Client, Resource};
 use serde_json::{Value, json};
 use tracing::{error, info, warn};
 
-use crate::agent::{api_access, bad_kubeconfig, pause};
 use crate::api::{ApiError, request, segment};
-use crate::connect::{self, AccessError};
+use crate::connect::{self, AccessError, api_access, bad_kubeconfig};
 use crate::identity::IdentitySettings;
 use crate::jitter::draw;
-use crate::signals::{Signals, Stop};
+use crate::signals::{Signals, Stop, pause};
 use selfdestruct_decision::backoff::Backoff;
 use selfdestruct_decision::images::ImageRef;
 use selfdestruct_decision::selector::{Requirement, Selector};
@@ -243,11 +242,21 @@ pub async fn run_on(cfg: GateConfig, client: Client, mut signals: Stop) -> i32 {
     0
 }
 
-/// What went wrong with a request, for the log line and the retry delay.
+/// The request that failed, for the log line and the retry delay.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Step {
+enum Call {
     Get,
     Patch,
+}
+
+/// Where one look at the node leaves the gate.
+enum Step {
+    /// The node carries no gate taint (any more).
+    Opened,
+    /// Look again after this long.
+    Wait(Duration),
+    /// The taints changed between the read and the patch: read again soon.
+    Conflict,
 }
 
 /// Whether a failed PATCH means "the taints changed since the read" (the `test`
@@ -270,114 +279,127 @@ fn is_admission_denial(message: &str) -> bool {
         || message.contains("denied the request")
 }
 
+/// What the gate has seen and said so far.
+struct Progress {
+    started: Instant,
+    deadline: Instant,
+    failures: u32,
+    conflicts: u32,
+    told_waiting: bool,
+    told_fail_open: bool,
+    /// A PATCH was accepted but its answer did not show the node free of the
+    /// taint: the next read decides.
+    unverified: bool,
+}
+
 async fn open_gate(cfg: &GateConfig, client: &Client) {
     let started = Instant::now();
-    let deadline = started + cfg.timeout;
-    let mut failures = 0u32;
-    let mut conflicts = 0u32;
-    let mut told_waiting = false;
-    let mut told_fail_open = false;
-    // A PATCH was accepted but its answer did not show the node free of the
-    // taint: the next read decides.
-    let mut unverified = false;
+    let mut p = Progress {
+        started,
+        deadline: started + cfg.timeout,
+        failures: 0,
+        conflicts: 0,
+        told_waiting: false,
+        told_fail_open: false,
+        unverified: false,
+    };
     loop {
-        let fail_open = Instant::now() >= deadline;
-        let wait = match get_node(client, &cfg.node_name).await {
-            Ok(node) => {
-                let v = view(&node, cfg);
-                if v.gate_indices.is_empty() {
-                    if unverified {
-                        info!(node = %cfg.node_name, taint = %cfg.taint_key, "gate opened: taint removed (checked by reading the node)");
-                    } else {
-                        info!(node = %cfg.node_name, taint = %cfg.taint_key, "node has no gate taint: nothing to remove");
-                    }
-                    return;
-                }
-                if !v.missing.is_empty() && !fail_open {
-                    if !told_waiting {
-                        info!(
-                            node = %cfg.node_name, missing = %v.missing.join(","),
-                            timeout = %selfdestruct_decision::duration::format(cfg.timeout),
-                            "waiting for images before opening the gate"
-                        );
-                        told_waiting = true;
-                    }
-                    failures = 0;
-                    // Wake up for the fail-open deadline rather than up to one poll after it.
-                    cfg.poll
-                        .min(deadline.saturating_duration_since(Instant::now()))
-                        .max(Duration::from_millis(10))
-                } else {
-                    if v.missing.is_empty() {
-                        if told_waiting && !told_fail_open {
-                            info!(node = %cfg.node_name, "required images are on the node");
-                        }
-                    } else if !told_fail_open {
-                        warn!(
-                            node = %cfg.node_name, missing = %v.missing.join(","),
-                            timeout = %selfdestruct_decision::duration::format(cfg.timeout),
-                            "images still missing after SELFDESTRUCT_GATE_TIMEOUT: opening the gate anyway (fail-open)"
-                        );
-                        told_fail_open = true;
-                    }
-                    let Some(patch) = removal_patch(&v) else {
-                        return;
-                    };
-                    match patch_node(client, &cfg.node_name, &patch).await {
-                        // Open only once the answer shows no taint with the key.
-                        Ok(answer) => match serde_json::from_slice::<Value>(&answer)
-                            .ok()
-                            .filter(|n| {
-                                n.pointer("/metadata/name").and_then(Value::as_str)
-                                    == Some(cfg.node_name.as_str())
-                            })
-                            .map(|n| gate_taints_left(&n, &cfg.taint_key))
-                        {
-                            Some(0) => {
-                                info!(
-                                    node = %cfg.node_name, taint = %cfg.taint_key,
-                                    removed = v.gate_indices.len(),
-                                    waited = %selfdestruct_decision::duration::format(Duration::from_secs(started.elapsed().as_secs())),
-                                    fail_open = !v.missing.is_empty(),
-                                    "gate opened: taint removed"
-                                );
-                                return;
-                            }
-                            left => {
-                                warn!(
-                                    node = %cfg.node_name, taint = %cfg.taint_key,
-                                    left = %left.map_or_else(|| "unknown (the answer is not the node)".to_string(), |n| n.to_string()),
-                                    attempt = conflicts + 1,
-                                    "the patch was accepted but the node's answer does not show the gate taint gone; reading the node again"
-                                );
-                                unverified = true;
-                                let d = CONFLICT.delay(conflicts.saturating_sub(1), draw());
-                                let d = if conflicts == 0 { Duration::ZERO } else { d };
-                                conflicts = conflicts.saturating_add(1);
-                                d
-                            }
-                        },
-                        // The taints changed between read and patch: read again.
-                        Err(e) if is_conflict(&e) => {
-                            info!(
-                                node = %cfg.node_name, error = %e, attempt = conflicts + 1,
-                                "taints changed meanwhile; reading the node again"
-                            );
-                            // At once the first time, then 0.5-1 s doubling up to 30 s,
-                            // so a taint that flaps does not make a hot loop.
-                            let d = CONFLICT.delay(conflicts.saturating_sub(1), draw());
-                            let d = if conflicts == 0 { Duration::ZERO } else { d };
-                            conflicts = conflicts.saturating_add(1);
-                            d
-                        }
-                        Err(e) => gate_error(&e, Step::Patch, cfg, &mut failures),
-                    }
-                }
-            }
-            Err(e) => gate_error(&e, Step::Get, cfg, &mut failures),
+        let wait = match step(cfg, client, &mut p).await {
+            Step::Opened => return,
+            Step::Wait(d) => d,
+            Step::Conflict => conflict_delay(&mut p.conflicts),
         };
         tokio::time::sleep(wait).await;
     }
+}
+
+/// One look at the node: read it, wait for the images (until the fail-open
+/// deadline), then remove the gate taint with one guarded patch.
+async fn step(cfg: &GateConfig, client: &Client, p: &mut Progress) -> Step {
+    let (node, taint) = (&cfg.node_name, &cfg.taint_key);
+    let fail_open = Instant::now() >= p.deadline;
+    let v = match get_node(client, node).await {
+        Ok(n) => view(&n, cfg),
+        Err(e) => return Step::Wait(gate_error(&e, Call::Get, cfg, &mut p.failures)),
+    };
+    if v.gate_indices.is_empty() {
+        if p.unverified {
+            info!(%node, %taint, "gate opened: taint removed (checked by reading the node)");
+        } else {
+            info!(%node, %taint, "node has no gate taint: nothing to remove");
+        }
+        return Step::Opened;
+    }
+    let missing = v.missing.join(",");
+    let timeout = selfdestruct_decision::duration::format(cfg.timeout);
+    if !v.missing.is_empty() && !fail_open {
+        if !p.told_waiting {
+            info!(%node, %missing, %timeout, "waiting for images before opening the gate");
+            p.told_waiting = true;
+        }
+        p.failures = 0;
+        // Wake up for the fail-open deadline rather than up to one poll after it.
+        let left = p.deadline.saturating_duration_since(Instant::now());
+        return Step::Wait(cfg.poll.min(left).max(Duration::from_millis(10)));
+    }
+    if v.missing.is_empty() && p.told_waiting && !p.told_fail_open {
+        info!(%node, "required images are on the node");
+    } else if !v.missing.is_empty() && !p.told_fail_open {
+        warn!(
+            %node, %missing, %timeout,
+            "images still missing after SELFDESTRUCT_GATE_TIMEOUT: opening the gate anyway (fail-open)"
+        );
+        p.told_fail_open = true;
+    }
+    let Some(patch) = removal_patch(&v) else {
+        return Step::Opened;
+    };
+    let attempt = p.conflicts + 1;
+    let answer = match patch_node(client, node, &patch).await {
+        Ok(answer) => answer,
+        Err(e) if is_conflict(&e) => {
+            info!(%node, error = %e, attempt, "taints changed meanwhile; reading the node again");
+            return Step::Conflict;
+        }
+        Err(e) => return Step::Wait(gate_error(&e, Call::Patch, cfg, &mut p.failures)),
+    };
+    // Open only once the answer shows no taint with the key.
+    let left = serde_json::from_slice::<Value>(&answer)
+        .ok()
+        .filter(|n| n.pointer("/metadata/name").and_then(Value::as_str) == Some(node))
+        .map(|n| gate_taints_left(&n, taint));
+    if left == Some(0) {
+        let waited = Duration::from_secs(p.started.elapsed().as_secs());
+        info!(
+            %node, %taint, removed = v.gate_indices.len(),
+            waited = %selfdestruct_decision::duration::format(waited),
+            fail_open = !v.missing.is_empty(),
+            "gate opened: taint removed"
+        );
+        return Step::Opened;
+    }
+    let left = left.map_or_else(
+        || "unknown (the answer is not the node)".into(),
+        |n| n.to_string(),
+    );
+    warn!(
+        %node, %taint, %left, attempt,
+        "the patch was accepted but the node's answer does not show the gate taint gone; reading the node again"
+    );
+    p.unverified = true;
+    Step::Conflict
+}
+
+/// The wait before reading the node again after `conflicts` conflicts in a row: at
+/// once the first time, then 0.5-1 s doubling up to 30 s, so a taint that flaps
+/// does not make a hot loop.
+fn conflict_delay(conflicts: &mut u32) -> Duration {
+    let d = match *conflicts {
+        0 => Duration::ZERO,
+        n => CONFLICT.delay(n - 1, draw()),
+    };
+    *conflicts = conflicts.saturating_add(1);
+    d
 }
 
 /// Retries after a failed `test`.
@@ -386,12 +408,17 @@ const CONFLICT: Backoff = Backoff {
     cap: Duration::from_secs(30),
 };
 
+/// What to do when the taint removal is refused (an admission policy's 403 or a 422).
+const REFUSED_REMEDY: &str = "the gate may only remove SELFDESTRUCT_GATE_TAINT from its own node \
+    (check that NODE_NAME is spec.nodeName and that the taint key matches \
+    manifests/node-gate/admission-policy.yaml); retrying";
+
 /// Logs a failed request and returns how long to wait before the next try.
 /// Denials (401/403, an admission policy's 422) are retried too, since the
 /// RBAC may be fixed at any time and the node takes no users meanwhile: every
 /// poll at first, doubling up to 5 minutes. Other errors: 0.5-1 s doubling, at
 /// most the poll interval (at least one minute).
-fn gate_error(e: &ApiError, step: Step, cfg: &GateConfig, failures: &mut u32) -> Duration {
+fn gate_error(e: &ApiError, call: Call, cfg: &GateConfig, failures: &mut u32) -> Duration {
     let node = &cfg.node_name;
     let denied = match e {
         ApiError::Status { code: 401, .. } => {
@@ -403,13 +430,12 @@ fn gate_error(e: &ApiError, step: Step, cfg: &GateConfig, failures: &mut u32) ->
         } if is_admission_denial(message) => {
             error!(
                 error = %e, node = %node, taint = %cfg.taint_key,
-                "an admission policy refused the taint removal: the gate may only remove SELFDESTRUCT_GATE_TAINT from its own node \
-                 (check that NODE_NAME is spec.nodeName and that the taint key matches manifests/node-gate/admission-policy.yaml); retrying"
+                "an admission policy refused the taint removal: {REFUSED_REMEDY}"
             );
             true
         }
         ApiError::Status { code: 403, .. } => {
-            let verb = if step == Step::Get { "get" } else { "patch" };
+            let verb = if call == Call::Get { "get" } else { "patch" };
             error!(
                 error = %e, node = %node,
                 "not allowed to {verb} the own node: bind the ClusterRole of manifests/node-gate (nodes get, patch) to the gate's service account; retrying"
@@ -419,12 +445,11 @@ fn gate_error(e: &ApiError, step: Step, cfg: &GateConfig, failures: &mut u32) ->
         ApiError::Status { code: 422, .. } => {
             error!(
                 error = %e, node = %node, taint = %cfg.taint_key,
-                "the taint removal was refused: the gate may only remove SELFDESTRUCT_GATE_TAINT from its own node \
-                 (check that NODE_NAME is spec.nodeName and that the taint key matches manifests/node-gate/admission-policy.yaml); retrying"
+                "the taint removal was refused: {REFUSED_REMEDY}"
             );
             true
         }
-        ApiError::Status { code: 404, .. } if step == Step::Get => {
+        ApiError::Status { code: 404, .. } if call == Call::Get => {
             error!(error = %e, node = %node, "the own node does not exist: NODE_NAME must be the pod's spec.nodeName (Downward API); retrying");
             false
         }
@@ -467,16 +492,18 @@ mod tests {
 
     #[test]
     fn settings_default_and_the_own_node_is_required() {
-        use crate::config::{Cli, Command};
+        /// The gate's settings and the shared identity, as `node-gate` reads them.
+        #[derive(clap::Parser)]
+        struct Gate {
+            #[command(flatten)]
+            gate: GateSettings,
+            #[command(flatten)]
+            identity: IdentitySettings,
+        }
         let gate = |flags: &[&str]| {
-            let argv = [&["selfdestruct", "node-gate"][..], flags].concat();
-            let cli = Cli::parse_mode(argv).map_err(|e| e.to_string())?;
-            match &cli.command {
-                Some(Command::NodeGate(g)) => {
-                    GateConfig::new(g, &cli.shared.identity).map_err(|e| e.to_string())
-                }
-                None => panic!("node-gate subcommand"),
-            }
+            let argv = [&["node-gate"][..], flags].concat();
+            let g = <Gate as clap::Parser>::try_parse_from(argv).map_err(|e| e.to_string())?;
+            GateConfig::new(&g.gate, &g.identity).map_err(|e| e.to_string())
         };
         let c = gate(&["--node-name=n1", "--gate-poll=10ms"]).expect("valid");
         assert_eq!(c.taint_key, DEFAULT_TAINT);

@@ -4,7 +4,7 @@
 //! its child) without losing the child's own status, and exits with the child's
 //! code (128 + N when a signal N killed it).
 //!
-//! Alongside, the agent's decision loop (`agent::prepare`, `agent::Ready::run`
+//! Alongside, the agent's decision loop (`agent::prepare`, `agent::Ready::decision_loop`
 //! with [`Stop::Never`]) applies the lifetime and new-node triggers to the pod
 //! around it. Evicting the pod makes the kubelet send SIGTERM, which is forwarded,
 //! so the child stops gracefully; SIGTERM never ends the wrapper by itself, only
@@ -47,7 +47,7 @@ pub async fn run(cfg: Config, argv: Vec<OsString>) -> i32 {
     };
     let Some((program, args)) = argv.split_first() else {
         error!("nothing to run after --");
-        return crate::agent::EXIT_CONFIG;
+        return crate::connect::EXIT_CONFIG;
     };
     let command = argv
         .iter()
@@ -164,7 +164,7 @@ async fn agent_side(cfg: Config, known: watch::Sender<Option<Ready>>) {
     match agent::prepare(&cfg, &mut never).await {
         Ok(ready) => {
             known.send_replace(Some(ready.clone()));
-            ready.run(cfg, &mut never).await;
+            ready.decision_loop(cfg, &mut never).await;
         }
         Err(NotReady::NoApi(why) | NotReady::NoClient(why) | NotReady::BadKubeconfig(why)) => {
             info!(
