@@ -24,7 +24,7 @@ use crate::node_gate::GateSettings;
 use selfdestruct_decision::Policy;
 use selfdestruct_decision::selector::Selector;
 use selfdestruct_decision::settings::{
-    PolicySettings, RequiredImages, Setting, SettingError, duration, unset_or,
+    ImageSettings, PolicySettings, Setting, SettingError, duration, unset_or,
 };
 
 /// The command line: the shared and the agent's flags, or a subcommand.
@@ -151,7 +151,7 @@ pub struct AgentSettings {
     pub node_selector: Selector,
     /// The images a new node must hold.
     #[command(flatten)]
-    pub images: RequiredImages,
+    pub images: ImageSettings,
     /// Random delay before the first node and sibling list, so a fleet that starts
     /// together does not list together (costs nothing below the 2m min age)
     #[arg(long, env = "SELFDESTRUCT_START_JITTER", value_name = "DURATION",

@@ -18,7 +18,7 @@ use crate::signals::{Signals, Stop, pause};
 use selfdestruct_decision::backoff::Backoff;
 use selfdestruct_decision::images::ImageRef;
 use selfdestruct_decision::selector::{Requirement, Selector};
-use selfdestruct_decision::settings::{RequiredImages, Setting, SettingError, duration};
+use selfdestruct_decision::settings::{ImageSettings, Setting, SettingError, duration};
 use tokio::time::Instant;
 
 /// The default gate taint (the decision core's, which the simulator shares).
@@ -42,7 +42,7 @@ pub struct GateSettings {
     pub poll: Duration,
     /// The images the node must report before the gate opens.
     #[command(flatten)]
-    pub images: RequiredImages,
+    pub images: ImageSettings,
 }
 
 /// The gate's validated configuration.

@@ -122,7 +122,7 @@ pub fn image_list(value: &str) -> Result<Vec<ImageRef>, String> {
 
 /// The images a node must hold: the agent's new-node trigger and `node-gate` both read it.
 #[derive(clap::Args, Debug, Clone, PartialEq)]
-pub struct RequiredImages {
+pub struct ImageSettings {
     /// Comma-separated images a new node must hold before it counts (node-gate: before
     /// the gate opens) [default: none]
     #[arg(long, env = "SELFDESTRUCT_REQUIRED_IMAGES", value_name = "IMAGES", default_value = "",
@@ -131,7 +131,7 @@ pub struct RequiredImages {
 }
 
 /// The decision policy's settings, as the agent and `simulate` take them. The
-/// required images are apart ([`RequiredImages`]): the simulator has no image names.
+/// required images are apart ([`ImageSettings`]): the simulator has no image names.
 #[derive(clap::Args, Debug, Clone, PartialEq)]
 pub struct PolicySettings {
     /// Shortest lifetime, counted from the pod's start [0 or unset: no timer]
