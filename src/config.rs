@@ -76,17 +76,21 @@ impl Cli {
         let argv: Vec<OsString> = argv.into_iter().map(Into::into).collect();
         // The mode, from the flags alone (their errors come again below).
         let flags_only = |c: clap::Command| c.ignore_errors(true).mut_args(|a| a.env(None));
-        let named = flags_only(Cli::command().mut_subcommands(flags_only))
+        let gate = flags_only(Cli::command().mut_subcommands(flags_only))
             .try_get_matches_from(&argv)
-            .is_ok_and(|m| m.subcommand_name().is_some());
+            .is_ok_and(|m| m.subcommand_name() == Some("node-gate"));
         let mut command = Cli::command();
-        if named {
+        if gate {
             let agent = AgentSettings::augment_args(clap::Command::new("agent"));
             let agent: Vec<_> = agent.get_arguments().map(clap::Arg::get_id).collect();
-            command = command.mut_args(|a| match agent.contains(&a.get_id()) {
-                true => a.env(None),
-                false => a,
-            });
+            let shared = |a: clap::Arg| {
+                if agent.contains(&a.get_id()) {
+                    a.env(None)
+                } else {
+                    a
+                }
+            };
+            command = command.mut_args(shared);
         }
         Cli::from_arg_matches(&command.try_get_matches_from(argv)?)
     }

@@ -292,6 +292,7 @@ struct Progress {
     unverified: bool,
 }
 
+/// Steps until the own node carries no gate taint, waiting as each step says.
 async fn open_gate(cfg: &GateConfig, client: &Client) {
     let started = Instant::now();
     let mut p = Progress {
