@@ -4,7 +4,7 @@
 //! `src/wrapper.rs`).
 
 use selfdestruct::agent;
-use selfdestruct::config::{Cli, Command, Config};
+use selfdestruct::config::{self, Cli, Command, Config};
 use selfdestruct::connect::{self, AccessError};
 use selfdestruct::node_gate::GateConfig;
 use selfdestruct::signals::Signals;
@@ -23,7 +23,16 @@ fn main() {
     }
     // Each mode validates its own settings: the gate none of the agent's.
     let task = match &cli.command {
-        Some(_) if wrapped => fail(&"node-gate runs no command: drop the -- CMD part"),
+        Some(Command::CheckSettings(c)) => {
+            // Exactly these settings, as the agent reads them; printed as env entries.
+            for (name, value) in config::check_settings(&c.settings).unwrap_or_else(|e| fail(&e)) {
+                println!("{}", serde_json::json!({ "name": name, "value": value }));
+            }
+            std::process::exit(0);
+        }
+        Some(Command::NodeGate(_)) if wrapped => {
+            fail(&"node-gate runs no command: drop the -- CMD part")
+        }
         Some(Command::NodeGate(g)) => {
             Task::Gate(GateConfig::new(g, &cli.shared.identity).unwrap_or_else(|e| fail(&e)))
         }

@@ -273,7 +273,7 @@ pub fn gate_config(env: &[(&str, &str)]) -> selfdestruct::node_gate::GateConfig 
         Some(Command::NodeGate(g)) => {
             GateConfig::new(g, &cli.shared.identity).unwrap_or_else(|e| panic!("{argv:?}: {e}"))
         }
-        None => panic!("{argv:?}: no node-gate command"),
+        _ => panic!("{argv:?}: no node-gate command"),
     }
 }
 
