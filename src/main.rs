@@ -1,13 +1,19 @@
 //! `selfdestruct`: see the README. Parses the configuration (exit 2 if invalid),
-//! installs signal handlers, and runs the agent on a current-thread runtime; with
-//! `-- CMD [ARGS...]`, runs CMD as its child instead (the entrypoint wrapper,
-//! `src/wrapper.rs`).
+//! installs the signal handlers, discovers the API access once (a kubeconfig
+//! the user named that cannot be used exits 2), and runs the agent on a
+//! current-thread runtime; with `-- CMD [ARGS...]`, runs CMD as its child
+//! instead (the entrypoint wrapper, `src/wrapper.rs`). Nothing that can block
+//! (reading a kubeconfig, its `exec` credential plugin) runs on the runtime's
+//! thread, which serves the signals (`src/connect.rs`).
+
+use std::future::Future;
 
 use selfdestruct::agent;
 use selfdestruct::config::{self, Cli, Command, Config};
-use selfdestruct::connect::{self, AccessError};
+use selfdestruct::connect::{self, Access, AccessError};
+use selfdestruct::identity::IdentitySettings;
 use selfdestruct::node_gate::GateConfig;
-use selfdestruct::signals::Signals;
+use selfdestruct::signals::{Signals, WrapperSignals};
 
 fn main() {
     let cli = Cli::parse_mode(std::env::args_os()).unwrap_or_else(|e| e.exit());
@@ -15,38 +21,41 @@ fn main() {
         eprintln!("selfdestruct: {e}");
         std::process::exit(connect::EXIT_CONFIG)
     };
-    let rust_log = std::env::var("RUST_LOG").ok();
+    if let Some(Command::CheckSettings(c)) = &cli.command {
+        // Exactly these settings, as the agent reads them; printed as env entries.
+        for (name, value) in config::check_settings(&c.settings).unwrap_or_else(|e| fail(&e)) {
+            println!("{}", serde_json::json!({ "name": name, "value": value }));
+        }
+        std::process::exit(0);
+    }
     // `selfdestruct --` alone: a wrapper with nothing to run is a mistake, not a pause.
     let wrapped = !cli.exec.is_empty() || std::env::args_os().skip(1).any(|a| a == "--");
-    if wrapped && cli.exec.is_empty() {
-        fail(&"nothing to run after -- (usage: selfdestruct [OPTIONS] -- CMD [ARGS...])");
-    }
-    // Each mode validates its own settings: the gate none of the agent's.
-    let task = match &cli.command {
-        Some(Command::CheckSettings(c)) => {
-            // Exactly these settings, as the agent reads them; printed as env entries.
-            for (name, value) in config::check_settings(&c.settings).unwrap_or_else(|e| fail(&e)) {
-                println!("{}", serde_json::json!({ "name": name, "value": value }));
-            }
-            std::process::exit(0);
+    let command = match cli.exec.split_first() {
+        Some((program, args)) => Some((program.clone(), args.to_vec())),
+        None if wrapped => {
+            fail(&"nothing to run after -- (usage: selfdestruct [OPTIONS] -- CMD [ARGS...])")
         }
-        Some(Command::NodeGate(_)) if wrapped => {
+        None => None,
+    };
+    let rust_log = std::env::var("RUST_LOG").ok();
+    // Each mode validates its own settings: the gate none of the agent's.
+    let task = match (&cli.command, command) {
+        (Some(Command::NodeGate(_)), Some(_)) => {
             fail(&"node-gate runs no command: drop the -- CMD part")
         }
-        Some(Command::NodeGate(g)) => {
+        (Some(Command::NodeGate(g)), None) => {
             Task::Gate(GateConfig::new(g, &cli.shared.identity).unwrap_or_else(|e| fail(&e)))
         }
-        None => {
+        (_, command) => {
             let cfg = Config::from_cli(&cli, rust_log.as_deref()).unwrap_or_else(|e| fail(&e));
-            if wrapped {
-                Task::Wrapper(cfg)
-            } else {
-                Task::Agent(cfg)
+            match command {
+                Some((program, args)) => Task::Wrapper(cfg, program, args),
+                None => Task::Agent(cfg),
             }
         }
     };
-    let shared = &cli.shared;
-    selfdestruct::logging::init(shared.log_format, shared.level(rust_log.as_deref()));
+    let identity = &cli.shared.identity;
+    selfdestruct::logging::init(cli.shared.log_format, cli.shared.level(rust_log.as_deref()));
     if !selfdestruct::signals::is_pid1() {
         // As the pause container does: reaping orphans is PID 1's job.
         tracing::warn!(
@@ -64,40 +73,68 @@ fn main() {
         }
     };
     let code = runtime.block_on(async {
-        // A kubeconfig the user named but that cannot be used is a configuration
-        // error, found before anything else starts.
-        if let Err(AccessError::Named(e)) = connect::discover(
-            |k| std::env::var_os(k),
-            shared.identity.kubeconfig.as_deref(),
-            &shared.identity.service_account_dir,
-        )
-        .await
-        {
-            return connect::bad_kubeconfig(&e);
+        // The handlers come first: a SIGTERM while a kubeconfig is read exits 0.
+        if let Task::Wrapper(cfg, program, args) = task {
+            let mut signals = match WrapperSignals::install() {
+                Ok(s) => s,
+                Err(e) => return cannot_install(&e),
+            };
+            let access = match discover(identity, signals.terminated()).await {
+                Ok(access) => access,
+                Err(code) => return code,
+            };
+            return selfdestruct::wrapper::run(cfg, program, args, access, signals).await;
         }
-        if let Task::Wrapper(cfg) = task {
-            return selfdestruct::wrapper::run(cfg, cli.exec).await;
-        }
-        let signals = match Signals::install() {
+        let mut signals = match Signals::install() {
             Ok(s) => s,
-            Err(e) => {
-                eprintln!("selfdestruct: cannot install signal handlers: {e}");
-                return 1;
-            }
+            Err(e) => return cannot_install(&e),
+        };
+        let access = match discover(identity, signals.terminated()).await {
+            Ok(access) => access,
+            Err(code) => return code,
         };
         match task {
-            Task::Gate(g) => selfdestruct::node_gate::run(g, &shared.identity, signals).await,
-            Task::Agent(cfg) => agent::run(cfg, signals).await,
-            Task::Wrapper(_) => unreachable!("the wrapper ran above"),
+            Task::Gate(g) => selfdestruct::node_gate::run(g, access, signals).await,
+            Task::Agent(cfg) => agent::run(cfg, access, signals).await,
+            Task::Wrapper(..) => unreachable!("the wrapper ran above"),
         }
     });
     // Exit at once: nothing is left to flush, and the runtime's shutdown would wait for tasks.
     std::process::exit(code);
 }
 
+fn cannot_install(e: &std::io::Error) -> i32 {
+    eprintln!("selfdestruct: cannot install signal handlers: {e}");
+    1
+}
+
+/// The API access, found once, unless `terminated` resolves first; `Err` is the
+/// exit code: 0 on SIGTERM/SIGINT, 2 when a kubeconfig the user named (a
+/// configuration error, found before anything else starts) cannot be used.
+async fn discover(
+    identity: &IdentitySettings,
+    terminated: impl Future<Output = &'static str>,
+) -> Result<Result<Access, AccessError>, i32> {
+    let discovery = connect::discover(
+        |k| std::env::var_os(k),
+        identity.kubeconfig.as_deref(),
+        &identity.service_account_dir,
+    );
+    tokio::select! {
+        sig = terminated => {
+            tracing::info!(signal = sig, "received {sig}, exiting");
+            Err(0)
+        }
+        access = discovery => match access {
+            Err(e) if e.is_named() => Err(connect::bad_kubeconfig(&e)),
+            access => Ok(access),
+        },
+    }
+}
+
 /// The mode asked for, with its validated settings.
 enum Task {
     Agent(Config),
-    Wrapper(Config),
+    Wrapper(Config, std::ffi::OsString, Vec<std::ffi::OsString>),
     Gate(GateConfig),
 }

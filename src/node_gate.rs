@@ -11,11 +11,11 @@ use serde_json::{Value, json};
 use tracing::{error, info, warn};
 
 use crate::api::{ApiError, request, segment};
-use crate::connect::{self, AccessError, api_access, bad_kubeconfig};
+use crate::connect::{self, Access, AccessError, bad_kubeconfig};
 use crate::identity::IdentitySettings;
 use crate::jitter::draw;
 use crate::logging::Chain;
-use crate::signals::{Signals, Stop, pause};
+use crate::signals::{Signals, Stop, pause, stop};
 use selfdestruct_decision::backoff::Backoff;
 use selfdestruct_decision::images::ImageRef;
 use selfdestruct_decision::selector::{Requirement, Selector};
@@ -195,25 +195,30 @@ async fn patch_node(client: &Client, name: &str, patch: &Value) -> Result<Vec<u8
     request(client, req).await
 }
 
-/// Runs `node-gate` mode: without API access, a plain pause.
-pub async fn run(gate: GateConfig, identity: &IdentitySettings, mut signals: Signals) -> i32 {
-    let client = match api_access(identity).await {
-        Err(AccessError::Named(e)) => return bad_kubeconfig(&e),
-        Err(e) => Err(e.to_string()),
-        Ok(a) => match connect::client(&a, "default") {
-            Err(e) if a.named => {
-                return bad_kubeconfig(&format!(
-                    "{}: no API client can be built from it: {e}",
-                    a.source
-                ));
+/// Runs `node-gate` mode on the API `access` `main` discovered: without API
+/// access, a plain pause.
+pub async fn run(
+    gate: GateConfig,
+    access: Result<Access, AccessError>,
+    mut signals: Signals,
+) -> i32 {
+    let built = match access {
+        Err(e) => Err(Box::new(e) as Box<dyn std::error::Error + Send + Sync>),
+        Ok(a) => {
+            let built = tokio::select! {
+                sig = signals.terminated() => return stop(sig),
+                built = connect::client_retrying(&a, "default") => built,
+            };
+            match built {
+                Err(e) if a.named => return bad_kubeconfig(&e),
+                built => built.map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>),
             }
-            client => client,
-        },
+        }
     };
-    let client = match client {
+    let client = match built {
         Ok(c) => c,
         Err(why) => {
-            info!(reason = %why, "no API access: the node gate cannot remove its taint; running as a plain pause container");
+            info!(reason = %Chain(&*why), "no API access: the node gate cannot remove its taint; running as a plain pause container");
             return pause(signals.terminated()).await;
         }
     };
