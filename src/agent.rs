@@ -10,13 +10,14 @@ use rand::{Rng, SeedableRng};
 use tokio::sync::mpsc;
 use tracing::{debug, error, info, warn};
 
+use crate::api::Mode;
 use crate::api::{ApiError, PodApi, outcome_of, rbac_hint};
 use crate::clock::Clock;
-use crate::config::{Config, Mode, Siblings};
-use crate::connect::{self, Access, AccessError, ClientError};
+use crate::config::{Config, Siblings};
+use crate::connect::{self, Access, AccessError, ClientError, EXIT_CONFIG, bad_kubeconfig};
 use crate::identity::{self, Source};
 use crate::logging::Chain;
-use crate::signals::{Signals, Stop};
+use crate::signals::{Signals, Stop, pause, stop};
 use crate::watch::{self, Target, Update};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
@@ -27,9 +28,6 @@ use selfdestruct_decision::selector::Selector;
 use selfdestruct_decision::{
     Decision, Evaluation, FullNode, Hold, Memory, Outcome, Snapshot, Trigger, evaluate,
 };
-
-/// Exit code for invalid configuration.
-pub const EXIT_CONFIG: i32 = 2;
 
 /// Runs until SIGTERM/SIGINT (exit code 0) or a configuration error (2), on the
 /// API `access` that `main` discovered (a named kubeconfig that cannot be used
@@ -45,14 +43,14 @@ pub async fn run(cfg: Config, access: Result<Access, AccessError>, signals: Sign
 /// virtual-time tier runs the agent so (tokio's paused time, an in-memory API
 /// server); the binary runs [`run`], which differs only in where the client, the
 /// clock and the stop come from.
-pub async fn run_with(client: kube::Client, cfg: Config, clock: Clock, mut stop: Stop) -> i32 {
+pub async fn run_on(client: kube::Client, cfg: Config, clock: Clock, mut stop: Stop) -> i32 {
     let ready = prepare_on(&cfg, &mut stop, ApiSource::Given(client), clock).await;
     finish(ready, cfg, stop).await
 }
 
 async fn finish(ready: Result<Ready, NotReady>, cfg: Config, mut signals: Stop) -> i32 {
     match ready {
-        Ok(ready) => ready.run(cfg, &mut signals).await,
+        Ok(ready) => ready.decision_loop(cfg, &mut signals).await,
         Err(NotReady::NoApi(why)) => {
             info!(reason = %why, "no API access: running as a plain pause container");
             pause(signals.terminated()).await
@@ -66,13 +64,6 @@ async fn finish(ready: Result<Ready, NotReady>, cfg: Config, mut signals: Stop) 
         Err(NotReady::Fatal) => EXIT_CONFIG,
         Err(NotReady::NotOurs) => pause(signals.terminated()).await,
     }
-}
-
-/// A kubeconfig the user named cannot be used: a configuration error. Says so
-/// on one line, with every cause.
-pub fn bad_kubeconfig(e: &(dyn std::error::Error + 'static)) -> i32 {
-    eprintln!("selfdestruct: {}", Chain(e));
-    EXIT_CONFIG
 }
 
 // --- start-up, shared by `run` and the entrypoint wrapper (src/wrapper.rs) ---
@@ -149,12 +140,11 @@ async fn prepare_on(
         Ok(access) => access.namespace.as_deref(),
         Err(given) => Some(given.default_namespace()),
     };
-    let id = identity::resolve(&cfg.args.identity, identity::hostname(), namespace_hint).map_err(
-        |e| {
+    let id = identity::resolve(&cfg.shared.identity, identity::hostname(), namespace_hint)
+        .map_err(|e| {
             error!("{e}");
             NotReady::Fatal
-        },
-    )?;
+        })?;
     let renewal = access
         .as_ref()
         .ok()
@@ -245,55 +235,13 @@ impl Ready {
 
     /// Runs the decision loop until `stop` fires (with [`Stop::Never`]: until the
     /// future is dropped).
-    pub async fn run(self, cfg: Config, stop: &mut Stop) -> i32 {
+    pub async fn decision_loop(self, cfg: Config, stop: &mut Stop) -> i32 {
         let mut agent = Agent::new(cfg, self.api, &self.own, self.clock);
-        agent.run(self.own, stop).await
+        agent.decision_loop(self.own, stop).await
     }
 }
 
 // --- end of the shared start-up ---
-
-/// Runs `node-gate` mode on the API `access` `main` discovered: without API
-/// access, a plain pause.
-pub async fn run_gate(
-    gate: crate::node_gate::GateConfig,
-    access: Result<Access, AccessError>,
-    mut signals: Signals,
-) -> i32 {
-    let built = match access {
-        Err(e) => Err(Box::new(e) as Box<dyn std::error::Error + Send + Sync>),
-        Ok(a) => {
-            let built = tokio::select! {
-                sig = signals.terminated() => return stop(sig),
-                built = connect::client_retrying(&a, "default") => built,
-            };
-            match built {
-                Err(e) if a.named => return bad_kubeconfig(&e),
-                built => built.map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>),
-            }
-        }
-    };
-    let client = match built {
-        Ok(c) => c,
-        Err(why) => {
-            info!(reason = %Chain(&*why), "no API access: the node gate cannot remove its taint; running as a plain pause container");
-            return pause(signals.terminated()).await;
-        }
-    };
-    crate::node_gate::run(gate, client, Stop::Signals(signals)).await
-}
-
-/// A plain pause container: gives the start-up memory back, then waits for
-/// SIGTERM/SIGINT.
-async fn pause(terminated: impl Future<Output = &'static str>) -> i32 {
-    crate::memory::release_idle();
-    stop(terminated.await)
-}
-
-fn stop(signal: &str) -> i32 {
-    info!(signal, "received {signal}, exiting");
-    0
-}
 
 /// Reads the own pod, retrying with backoff. `None` means a fatal identification error.
 async fn fetch_own_pod(api: &mut PodApi, id: &identity::Identity) -> Option<Pod> {
@@ -414,7 +362,7 @@ impl Agent {
             // Nodes are summarised as they arrive: only what the decision reads is kept.
             let keys = self.label_keys.clone();
             let images = self.cfg.policy.required_images.clone();
-            tokio::spawn(watch::run(
+            tokio::spawn(watch::follow(
                 Api::<Node>::all(self.api.client().clone()),
                 target,
                 tx,
@@ -451,7 +399,7 @@ impl Agent {
                 selector: sel.to_string(),
                 what: "sibling pods",
             };
-            tokio::spawn(watch::run(
+            tokio::spawn(watch::follow(
                 Api::<Pod>::namespaced(
                     self.api.client().clone(),
                     &crate::api::segment(&own.namespace),
@@ -528,7 +476,7 @@ impl Agent {
         }
     }
 
-    async fn run(&mut self, mut own: OwnPod, signals: &mut Stop) -> i32 {
+    async fn decision_loop(&mut self, mut own: OwnPod, signals: &mut Stop) -> i32 {
         let mut rng = SmallRng::from_os_rng();
         loop {
             let now = self.clock.now();
@@ -573,7 +521,7 @@ impl Agent {
                 }
             };
             if std::mem::take(&mut self.release_pending) {
-                crate::memory::release_idle();
+                crate::malloc_trim::release_idle();
             }
             tokio::select! {
                 sig = signals.terminated() => return stop(sig),

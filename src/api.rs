@@ -19,13 +19,22 @@ use kube::core::Status;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
-use crate::config::Mode;
 use crate::logging::quote;
 use selfdestruct_decision::Outcome;
 
 /// Time limit of every request (a watch: until its answer starts), applied by the
 /// client's layer in `connect`.
 pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How the own pod is removed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mode {
+    /// POST pods/{name}/eviction: honours PodDisruptionBudgets.
+    #[value(alias = "eviction")]
+    Evict,
+    /// DELETE pods/{name}.
+    Delete,
+}
 
 /// The cause of a failed call, kept as the error it was (shared: an
 /// [`ApiError`] is cloned into outcomes and logs).

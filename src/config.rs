@@ -1,34 +1,35 @@
-//! Configuration: every setting is an environment variable and a flag, typed by clap.
-//! Each value goes through a `Setting` parser, so an invalid one fails with exit code 2
-//! and a message naming the variable, the flag, the value and the accepted form.
-//! [`Config::from_args`] adds what clap cannot say: the lifetime range, the grace
-//! period's force opt-in and the `RUST_LOG` fallback.
+//! The command line: every setting is an environment variable and a flag, typed by
+//! clap. Each value goes through a `Setting` parser (`selfdestruct_decision::settings`),
+//! so an invalid one fails with exit code 2 and a message naming the variable, the
+//! flag, the value and the accepted form. [`Config::from_cli`] adds what clap cannot
+//! say: the lifetime range, the grace period's force opt-in and the `RUST_LOG` fallback.
 //!
-//! The agent's settings are here; as in kubert, a module with settings of its own
-//! declares them beside the code they tune and `Cli` flattens them in: the own pod's
-//! identity ([`crate::identity::IdentityHints`]) and `node-gate`'s
-//! ([`crate::node_gate::GateConfig`]).
-//!
-//! A setting that may be unset is typed `std::option::Option<T>` (the spelling with
-//! which clap's derive leaves the whole type to the parser; `std::vec::Vec` likewise)
-//! with a hidden empty default: its parser sees every value and reads an empty one (a
-//! chart's unset value) as unset.
+//! As in kubert, each settings struct is declared beside the code it tunes and the
+//! command line flattens them: the shared ones ([`SharedSettings`]: logging, and the
+//! identity and API access of [`IdentitySettings`]), the agent's ([`AgentSettings`],
+//! with the decision's [`PolicySettings`]) and `node-gate`'s ([`GateSettings`]). A
+//! mode reads the environment variables of its own settings and the shared ones only
+//! ([`Cli::parse_mode`]).
 
-use std::ffi::OsStr;
+use std::ffi::OsString;
 use std::time::Duration;
 
-use clap::builder::{BoolishValueParser, EnumValueParser, TypedValueParser};
-use clap::error::ErrorKind;
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::builder::{BoolishValueParser, EnumValueParser};
+use clap::{Args, CommandFactory, FromArgMatches, Subcommand, ValueEnum};
 use tracing::level_filters::LevelFilter;
 
+use crate::api::Mode;
+use crate::identity::IdentitySettings;
+use crate::logging::LogFormat;
+use crate::node_gate::GateSettings;
 use selfdestruct_decision::Policy;
-use selfdestruct_decision::duration;
-use selfdestruct_decision::images::{self, ImageRef};
 use selfdestruct_decision::selector::Selector;
+use selfdestruct_decision::settings::{
+    ImageSettings, PolicySettings, Setting, SettingError, duration, unset_or,
+};
 
-/// The command line: the agent's flags, or a subcommand.
-#[derive(Parser, Debug, Clone)]
+/// The command line: the shared and the agent's flags, or a subcommand.
+#[derive(clap::Parser, Debug, Clone)]
 #[command(
     name = "selfdestruct",
     version,
@@ -46,19 +47,25 @@ pub struct Cli {
     /// Another mode of the same binary.
     #[command(subcommand)]
     pub command: Option<Command>,
-    /// The agent's settings.
-    #[command(flatten)]
-    pub agent: Args,
     /// Entrypoint wrapper: the command (after `--`) to run as the child
     #[arg(last = true, value_name = "CMD")]
     pub exec: Vec<std::ffi::OsString>,
+    /// The settings of every mode.
+    #[command(
+        flatten,
+        next_help_heading = "Every mode (logging, identity, API access)"
+    )]
+    pub shared: SharedSettings,
+    /// The agent's settings (also the entrypoint wrapper's).
+    #[command(flatten, next_help_heading = "The agent and the entrypoint wrapper")]
+    pub agent: AgentSettings,
 }
 
 /// Subcommands.
 #[derive(Subcommand, Debug, Clone)]
 pub enum Command {
     /// Image-puller mode: remove a startup taint from the own node once its images are pulled
-    NodeGate(crate::node_gate::GateConfig),
+    NodeGate(GateSettings),
     /// Check agent settings given as VARIABLE=VALUE with the agent's own rules; exit 2 naming a bad one
     ///
     /// Prints them as container env entries, one JSON object a line. Only the arguments are
@@ -76,7 +83,7 @@ pub struct CheckSettings {
 }
 
 /// Checks agent settings given as `VARIABLE=VALUE` exactly as the agent would read them
-/// from its environment (the same declarations and parsers, then [`Config::from_args`]),
+/// from its environment (the same declarations and parsers, then [`Config::from_cli`]),
 /// and nothing else: the process's own environment is not read. Returns the settings as
 /// (variable, value), or the message the agent would exit 2 with, naming the variable.
 pub fn check_settings(settings: &[String]) -> Result<Vec<(String, String)>, String> {
@@ -110,21 +117,71 @@ pub fn check_settings(settings: &[String]) -> Result<Vec<(String, String)>, Stri
             let e = e.to_string();
             e.trim_end().trim_start_matches("error: ").to_string()
         })?;
-    Config::from_args(&parsed.agent, None).map_err(|e| e.to_string())?;
+    Config::from_cli(&parsed, None).map_err(|e| e.to_string())?;
     Ok(given)
 }
 
+impl Cli {
+    /// Parses `argv` and the environment variables of the mode it names: `node-gate`
+    /// reads none of the agent's settings, so an invalid one there cannot stop it.
+    pub fn parse_mode<T: Into<OsString> + Clone>(
+        argv: impl IntoIterator<Item = T>,
+    ) -> Result<Cli, clap::Error> {
+        let argv: Vec<OsString> = argv.into_iter().map(Into::into).collect();
+        // The mode, from the flags alone (their errors come again below).
+        let flags_only = |c: clap::Command| c.ignore_errors(true).mut_args(|a| a.env(None));
+        let gate = flags_only(Cli::command().mut_subcommands(flags_only))
+            .try_get_matches_from(&argv)
+            .is_ok_and(|m| m.subcommand_name() == Some("node-gate"));
+        let mut command = Cli::command();
+        if gate {
+            let agent = AgentSettings::augment_args(clap::Command::new("agent"));
+            let agent: Vec<_> = agent.get_arguments().map(clap::Arg::get_id).collect();
+            let shared = |a: clap::Arg| {
+                if agent.contains(&a.get_id()) {
+                    a.env(None)
+                } else {
+                    a
+                }
+            };
+            command = command.mut_args(shared);
+        }
+        Cli::from_arg_matches(&command.try_get_matches_from(argv)?)
+    }
+}
+
+/// The settings of every mode: logging, and the own pod's identity and API access.
+#[derive(Args, Debug, Clone, PartialEq)]
+pub struct SharedSettings {
+    /// Log format
+    #[arg(global = true, long, env = "SELFDESTRUCT_LOG_FORMAT", value_name = "text|json", default_value = "text",
+          ignore_case = true, hide_possible_values = true,
+          value_parser = Setting(EnumValueParser::<LogFormat>::new()))]
+    pub log_format: LogFormat,
+    /// Log level: error, warn, info, debug, trace or off [default: RUST_LOG, else info]
+    #[arg(global = true, long, env = "SELFDESTRUCT_LOG_LEVEL", value_name = "LEVEL", default_value = "",
+          hide_default_value = true, value_parser = Setting(unset_or(log_level)))]
+    pub log_level: std::option::Option<LevelFilter>,
+    /// The own pod's identity and API access.
+    #[command(flatten)]
+    pub identity: IdentitySettings,
+}
+
+impl SharedSettings {
+    /// The log level: the setting, else `rust_log` (the `RUST_LOG` variable), else info.
+    pub fn level(&self, rust_log: Option<&str>) -> LevelFilter {
+        self.log_level
+            .or_else(|| rust_log.and_then(parse_level))
+            .unwrap_or(LevelFilter::INFO)
+    }
+}
+
 /// The agent's flags, each backed by an environment variable.
-#[derive(clap::Args, Debug, Clone, PartialEq)]
-pub struct Args {
-    /// Shortest lifetime, counted from the pod's start [0 or unset: no timer]
-    #[arg(long, env = "SELFDESTRUCT_MIN_LIFETIME", value_name = "DURATION", default_value = "",
-          hide_default_value = true, value_parser = Setting(unset_or(duration)))]
-    pub min_lifetime: std::option::Option<Duration>,
-    /// Longest lifetime; the lifetime is drawn uniformly from [min, max]
-    #[arg(long, env = "SELFDESTRUCT_MAX_LIFETIME", value_name = "DURATION", default_value = "",
-          hide_default_value = true, value_parser = Setting(unset_or(duration)))]
-    pub max_lifetime: std::option::Option<Duration>,
+#[derive(Args, Debug, Clone, PartialEq)]
+pub struct AgentSettings {
+    /// The decision policy's settings (shared with `simulate`).
+    #[command(flatten)]
+    pub policy: PolicySettings,
     /// How to remove the own pod: evict (honours PodDisruptionBudgets) or delete
     #[arg(long, env = "SELFDESTRUCT_MODE", value_name = "evict|delete", default_value = "evict",
           ignore_case = true, hide_possible_values = true,
@@ -146,47 +203,13 @@ pub struct Args {
           default_missing_value = "true", default_value = "false", hide_possible_values = true,
           action = clap::ArgAction::Set, value_parser = Setting(BoolishValueParser::new()))]
     pub force_delete: bool,
-    /// Log format
-    #[arg(long, env = "SELFDESTRUCT_LOG_FORMAT", value_name = "text|json", default_value = "text",
-          ignore_case = true, hide_possible_values = true,
-          value_parser = Setting(EnumValueParser::<LogFormat>::new()))]
-    pub log_format: LogFormat,
-    /// Log level: error, warn, info, debug, trace or off [default: RUST_LOG, else info]
-    #[arg(long, env = "SELFDESTRUCT_LOG_LEVEL", value_name = "LEVEL", default_value = "",
-          hide_default_value = true, value_parser = Setting(unset_or(log_level)))]
-    pub log_level: std::option::Option<LevelFilter>,
-    /// The own pod's identity settings.
-    #[command(flatten)]
-    pub identity: crate::identity::IdentityHints,
-    /// Move when a newer node is Ready (needs read access to Nodes)
-    #[arg(long, env = "SELFDESTRUCT_MOVE_TO_NEW_NODES", value_name = "BOOL",
-          default_value = "true", hide_possible_values = true, action = clap::ArgAction::Set,
-          value_parser = Setting(BoolishValueParser::new()))]
-    pub move_to_new_nodes: bool,
     /// Label selector of the nodes to watch [default: all nodes]
     #[arg(long, env = "SELFDESTRUCT_NODE_SELECTOR", value_name = "SELECTOR", default_value = "",
           hide_default_value = true, value_parser = Setting(node_selector))]
     pub node_selector: Selector,
-    /// How long a new node must be Ready before it counts
-    #[arg(long, env = "SELFDESTRUCT_NODE_SETTLE", value_name = "DURATION",
-          default_value = "10s", value_parser = Setting(duration))]
-    pub node_settle: Duration,
-    /// Comma-separated images a new node must hold before it counts [default: none]
-    #[arg(long, env = "SELFDESTRUCT_REQUIRED_IMAGES", value_name = "IMAGES", default_value = "",
-          hide_default_value = true, value_parser = Setting(image_list))]
-    pub required_images: std::vec::Vec<ImageRef>,
-    /// Random delay before acting on a trigger, re-checked after it
-    #[arg(long, env = "SELFDESTRUCT_MOVE_JITTER", value_name = "DURATION",
-          default_value = "10s", value_parser = Setting(duration))]
-    pub move_jitter: Duration,
-    /// Cap on own eviction attempts per hour [0: no cap]
-    #[arg(long, env = "SELFDESTRUCT_MAX_MOVES_PER_HOUR", value_name = "N", default_value = "12",
-          value_parser = Setting(whole_number))]
-    pub max_moves_per_hour: u32,
-    /// No move while the own pod is younger than this
-    #[arg(long, env = "SELFDESTRUCT_MIN_AGE", value_name = "DURATION",
-          default_value = "2m", value_parser = Setting(duration))]
-    pub min_age: Duration,
+    /// The images a new node must hold.
+    #[command(flatten)]
+    pub images: ImageSettings,
     /// Random delay before the first node and sibling list, so a fleet that starts
     /// together does not list together (costs nothing below the 2m min age)
     #[arg(long, env = "SELFDESTRUCT_START_JITTER", value_name = "DURATION",
@@ -215,26 +238,6 @@ pub enum OnExit {
     Delete,
 }
 
-/// How the own pod is removed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Mode {
-    /// POST pods/{name}/eviction: honours PodDisruptionBudgets.
-    #[value(alias = "eviction")]
-    Evict,
-    /// DELETE pods/{name}.
-    Delete,
-}
-
-/// Log output format.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    #[value(alias = "")]
-    Text,
-    /// One JSON object per line.
-    Json,
-}
-
 /// How sibling placeholders are found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Siblings {
@@ -255,113 +258,14 @@ pub struct Config {
     pub grace_period: Option<Duration>,
     /// The log level: the setting, else `RUST_LOG`, else info.
     pub log_level: LevelFilter,
-    /// Every setting as given.
-    pub args: Args,
-}
-
-/// An invalid setting: its name (`VARIABLE (--flag)`, or the flag alone), the value
-/// given and the accepted form.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid {setting} = {value:?}: expected {expected}")]
-pub struct ConfigError {
-    /// The environment variable and the flag.
-    pub setting: String,
-    /// The value given.
-    pub value: String,
-    /// The accepted form, and what was wrong.
-    pub expected: String,
-}
-
-/// The parser of every typed setting: trims the value and parses it with the inner
-/// parser; a refused value fails naming the variable, the flag, the value and the
-/// accepted form (the possible values, else the parser's reason).
-#[derive(Clone)]
-pub(crate) struct Setting<P>(pub(crate) P);
-
-impl<P: TypedValueParser> TypedValueParser for Setting<P> {
-    type Value = P::Value;
-
-    fn parse_ref(
-        &self,
-        cmd: &clap::Command,
-        arg: Option<&clap::Arg>,
-        value: &OsStr,
-    ) -> Result<P::Value, clap::Error> {
-        let trimmed = value.to_str().map_or(value, |v| OsStr::new(v.trim()));
-        self.0.parse_ref(cmd, arg, trimmed).map_err(|e| {
-            let choices = self.0.possible_values().into_iter().flatten();
-            let choices: Vec<_> = choices.filter(|v| !v.is_hide_set()).collect();
-            let expected = match (choices.split_last(), std::error::Error::source(&e)) {
-                (Some((last, rest)), _) if !rest.is_empty() => {
-                    let rest: Vec<_> = rest.iter().map(|v| v.get_name()).collect();
-                    format!("{} or {}", rest.join(", "), last.get_name())
-                }
-                (_, Some(why)) => why.to_string(),
-                _ => "UTF-8 text".to_string(),
-            };
-            let flag = arg.and_then(clap::Arg::get_long).unwrap_or_default();
-            let setting = match arg.and_then(clap::Arg::get_env) {
-                Some(var) => format!("{} (--{flag})", var.to_string_lossy()),
-                None => format!("--{flag}"),
-            };
-            let value = value.to_string_lossy().into_owned();
-            let error = ConfigError {
-                setting,
-                value,
-                expected,
-            };
-            clap::Error::raw(ErrorKind::ValueValidation, format!("{error}\n")).with_cmd(cmd)
-        })
-    }
-
-    fn possible_values(
-        &self,
-    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
-        self.0.possible_values()
-    }
-}
-
-/// The longest duration accepted anywhere (100 years): longer is a typo.
-const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 86_400);
-
-const DURATION_FORM: &str = "a duration such as 90s, 15m or 1h30m";
-
-/// A duration of at most [`MAX_DURATION`].
-pub(crate) fn duration(value: &str) -> Result<Duration, String> {
-    match duration::parse(value) {
-        Ok(d) if d > MAX_DURATION => Err(format!("{DURATION_FORM}, at most 100 years")),
-        Ok(d) => Ok(d),
-        Err(e) => Err(format!("{DURATION_FORM} ({e})")),
-    }
-}
-
-/// `parse`, or unset if the value is empty.
-pub(crate) fn unset_or<T>(
-    parse: fn(&str) -> Result<T, String>,
-) -> impl Fn(&str) -> Result<Option<T>, String> + Clone + Send + Sync + 'static
-where
-    T: 'static,
-{
-    move |value| match value {
-        "" => Ok(None),
-        v => parse(v).map(Some),
-    }
-}
-
-fn whole_number(value: &str) -> Result<u32, String> {
-    value
-        .parse()
-        .map_err(|_| "a whole number (0 for no cap)".into())
+    /// The shared settings as given.
+    pub shared: SharedSettings,
+    /// The agent's settings as given.
+    pub args: AgentSettings,
 }
 
 fn log_level(value: &str) -> Result<LevelFilter, String> {
     parse_level(value).ok_or_else(|| "one of error, warn, info, debug, trace, off".into())
-}
-
-pub(crate) fn image_list(value: &str) -> Result<Vec<ImageRef>, String> {
-    images::parse_list(value).map_err(|e| {
-        format!("comma-separated image references such as quay.io/jupyter/scipy-notebook:2024-05-01 ({e})")
-    })
 }
 
 fn node_selector(value: &str) -> Result<Selector, String> {
@@ -408,44 +312,18 @@ pub fn parse_level(value: &str) -> Option<LevelFilter> {
 }
 
 impl Config {
-    /// Adds what the flags cannot say alone: the lifetime range (`MAX_LIFETIME=0` is off,
-    /// one bound alone fixes it), the grace period's force opt-in and, without a log
-    /// level, `rust_log` (the `RUST_LOG` variable).
-    pub fn from_args(a: &Args, rust_log: Option<&str>) -> Result<Config, ConfigError> {
-        let lifetime = match (a.min_lifetime, a.max_lifetime) {
-            (None, None) => None,
-            (_, Some(hi)) if hi.is_zero() => None,
-            (Some(m), None) | (None, Some(m)) => Some((m, m)),
-            (Some(lo), Some(hi)) if lo > hi => {
-                return Err(ConfigError {
-                    setting: "SELFDESTRUCT_MIN_LIFETIME (--min-lifetime)".into(),
-                    value: duration::format(lo),
-                    expected: format!(
-                        "at most SELFDESTRUCT_MAX_LIFETIME ({})",
-                        duration::format(hi)
-                    ),
-                });
-            }
-            (Some(lo), Some(hi)) => Some((lo, hi)),
-        }
-        .filter(|(_, hi)| !hi.is_zero());
+    /// Adds what the flags cannot say alone: the lifetime range
+    /// ([`PolicySettings::policy`]), the grace period's force opt-in and, without a
+    /// log level, `rust_log` (the `RUST_LOG` variable).
+    pub fn from_cli(cli: &Cli, rust_log: Option<&str>) -> Result<Config, SettingError> {
+        let a = &cli.agent;
         Ok(Config {
-            policy: Policy {
-                lifetime,
-                move_to_new_nodes: a.move_to_new_nodes,
-                node_settle: a.node_settle,
-                required_images: a.required_images.clone(),
-                move_jitter: a.move_jitter,
-                max_moves_per_hour: a.max_moves_per_hour,
-                min_age: a.min_age,
-            },
+            policy: a.policy.policy(a.images.required_images.clone())?,
             grace_period: a
                 .grace_period
                 .map(|g| whole_grace_seconds(g, a.force_delete)),
-            log_level: a
-                .log_level
-                .or_else(|| rust_log.and_then(parse_level))
-                .unwrap_or(LevelFilter::INFO),
+            log_level: cli.shared.level(rust_log),
+            shared: cli.shared.clone(),
             args: a.clone(),
         })
     }
@@ -457,7 +335,7 @@ mod tests {
 
     fn cli(flags: &[&str]) -> Result<Cli, String> {
         let argv = std::iter::once("selfdestruct").chain(flags.iter().copied());
-        Cli::try_parse_from(argv).map_err(|e| e.to_string())
+        Cli::parse_mode(argv).map_err(|e| e.to_string())
     }
 
     /// Flags and their values.
@@ -466,7 +344,7 @@ mod tests {
     fn parse(pairs: Pairs) -> Result<Config, String> {
         let flags: Vec<String> = pairs.iter().map(|(f, v)| format!("--{f}={v}")).collect();
         let cli = cli(&flags.iter().map(String::as_str).collect::<Vec<_>>())?;
-        Config::from_args(&cli.agent, None).map_err(|e| e.to_string())
+        Config::from_cli(&cli, None).map_err(|e| e.to_string())
     }
 
     fn secs(s: u64) -> Duration {
@@ -485,11 +363,11 @@ mod tests {
         assert_eq!((c.grace_period, c.log_level), (None, LevelFilter::INFO));
         let a = &c.args;
         assert_eq!(
-            (a.mode, a.dry_run, a.log_format, a.on_exit),
+            (a.mode, a.dry_run, c.shared.log_format, a.on_exit),
             (Mode::Evict, false, LogFormat::Text, OnExit::Exit)
         );
         assert_eq!(a.sibling_selector, Siblings::FromLabels);
-        assert!(a.node_selector.is_empty() && a.identity.pod_name.is_none());
+        assert!(a.node_selector.is_empty() && c.shared.identity.pod_name.is_none());
     }
 
     #[test]
@@ -520,14 +398,21 @@ mod tests {
         ])
         .expect("valid");
         let (p, a) = (&c.policy, &c.args);
-        let images = images::parse_list("jupyter/scipy-notebook:2024,quay.io/x/y:1");
+        let images =
+            selfdestruct_decision::images::parse_list("jupyter/scipy-notebook:2024,quay.io/x/y:1");
         assert_eq!(p.lifetime, Some((secs(3600), secs(5400))));
         assert_eq!(p.required_images, images.expect("valid"));
         assert!(p.max_moves_per_hour == 0 && !p.move_to_new_nodes);
-        let given = (c.grace_period, c.log_level, a.mode, a.dry_run, a.log_format);
+        let given = (
+            c.grace_period,
+            c.log_level,
+            a.mode,
+            a.dry_run,
+            c.shared.log_format,
+        );
         let want = (Some(secs(5)), LevelFilter::DEBUG, Mode::Delete, true);
         assert_eq!(given, (want.0, want.1, want.2, want.3, LogFormat::Json));
-        let id = &a.identity;
+        let id = &c.shared.identity;
         let names = [&id.pod_name, &id.namespace, &id.uid, &id.node_name].map(|n| n.as_deref());
         let want = [
             "user-placeholder-3",
@@ -607,14 +492,14 @@ mod tests {
         use LevelFilter as L;
         assert_eq!(parse_level("warn,selfdestruct=trace"), Some(L::TRACE));
         assert_eq!(parse_level("kube=debug"), None);
-        let a = cli(&[]).expect("flags").agent;
-        let level = |rust_log| Config::from_args(&a, Some(rust_log)).map(|c| c.log_level);
+        let a = cli(&[]).expect("flags");
+        let level = |rust_log| Config::from_cli(&a, Some(rust_log)).map(|c| c.log_level);
         assert_eq!(
             (level("error"), level("garbage")),
             (Ok(L::ERROR), Ok(L::INFO))
         );
-        let flag = cli(&["--log-level=warn"]).expect("flags").agent;
-        let given = Config::from_args(&flag, Some("error")).map(|c| c.log_level);
+        let flag = cli(&["--log-level=warn"]).expect("flags");
+        let given = Config::from_cli(&flag, Some("error")).map(|c| c.log_level);
         assert_eq!(given, Ok(L::WARN), "the setting wins over RUST_LOG");
     }
 }

@@ -168,6 +168,16 @@ pub enum ClientError {
     },
 }
 
+/// Exit code for invalid configuration.
+pub const EXIT_CONFIG: i32 = 2;
+
+/// A kubeconfig the user named cannot be used: a configuration error. Says so
+/// on one line, with every cause.
+pub fn bad_kubeconfig(e: &(dyn std::error::Error + 'static)) -> i32 {
+    eprintln!("selfdestruct: {}", crate::logging::Chain(e));
+    EXIT_CONFIG
+}
+
 /// API access: the kube configuration and where it came from.
 pub struct Access {
     /// kube's client configuration.

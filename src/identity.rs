@@ -1,6 +1,6 @@
 //! Who am I: the own pod's name, namespace, uid and node, from the Downward API
 //! (environment, then a downwardAPI volume), then the hostname and the
-//! service-account namespace file. The identity settings ([`IdentityHints`]) and the
+//! service-account namespace file. The identity settings ([`IdentitySettings`]) and the
 //! Kubernetes name rules their values follow are here too.
 
 use std::fs;
@@ -10,39 +10,39 @@ use std::time::SystemTime;
 use k8s_openapi::api::core::v1::Pod;
 use selfdestruct_decision::model::OwnPod;
 
-use crate::config::{Setting, unset_or};
+use selfdestruct_decision::settings::{Setting, unset_or};
 
-/// What the Downward API and the environment say about the own pod.
+/// The own pod's identity and API access: what the Downward API and the environment say.
 #[rustfmt::skip] // the clap attributes are laid out as in the other settings structs
 #[derive(clap::Args, Clone, Debug, Default, PartialEq, Eq)]
-pub struct IdentityHints {
+pub struct IdentitySettings {
     /// Own pod name (Downward API metadata.name) [fallback: podinfo dir, hostname]
-    #[arg(long = "pod-name", env = "POD_NAME", value_name = "NAME", default_value = "",
+    #[arg(global = true, long = "pod-name", env = "POD_NAME", value_name = "NAME", default_value = "",
           hide_default_value = true, value_parser = Setting(unset_or(subdomain)))]
     pub pod_name: std::option::Option<String>,
     /// Own namespace (Downward API metadata.namespace) [fallback: podinfo dir, service account]
-    #[arg(long = "pod-namespace", env = "POD_NAMESPACE", value_name = "NAMESPACE",
+    #[arg(global = true, long = "pod-namespace", env = "POD_NAMESPACE", value_name = "NAMESPACE",
           default_value = "", hide_default_value = true,
           value_parser = Setting(unset_or(label)))]
     pub namespace: std::option::Option<String>,
     /// Own pod uid (Downward API metadata.uid) [fallback: podinfo dir, one GET of the pod]
-    #[arg(long = "pod-uid", env = "POD_UID", value_name = "UID", default_value = "",
+    #[arg(global = true, long = "pod-uid", env = "POD_UID", value_name = "UID", default_value = "",
           hide_default_value = true, value_parser = Setting(unset_or(uid)))]
     pub uid: std::option::Option<String>,
     /// Own node (Downward API spec.nodeName) [fallback: the pod's spec.nodeName]
-    #[arg(long, env = "NODE_NAME", value_name = "NODE", default_value = "",
+    #[arg(global = true, long, env = "NODE_NAME", value_name = "NODE", default_value = "",
           hide_default_value = true, value_parser = Setting(unset_or(subdomain)))]
     pub node_name: std::option::Option<String>,
     /// downwardAPI volume folder with files name, namespace, uid
-    #[arg(long, env = "SELFDESTRUCT_PODINFO_DIR", value_name = "DIR",
+    #[arg(global = true, long, env = "SELFDESTRUCT_PODINFO_DIR", value_name = "DIR",
           default_value = "/etc/podinfo")]
     pub podinfo_dir: PathBuf,
     /// Service-account folder (token, namespace) of in-cluster access
-    #[arg(long, env = "SELFDESTRUCT_SERVICE_ACCOUNT_DIR", value_name = "DIR", hide = true,
+    #[arg(global = true, long, env = "SELFDESTRUCT_SERVICE_ACCOUNT_DIR", value_name = "DIR", hide = true,
           default_value = "/var/run/secrets/kubernetes.io/serviceaccount")]
     pub service_account_dir: PathBuf,
     /// Kubeconfig file [default: KUBECONFIG, else ~/.kube/config, else the in-cluster account]
-    #[arg(long, value_name = "FILE")]
+    #[arg(global = true, long, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
 }
 
@@ -248,7 +248,7 @@ pub(crate) fn hostname() -> Option<String> {
 /// Resolves the identity. `kubeconfig_namespace` is the namespace of the kubeconfig
 /// context, used last (local runs).
 pub fn resolve(
-    hints: &IdentityHints,
+    hints: &IdentitySettings,
     hostname: Option<String>,
     kubeconfig_namespace: Option<&str>,
 ) -> Result<Identity, IdentityError> {
@@ -383,11 +383,11 @@ mod tests {
     fn names_found_in_files_are_checked_too() {
         let dir = tmpdir("invalid");
         fs::write(dir.join("name"), "Place_holder").expect("write");
-        let hints = IdentityHints {
+        let hints = IdentitySettings {
             namespace: Some("placeholders".into()),
             podinfo_dir: dir.clone(),
             service_account_dir: dir.join("none"),
-            ..IdentityHints::default()
+            ..IdentitySettings::default()
         };
         assert!(matches!(
             resolve(&hints, None, None),
@@ -397,11 +397,11 @@ mod tests {
                 ..
             })
         ));
-        let hints = IdentityHints {
+        let hints = IdentitySettings {
             pod_name: Some("p".into()),
             podinfo_dir: dir.join("nope"),
             service_account_dir: dir.join("none"),
-            ..IdentityHints::default()
+            ..IdentitySettings::default()
         };
         assert!(matches!(
             resolve(&hints, None, Some("../x")),
@@ -418,11 +418,11 @@ mod tests {
         fs::write(dir.join("name"), "from-file\n").expect("write");
         fs::write(dir.join("namespace"), "ns-file").expect("write");
         fs::write(dir.join("uid"), "uid-file").expect("write");
-        let mut hints = IdentityHints {
+        let mut hints = IdentitySettings {
             pod_name: Some("from-env".into()),
             podinfo_dir: dir.clone(),
             service_account_dir: dir.join("none"),
-            ..IdentityHints::default()
+            ..IdentitySettings::default()
         };
         let id = resolve(&hints, Some("host".into()), None).expect("resolves");
         assert_eq!((id.name.as_str(), id.name_from), ("from-env", Source::Env));
@@ -451,11 +451,11 @@ mod tests {
         let dir = tmpdir("ns");
         let sa = dir.join("sa");
         fs::create_dir_all(&sa).expect("mkdir");
-        let hints = IdentityHints {
+        let hints = IdentitySettings {
             pod_name: Some("p".into()),
             podinfo_dir: dir.join("nope"),
             service_account_dir: sa.clone(),
-            ..IdentityHints::default()
+            ..IdentitySettings::default()
         };
         assert_eq!(resolve(&hints, None, None), Err(IdentityError::NoNamespace));
         assert_eq!(

@@ -17,7 +17,7 @@ pub mod connect;
 pub mod identity;
 mod jitter;
 pub mod logging;
-mod memory;
+mod malloc_trim;
 pub mod node_gate;
 pub mod pdb;
 pub mod signals;

@@ -10,7 +10,15 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{Layer, fmt};
 
-use crate::config::LogFormat;
+/// Log output format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[value(alias = "")]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
 
 /// kube's watcher: its warnings repeat what the agent logs about the same error.
 const QUIET_LIBRARY: &str = "kube_runtime::watcher";

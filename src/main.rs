@@ -8,17 +8,18 @@
 
 use std::future::Future;
 
-use clap::Parser;
 use selfdestruct::agent;
 use selfdestruct::config::{self, Cli, Command, Config};
 use selfdestruct::connect::{self, Access, AccessError};
+use selfdestruct::identity::IdentitySettings;
+use selfdestruct::node_gate::GateConfig;
 use selfdestruct::signals::{Signals, WrapperSignals};
 
 fn main() {
-    let cli = Cli::parse();
+    let cli = Cli::parse_mode(std::env::args_os()).unwrap_or_else(|e| e.exit());
     let fail = |e: &dyn std::fmt::Display| -> ! {
         eprintln!("selfdestruct: {e}");
-        std::process::exit(agent::EXIT_CONFIG)
+        std::process::exit(connect::EXIT_CONFIG)
     };
     if let Some(Command::CheckSettings(c)) = &cli.command {
         // Exactly these settings, as the agent reads them; printed as env entries.
@@ -27,12 +28,6 @@ fn main() {
         }
         std::process::exit(0);
     }
-    let cfg = Config::from_args(&cli.agent, std::env::var("RUST_LOG").ok().as_deref())
-        .unwrap_or_else(|e| fail(&e));
-    let gate = match &cli.command {
-        Some(Command::NodeGate(g)) => Some(g.clone()),
-        _ => None,
-    };
     // `selfdestruct --` alone: a wrapper with nothing to run is a mistake, not a pause.
     let wrapped = !cli.exec.is_empty() || std::env::args_os().skip(1).any(|a| a == "--");
     let command = match cli.exec.split_first() {
@@ -42,10 +37,25 @@ fn main() {
         }
         None => None,
     };
-    if command.is_some() && gate.is_some() {
-        fail(&"node-gate runs no command: drop the -- CMD part");
-    }
-    selfdestruct::logging::init(cfg.args.log_format, cfg.log_level);
+    let rust_log = std::env::var("RUST_LOG").ok();
+    // Each mode validates its own settings: the gate none of the agent's.
+    let task = match (&cli.command, command) {
+        (Some(Command::NodeGate(_)), Some(_)) => {
+            fail(&"node-gate runs no command: drop the -- CMD part")
+        }
+        (Some(Command::NodeGate(g)), None) => {
+            Task::Gate(GateConfig::new(g, &cli.shared.identity).unwrap_or_else(|e| fail(&e)))
+        }
+        (_, command) => {
+            let cfg = Config::from_cli(&cli, rust_log.as_deref()).unwrap_or_else(|e| fail(&e));
+            match command {
+                Some((program, args)) => Task::Wrapper(cfg, program, args),
+                None => Task::Agent(cfg),
+            }
+        }
+    };
+    let identity = &cli.shared.identity;
+    selfdestruct::logging::init(cli.shared.log_format, cli.shared.level(rust_log.as_deref()));
     if !selfdestruct::signals::is_pid1() {
         // As the pause container does: reaping orphans is PID 1's job.
         tracing::warn!(
@@ -64,12 +74,12 @@ fn main() {
     };
     let code = runtime.block_on(async {
         // The handlers come first: a SIGTERM while a kubeconfig is read exits 0.
-        if let Some((program, args)) = command {
+        if let Task::Wrapper(cfg, program, args) = task {
             let mut signals = match WrapperSignals::install() {
                 Ok(s) => s,
                 Err(e) => return cannot_install(&e),
             };
-            let access = match discover(&cfg, signals.terminated()).await {
+            let access = match discover(identity, signals.terminated()).await {
                 Ok(access) => access,
                 Err(code) => return code,
             };
@@ -79,13 +89,14 @@ fn main() {
             Ok(s) => s,
             Err(e) => return cannot_install(&e),
         };
-        let access = match discover(&cfg, signals.terminated()).await {
+        let access = match discover(identity, signals.terminated()).await {
             Ok(access) => access,
             Err(code) => return code,
         };
-        match gate {
-            Some(g) => agent::run_gate(g, access, signals).await,
-            None => agent::run(cfg, access, signals).await,
+        match task {
+            Task::Gate(g) => selfdestruct::node_gate::run(g, access, signals).await,
+            Task::Agent(cfg) => agent::run(cfg, access, signals).await,
+            Task::Wrapper(..) => unreachable!("the wrapper ran above"),
         }
     });
     // Exit at once: nothing is left to flush, and the runtime's shutdown would wait for tasks.
@@ -101,13 +112,13 @@ fn cannot_install(e: &std::io::Error) -> i32 {
 /// exit code: 0 on SIGTERM/SIGINT, 2 when a kubeconfig the user named (a
 /// configuration error, found before anything else starts) cannot be used.
 async fn discover(
-    cfg: &Config,
+    identity: &IdentitySettings,
     terminated: impl Future<Output = &'static str>,
 ) -> Result<Result<Access, AccessError>, i32> {
     let discovery = connect::discover(
         |k| std::env::var_os(k),
-        cfg.args.identity.kubeconfig.as_deref(),
-        &cfg.args.identity.service_account_dir,
+        identity.kubeconfig.as_deref(),
+        &identity.service_account_dir,
     );
     tokio::select! {
         sig = terminated => {
@@ -115,8 +126,15 @@ async fn discover(
             Err(0)
         }
         access = discovery => match access {
-            Err(e) if e.is_named() => Err(agent::bad_kubeconfig(&e)),
+            Err(e) if e.is_named() => Err(connect::bad_kubeconfig(&e)),
             access => Ok(access),
         },
     }
+}
+
+/// The mode asked for, with its validated settings.
+enum Task {
+    Agent(Config),
+    Wrapper(Config, std::ffi::OsString, Vec<std::ffi::OsString>),
+    Gate(GateConfig),
 }

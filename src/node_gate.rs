@@ -11,27 +11,24 @@ use serde_json::{Value, json};
 use tracing::{error, info, warn};
 
 use crate::api::{ApiError, request, segment};
-use crate::config::{Setting, duration, image_list};
+use crate::connect::{self, Access, AccessError, bad_kubeconfig};
+use crate::identity::IdentitySettings;
 use crate::jitter::draw;
 use crate::logging::Chain;
-use crate::signals::Stop;
+use crate::signals::{Signals, Stop, pause, stop};
 use selfdestruct_decision::backoff::Backoff;
 use selfdestruct_decision::images::ImageRef;
 use selfdestruct_decision::selector::{Requirement, Selector};
+use selfdestruct_decision::settings::{ImageSettings, Setting, SettingError, duration};
 use tokio::time::Instant;
 
 /// The default gate taint (the decision core's, which the simulator shares).
 pub const DEFAULT_TAINT: &str = selfdestruct_decision::model::IMAGES_PENDING_TAINT;
 
-/// Settings of `selfdestruct node-gate`.
+/// Settings of `selfdestruct node-gate` (its own node comes from the shared
+/// [`IdentitySettings`]).
 #[derive(clap::Args, Debug, Clone, PartialEq)]
-pub struct GateConfig {
-    /// Own node (Downward API spec.nodeName)
-    // Required: its parser refuses the hidden empty default, so a missing NODE_NAME is
-    // reported like an invalid one, naming the variable and the form.
-    #[arg(long, env = "NODE_NAME", value_name = "NODE", default_value = "",
-          hide_default_value = true, value_parser = Setting(gate_node_name))]
-    pub node_name: String,
+pub struct GateSettings {
     /// Taint to remove from the own node
     #[arg(long = "gate-taint", env = "SELFDESTRUCT_GATE_TAINT", value_name = "KEY",
           default_value = DEFAULT_TAINT, value_parser = Setting(taint_key))]
@@ -44,25 +41,49 @@ pub struct GateConfig {
     #[arg(long = "gate-poll", env = "SELFDESTRUCT_GATE_POLL", value_name = "DURATION",
           default_value = "10s", value_parser = Setting(poll_interval))]
     pub poll: Duration,
-    /// Comma-separated images the node must report before the gate opens [default: none]
-    #[arg(long, env = "SELFDESTRUCT_REQUIRED_IMAGES", value_name = "IMAGES", default_value = "",
-          hide_default_value = true, value_parser = Setting(image_list))]
-    pub required_images: std::vec::Vec<ImageRef>,
+    /// The images the node must report before the gate opens.
+    #[command(flatten)]
+    pub images: ImageSettings,
+}
+
+/// The gate's validated configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GateConfig {
+    /// The own node.
+    pub node_name: String,
+    /// Taint to remove from the own node.
+    pub taint_key: String,
+    /// Open the gate anyway after this long.
+    pub timeout: Duration,
+    /// How often to re-read the node while waiting for images.
+    pub poll: Duration,
+    /// Images the node must report before the gate opens.
+    pub required_images: Vec<ImageRef>,
+}
+
+impl GateConfig {
+    /// The gate's settings with its own node, which it requires (`NODE_NAME`).
+    pub fn new(gate: &GateSettings, identity: &IdentitySettings) -> Result<Self, SettingError> {
+        let node_name = identity.node_name.clone().ok_or_else(|| SettingError {
+            setting: "NODE_NAME (--node-name)".into(),
+            value: String::new(),
+            expected: "the own node's name from the Downward API \
+                       (valueFrom: fieldRef: fieldPath: spec.nodeName)"
+                .into(),
+        })?;
+        Ok(GateConfig {
+            node_name,
+            taint_key: gate.taint_key.clone(),
+            timeout: gate.timeout,
+            poll: gate.poll,
+            required_images: gate.images.required_images.clone(),
+        })
+    }
 }
 
 /// A duration, raised to at least 1s.
 fn poll_interval(value: &str) -> Result<Duration, String> {
     duration(value).map(|d| d.max(Duration::from_secs(1)))
-}
-
-/// The node-gate's own node: required.
-fn gate_node_name(value: &str) -> Result<String, String> {
-    match value {
-        "" => Err("the own node's name from the Downward API \
-                   (valueFrom: fieldRef: fieldPath: spec.nodeName)"
-            .into()),
-        v => crate::identity::subdomain(v),
-    }
 }
 
 fn taint_key(value: &str) -> Result<String, String> {
@@ -174,8 +195,39 @@ async fn patch_node(client: &Client, name: &str, patch: &Value) -> Result<Vec<u8
     request(client, req).await
 }
 
-/// Runs the gate: wait for the images (or the timeout), remove the taint, then pause.
-pub async fn run(cfg: GateConfig, client: Client, mut signals: Stop) -> i32 {
+/// Runs `node-gate` mode on the API `access` `main` discovered: without API
+/// access, a plain pause.
+pub async fn run(
+    gate: GateConfig,
+    access: Result<Access, AccessError>,
+    mut signals: Signals,
+) -> i32 {
+    let built = match access {
+        Err(e) => Err(Box::new(e) as Box<dyn std::error::Error + Send + Sync>),
+        Ok(a) => {
+            let built = tokio::select! {
+                sig = signals.terminated() => return stop(sig),
+                built = connect::client_retrying(&a, "default") => built,
+            };
+            match built {
+                Err(e) if a.named => return bad_kubeconfig(&e),
+                built => built.map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>),
+            }
+        }
+    };
+    let client = match built {
+        Ok(c) => c,
+        Err(why) => {
+            info!(reason = %Chain(&*why), "no API access: the node gate cannot remove its taint; running as a plain pause container");
+            return pause(signals.terminated()).await;
+        }
+    };
+    run_on(gate, client, Stop::Signals(signals)).await
+}
+
+/// [`run`] on `client` until `signals` fires: wait for the images (or the timeout),
+/// remove the taint, then pause.
+pub async fn run_on(cfg: GateConfig, client: Client, mut signals: Stop) -> i32 {
     info!(
         node = %cfg.node_name, taint = %cfg.taint_key,
         required_images = %cfg.required_images.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
@@ -190,17 +242,27 @@ pub async fn run(cfg: GateConfig, client: Client, mut signals: Stop) -> i32 {
         }
         () = open_gate(&cfg, &client) => {}
     }
-    crate::memory::release_idle();
+    crate::malloc_trim::release_idle();
     let sig = signals.terminated().await;
     info!(signal = sig, "received {sig}, exiting");
     0
 }
 
-/// What went wrong with a request, for the log line and the retry delay.
+/// The request that failed, for the log line and the retry delay.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Step {
+enum Call {
     Get,
     Patch,
+}
+
+/// Where one look at the node leaves the gate.
+enum Step {
+    /// The node carries no gate taint (any more).
+    Opened,
+    /// Look again after this long.
+    Wait(Duration),
+    /// The taints changed between the read and the patch: read again soon.
+    Conflict,
 }
 
 /// Whether a failed PATCH means "the taints changed since the read" (the `test`
@@ -223,114 +285,128 @@ fn is_admission_denial(message: &str) -> bool {
         || message.contains("denied the request")
 }
 
+/// What the gate has seen and said so far.
+struct Progress {
+    started: Instant,
+    deadline: Instant,
+    failures: u32,
+    conflicts: u32,
+    told_waiting: bool,
+    told_fail_open: bool,
+    /// A PATCH was accepted but its answer did not show the node free of the
+    /// taint: the next read decides.
+    unverified: bool,
+}
+
+/// Steps until the own node carries no gate taint, waiting as each step says.
 async fn open_gate(cfg: &GateConfig, client: &Client) {
     let started = Instant::now();
-    let deadline = started + cfg.timeout;
-    let mut failures = 0u32;
-    let mut conflicts = 0u32;
-    let mut told_waiting = false;
-    let mut told_fail_open = false;
-    // A PATCH was accepted but its answer did not show the node free of the
-    // taint: the next read decides.
-    let mut unverified = false;
+    let mut p = Progress {
+        started,
+        deadline: started + cfg.timeout,
+        failures: 0,
+        conflicts: 0,
+        told_waiting: false,
+        told_fail_open: false,
+        unverified: false,
+    };
     loop {
-        let fail_open = Instant::now() >= deadline;
-        let wait = match get_node(client, &cfg.node_name).await {
-            Ok(node) => {
-                let v = view(&node, cfg);
-                if v.gate_indices.is_empty() {
-                    if unverified {
-                        info!(node = %cfg.node_name, taint = %cfg.taint_key, "gate opened: taint removed (checked by reading the node)");
-                    } else {
-                        info!(node = %cfg.node_name, taint = %cfg.taint_key, "node has no gate taint: nothing to remove");
-                    }
-                    return;
-                }
-                if !v.missing.is_empty() && !fail_open {
-                    if !told_waiting {
-                        info!(
-                            node = %cfg.node_name, missing = %v.missing.join(","),
-                            timeout = %selfdestruct_decision::duration::format(cfg.timeout),
-                            "waiting for images before opening the gate"
-                        );
-                        told_waiting = true;
-                    }
-                    failures = 0;
-                    // Wake up for the fail-open deadline rather than up to one poll after it.
-                    cfg.poll
-                        .min(deadline.saturating_duration_since(Instant::now()))
-                        .max(Duration::from_millis(10))
-                } else {
-                    if v.missing.is_empty() {
-                        if told_waiting && !told_fail_open {
-                            info!(node = %cfg.node_name, "required images are on the node");
-                        }
-                    } else if !told_fail_open {
-                        warn!(
-                            node = %cfg.node_name, missing = %v.missing.join(","),
-                            timeout = %selfdestruct_decision::duration::format(cfg.timeout),
-                            "images still missing after SELFDESTRUCT_GATE_TIMEOUT: opening the gate anyway (fail-open)"
-                        );
-                        told_fail_open = true;
-                    }
-                    let Some(patch) = removal_patch(&v) else {
-                        return;
-                    };
-                    match patch_node(client, &cfg.node_name, &patch).await {
-                        // Open only once the answer shows no taint with the key.
-                        Ok(answer) => match serde_json::from_slice::<Value>(&answer)
-                            .ok()
-                            .filter(|n| {
-                                n.pointer("/metadata/name").and_then(Value::as_str)
-                                    == Some(cfg.node_name.as_str())
-                            })
-                            .map(|n| gate_taints_left(&n, &cfg.taint_key))
-                        {
-                            Some(0) => {
-                                info!(
-                                    node = %cfg.node_name, taint = %cfg.taint_key,
-                                    removed = v.gate_indices.len(),
-                                    waited = %selfdestruct_decision::duration::format(Duration::from_secs(started.elapsed().as_secs())),
-                                    fail_open = !v.missing.is_empty(),
-                                    "gate opened: taint removed"
-                                );
-                                return;
-                            }
-                            left => {
-                                warn!(
-                                    node = %cfg.node_name, taint = %cfg.taint_key,
-                                    left = %left.map_or_else(|| "unknown (the answer is not the node)".to_string(), |n| n.to_string()),
-                                    attempt = conflicts + 1,
-                                    "the patch was accepted but the node's answer does not show the gate taint gone; reading the node again"
-                                );
-                                unverified = true;
-                                let d = CONFLICT.delay(conflicts.saturating_sub(1), draw());
-                                let d = if conflicts == 0 { Duration::ZERO } else { d };
-                                conflicts = conflicts.saturating_add(1);
-                                d
-                            }
-                        },
-                        // The taints changed between read and patch: read again.
-                        Err(e) if is_conflict(&e) => {
-                            info!(
-                                node = %cfg.node_name, error = %Chain(&e), attempt = conflicts + 1,
-                                "taints changed meanwhile; reading the node again"
-                            );
-                            // At once the first time, then 0.5-1 s doubling up to 30 s,
-                            // so a taint that flaps does not make a hot loop.
-                            let d = CONFLICT.delay(conflicts.saturating_sub(1), draw());
-                            let d = if conflicts == 0 { Duration::ZERO } else { d };
-                            conflicts = conflicts.saturating_add(1);
-                            d
-                        }
-                        Err(e) => gate_error(&e, Step::Patch, cfg, &mut failures),
-                    }
-                }
-            }
-            Err(e) => gate_error(&e, Step::Get, cfg, &mut failures),
+        let wait = match step(cfg, client, &mut p).await {
+            Step::Opened => return,
+            Step::Wait(d) => d,
+            Step::Conflict => conflict_delay(&mut p.conflicts),
         };
         tokio::time::sleep(wait).await;
     }
+}
+
+/// One look at the node: read it, wait for the images (until the fail-open
+/// deadline), then remove the gate taint with one guarded patch.
+async fn step(cfg: &GateConfig, client: &Client, p: &mut Progress) -> Step {
+    let (node, taint) = (&cfg.node_name, &cfg.taint_key);
+    let fail_open = Instant::now() >= p.deadline;
+    let v = match get_node(client, node).await {
+        Ok(n) => view(&n, cfg),
+        Err(e) => return Step::Wait(gate_error(&e, Call::Get, cfg, &mut p.failures)),
+    };
+    if v.gate_indices.is_empty() {
+        if p.unverified {
+            info!(%node, %taint, "gate opened: taint removed (checked by reading the node)");
+        } else {
+            info!(%node, %taint, "node has no gate taint: nothing to remove");
+        }
+        return Step::Opened;
+    }
+    let missing = v.missing.join(",");
+    let timeout = selfdestruct_decision::duration::format(cfg.timeout);
+    if !v.missing.is_empty() && !fail_open {
+        if !p.told_waiting {
+            info!(%node, %missing, %timeout, "waiting for images before opening the gate");
+            p.told_waiting = true;
+        }
+        p.failures = 0;
+        // Wake up for the fail-open deadline rather than up to one poll after it.
+        let left = p.deadline.saturating_duration_since(Instant::now());
+        return Step::Wait(cfg.poll.min(left).max(Duration::from_millis(10)));
+    }
+    if v.missing.is_empty() && p.told_waiting && !p.told_fail_open {
+        info!(%node, "required images are on the node");
+    } else if !v.missing.is_empty() && !p.told_fail_open {
+        warn!(
+            %node, %missing, %timeout,
+            "images still missing after SELFDESTRUCT_GATE_TIMEOUT: opening the gate anyway (fail-open)"
+        );
+        p.told_fail_open = true;
+    }
+    let Some(patch) = removal_patch(&v) else {
+        return Step::Opened;
+    };
+    let attempt = p.conflicts + 1;
+    let answer = match patch_node(client, node, &patch).await {
+        Ok(answer) => answer,
+        Err(e) if is_conflict(&e) => {
+            info!(%node, error = %Chain(&e), attempt, "taints changed meanwhile; reading the node again");
+            return Step::Conflict;
+        }
+        Err(e) => return Step::Wait(gate_error(&e, Call::Patch, cfg, &mut p.failures)),
+    };
+    // Open only once the answer shows no taint with the key.
+    let left = serde_json::from_slice::<Value>(&answer)
+        .ok()
+        .filter(|n| n.pointer("/metadata/name").and_then(Value::as_str) == Some(node))
+        .map(|n| gate_taints_left(&n, taint));
+    if left == Some(0) {
+        let waited = Duration::from_secs(p.started.elapsed().as_secs());
+        info!(
+            %node, %taint, removed = v.gate_indices.len(),
+            waited = %selfdestruct_decision::duration::format(waited),
+            fail_open = !v.missing.is_empty(),
+            "gate opened: taint removed"
+        );
+        return Step::Opened;
+    }
+    let left = left.map_or_else(
+        || "unknown (the answer is not the node)".into(),
+        |n| n.to_string(),
+    );
+    warn!(
+        %node, %taint, %left, attempt,
+        "the patch was accepted but the node's answer does not show the gate taint gone; reading the node again"
+    );
+    p.unverified = true;
+    Step::Conflict
+}
+
+/// The wait before reading the node again after `conflicts` conflicts in a row: at
+/// once the first time, then 0.5-1 s doubling up to 30 s, so a taint that flaps
+/// does not make a hot loop.
+fn conflict_delay(conflicts: &mut u32) -> Duration {
+    let d = match *conflicts {
+        0 => Duration::ZERO,
+        n => CONFLICT.delay(n - 1, draw()),
+    };
+    *conflicts = conflicts.saturating_add(1);
+    d
 }
 
 /// Retries after a failed `test`.
@@ -339,12 +415,17 @@ const CONFLICT: Backoff = Backoff {
     cap: Duration::from_secs(30),
 };
 
+/// What to do when the taint removal is refused (an admission policy's 403 or a 422).
+const REFUSED_REMEDY: &str = "the gate may only remove SELFDESTRUCT_GATE_TAINT from its own node \
+    (check that NODE_NAME is spec.nodeName and that the taint key matches \
+    manifests/node-gate/admission-policy.yaml); retrying";
+
 /// Logs a failed request and returns how long to wait before the next try.
 /// Denials (401/403, an admission policy's 422) are retried too, since the
 /// RBAC may be fixed at any time and the node takes no users meanwhile: every
 /// poll at first, doubling up to 5 minutes. Other errors: 0.5-1 s doubling, at
 /// most the poll interval (at least one minute).
-fn gate_error(e: &ApiError, step: Step, cfg: &GateConfig, failures: &mut u32) -> Duration {
+fn gate_error(e: &ApiError, call: Call, cfg: &GateConfig, failures: &mut u32) -> Duration {
     let node = &cfg.node_name;
     let denied = match e {
         ApiError::Status { code: 401, .. } => {
@@ -356,13 +437,12 @@ fn gate_error(e: &ApiError, step: Step, cfg: &GateConfig, failures: &mut u32) ->
         } if is_admission_denial(message) => {
             error!(
                 error = %Chain(e), node = %node, taint = %cfg.taint_key,
-                "an admission policy refused the taint removal: the gate may only remove SELFDESTRUCT_GATE_TAINT from its own node \
-                 (check that NODE_NAME is spec.nodeName and that the taint key matches manifests/node-gate/admission-policy.yaml); retrying"
+                "an admission policy refused the taint removal: {REFUSED_REMEDY}"
             );
             true
         }
         ApiError::Status { code: 403, .. } => {
-            let verb = if step == Step::Get { "get" } else { "patch" };
+            let verb = if call == Call::Get { "get" } else { "patch" };
             error!(
                 error = %Chain(e), node = %node,
                 "not allowed to {verb} the own node: bind the ClusterRole of manifests/node-gate (nodes get, patch) to the gate's service account; retrying"
@@ -372,12 +452,11 @@ fn gate_error(e: &ApiError, step: Step, cfg: &GateConfig, failures: &mut u32) ->
         ApiError::Status { code: 422, .. } => {
             error!(
                 error = %Chain(e), node = %node, taint = %cfg.taint_key,
-                "the taint removal was refused: the gate may only remove SELFDESTRUCT_GATE_TAINT from its own node \
-                 (check that NODE_NAME is spec.nodeName and that the taint key matches manifests/node-gate/admission-policy.yaml); retrying"
+                "the taint removal was refused: {REFUSED_REMEDY}"
             );
             true
         }
-        ApiError::Status { code: 404, .. } if step == Step::Get => {
+        ApiError::Status { code: 404, .. } if call == Call::Get => {
             error!(error = %Chain(e), node = %node, "the own node does not exist: NODE_NAME must be the pod's spec.nodeName (Downward API); retrying");
             false
         }
@@ -420,17 +499,18 @@ mod tests {
 
     #[test]
     fn settings_default_and_the_own_node_is_required() {
-        use crate::config::{Cli, Command};
-        use clap::Parser;
+        /// The gate's settings and the shared identity, as `node-gate` reads them.
+        #[derive(clap::Parser)]
+        struct Gate {
+            #[command(flatten)]
+            gate: GateSettings,
+            #[command(flatten)]
+            identity: IdentitySettings,
+        }
         let gate = |flags: &[&str]| {
-            let argv = [&["selfdestruct", "node-gate"][..], flags].concat();
-            match Cli::try_parse_from(argv)
-                .map_err(|e| e.to_string())?
-                .command
-            {
-                Some(Command::NodeGate(g)) => Ok::<_, String>(g),
-                _ => panic!("node-gate subcommand"),
-            }
+            let argv = [&["node-gate"][..], flags].concat();
+            let g = <Gate as clap::Parser>::try_parse_from(argv).map_err(|e| e.to_string())?;
+            GateConfig::new(&g.gate, &g.identity).map_err(|e| e.to_string())
         };
         let c = gate(&["--node-name=n1", "--gate-poll=10ms"]).expect("valid");
         assert_eq!(c.taint_key, DEFAULT_TAINT);

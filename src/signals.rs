@@ -228,6 +228,18 @@ impl WrapperSignals {
     }
 }
 
+/// A plain pause container: gives the start-up memory back, then waits for
+/// SIGTERM/SIGINT.
+pub(crate) async fn pause(terminated: impl Future<Output = &'static str>) -> i32 {
+    crate::malloc_trim::release_idle();
+    stop(terminated.await)
+}
+
+pub(crate) fn stop(signal: &str) -> i32 {
+    tracing::info!(signal, "received {signal}, exiting");
+    0
+}
+
 /// Whether this process is PID 1 (the init of its PID namespace).
 pub fn is_pid1() -> bool {
     std::process::id() == 1

@@ -115,7 +115,7 @@ fn classify(e: &watcher::Error) -> Failure {
 /// Runs list+watch forever, sending the `summarize`d objects to `tx`. Ends only
 /// when `tx` closes. `start_delay` spreads the first list of a fleet that starts
 /// together.
-pub(crate) async fn run<K, S>(
+pub(crate) async fn follow<K, S>(
     api: Api<K>,
     target: Target,
     tx: mpsc::Sender<Update<S>>,

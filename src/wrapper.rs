@@ -4,7 +4,7 @@
 //! its child) without losing the child's own status, and exits with the child's
 //! code (128 + N when a signal N killed it).
 //!
-//! Alongside, the agent's decision loop (`agent::prepare`, `agent::Ready::run`
+//! Alongside, the agent's decision loop (`agent::prepare`, `agent::Ready::decision_loop`
 //! with [`Stop::Never`]) applies the lifetime and new-node triggers to the pod
 //! around it. Evicting the pod makes the kubelet send SIGTERM, which is forwarded,
 //! so the child stops gracefully; SIGTERM never ends the wrapper by itself, only
@@ -21,8 +21,9 @@ use tokio::sync::watch;
 use tracing::{debug, error, info, warn};
 
 use crate::agent::{self, NotReady, Ready};
+use crate::api::Mode;
 use crate::api::{outcome_of, rbac_hint};
-use crate::config::{Config, Mode, OnExit};
+use crate::config::{Config, OnExit};
 use crate::connect::{Access, AccessError};
 use crate::logging::Chain;
 use crate::signals::{self, Stop, WrapperSignal, WrapperSignals};
@@ -199,7 +200,7 @@ async fn agent_side(
     match agent::prepare(&cfg, access, &mut never).await {
         Ok(ready) => {
             known.send_replace(Some(ready.clone()));
-            ready.run(cfg, &mut never).await;
+            ready.decision_loop(cfg, &mut never).await;
         }
         Err(NotReady::NoApi(why)) => no_api(&why),
         Err(NotReady::NoClient(why)) => no_api(&*why),

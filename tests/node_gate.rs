@@ -481,6 +481,33 @@ fn sigterm_while_waiting_exits_0() {
     assert!(g.gated("n1"));
 }
 
+/// The agent's settings that `node-gate` does not read, each with an invalid value (a
+/// ConfigMap shared with the placeholders may carry them).
+const INVALID_AGENT_SETTINGS: &[(&str, &str)] = &[
+    ("SELFDESTRUCT_MAX_LIFETIME", "bogus"),
+    ("SELFDESTRUCT_MODE", "destroy"),
+    ("SELFDESTRUCT_SIBLING_SELECTOR", "a=b,,"),
+    ("SELFDESTRUCT_MAX_MOVES_PER_HOUR", "many"),
+];
+
+#[test]
+fn an_invalid_agent_only_setting_does_not_stop_the_gate() {
+    let g = Gate::new(&[user_node("n1", true)]);
+    let mut gate = g.start("n1", gate_subject(), INVALID_AGENT_SETTINGS);
+    assert!(
+        wait_until(Duration::from_secs(10), || !g.gated("n1")),
+        "the gate did not open:\n{}",
+        gate.log()
+    );
+    assert_terminates(&mut gate);
+    // The agent refuses each of them (exit 2 naming it).
+    for (var, value) in INVALID_AGENT_SETTINGS {
+        let (code, out) = run_to_exit(&[], &[(var, value)]);
+        assert_eq!(code, Some(2), "{var}={value}: {out}");
+        assert!(out.contains(&format!("invalid {var}")), "{out}");
+    }
+}
+
 #[test]
 fn without_api_access_it_pauses() {
     let home = tempdir("node-gate-no-api");

@@ -8,7 +8,7 @@
 //!
 //! - settings (environment variables and flags): every argument of
 //!   `config::Cli::command()` (the agent's and `node-gate`'s), through clap,
-//!   `Config::from_args` and the gate's `GateConfig`, so the list cannot fall
+//!   `Config::from_cli` and the gate's `GateConfig::new`, so the list cannot fall
 //!   behind the settings; the `RUST_LOG` fallback (`config::parse_level`);
 //!   and, within them, `duration::parse`, `images::parse_list` /
 //!   `ImageRef::parse`, `Selector::parse` (node and sibling selectors, the
@@ -42,7 +42,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use selfdestruct::identity;
-use selfdestruct::identity::IdentityHints;
+use selfdestruct::identity::IdentitySettings;
 use selfdestruct_decision::duration;
 use selfdestruct_decision::images::{self, ImageRef};
 use selfdestruct_decision::selector::Selector;
@@ -353,10 +353,10 @@ proptest! {
         write("uid", uid.as_deref());
         std::fs::create_dir_all(dir.join("sa")).expect("mkdir");
         write("sa/namespace", sa_namespace.as_deref());
-        let hints = IdentityHints {
+        let hints = IdentitySettings {
             podinfo_dir: dir.clone(),
             service_account_dir: dir.join("sa"),
-            ..IdentityHints::default()
+            ..IdentitySettings::default()
         };
         match identity::resolve(&hints, host.clone(), kubeconfig_namespace.as_deref()) {
             Ok(id) => {
@@ -469,7 +469,9 @@ fn cli_without_env() -> clap::Command {
 /// its long flag and environment variable.
 fn settings(gate: bool) -> Vec<(String, String)> {
     use clap::CommandFactory;
-    let cmd = selfdestruct::config::Cli::command();
+    let mut cmd = selfdestruct::config::Cli::command();
+    // Built, so that the subcommand holds the shared (global) settings too.
+    cmd.build();
     let cmd = if gate {
         cmd.find_subcommand("node-gate")
             .cloned()
@@ -496,8 +498,15 @@ fn parse_settings(argv: &[String]) -> Result<(), String> {
         .try_get_matches_from(full)
         .map_err(|e| e.to_string())?;
     let cli = selfdestruct::config::Cli::from_arg_matches(&matches).map_err(|e| e.to_string())?;
-    // (node-gate's settings are all checked by clap above: its settings need no second step)
-    selfdestruct::config::Config::from_args(&cli.agent, None).map_err(|e| e.to_string())?;
+    match &cli.command {
+        Some(selfdestruct::config::Command::NodeGate(g)) => {
+            selfdestruct::node_gate::GateConfig::new(g, &cli.shared.identity)
+                .map_err(|e| e.to_string())?;
+        }
+        _ => {
+            selfdestruct::config::Config::from_cli(&cli, None).map_err(|e| e.to_string())?;
+        }
+    }
     Ok(())
 }
 
@@ -558,7 +567,7 @@ proptest! {
         use clap::FromArgMatches;
         let matches = cli_without_env().try_get_matches_from(["selfdestruct"]).expect("defaults");
         let cli = selfdestruct::config::Cli::from_arg_matches(&matches).expect("defaults");
-        let config = selfdestruct::config::Config::from_args(&cli.agent, Some(&value));
+        let config = selfdestruct::config::Config::from_cli(&cli, Some(&value));
         prop_assert!(config.is_ok(), "RUST_LOG={value:?}: {config:?}");
         let level = selfdestruct::config::parse_level(&value);
         let want = level.unwrap_or(tracing::level_filters::LevelFilter::INFO);

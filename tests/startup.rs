@@ -196,6 +196,8 @@ fn every_setting_has_a_variable_and_a_bad_value_in_it_exits_2_naming_it() {
         .collect();
     listed.sort();
     exempt.sort();
+    // The shared settings (`global`) are walked at the top level and in each subcommand.
+    exempt.dedup();
     assert_eq!(exempt, listed, "a listed argument is gone");
     assert!(settings.len() >= 27, "{settings:?}");
     // A valid configuration stops at this kubeconfig (exit 2 naming the file).
@@ -231,6 +233,90 @@ fn every_setting_has_a_variable_and_a_bad_value_in_it_exits_2_naming_it() {
             code == Some(2) && !out.contains(&format!("invalid {var}")),
             "{out}"
         );
+    }
+}
+
+/// Policy values beyond `BAD` that the two binaries must agree on: "0 is off", one
+/// bound alone, the range rule, the 100-year cap, unset.
+#[rustfmt::skip]
+const POLICY_CASES: &[&[(&str, &str)]] = &[
+    &[("min-lifetime", "1h"), ("max-lifetime", "0")], &[("min-lifetime", "0"), ("max-lifetime", "0")],
+    &[("max-lifetime", "2h")], &[("min-lifetime", "2h"), ("max-lifetime", "1h")],
+    &[("max-lifetime", "99y")], &[("max-lifetime", "101y")], &[("min-lifetime", "")],
+    &[("max-moves-per-hour", " 0 ")], &[("move-to-new-nodes", "off")], &[("node-settle", "0")],
+];
+
+/// The `simulate` binary of this build profile (another package's: built here if stale).
+fn simulate_binary() -> std::path::PathBuf {
+    let agent = std::path::Path::new(bin());
+    let mut build = std::process::Command::new(std::env::var_os("CARGO").unwrap_or("cargo".into()));
+    // `--workspace`: the features of the workspace's own build, so that one is not redone.
+    build.args(["build", "--quiet", "--workspace", "--bin", "simulate"]);
+    if agent.parent().and_then(|d| d.file_name()) == Some("release".as_ref()) {
+        build.arg("--release");
+    }
+    assert!(
+        build.status().is_ok_and(|s| s.success()),
+        "cargo build --bin simulate"
+    );
+    agent.with_file_name("simulate")
+}
+
+/// The policy settings are declared once (`selfdestruct_decision::settings`): every
+/// bad value of `BAD` and every case of `POLICY_CASES` is accepted by `simulate` if
+/// and only if the agent accepts it, and a refusal names the flag in both.
+#[test]
+fn simulate_and_the_agent_accept_the_same_policy_settings() {
+    use clap::Args;
+    let policy =
+        selfdestruct_decision::settings::PolicySettings::augment_args(clap::Command::new("p"));
+    let mut cases: Vec<Vec<(&str, &str)>> = POLICY_CASES.iter().map(|c| c.to_vec()).collect();
+    for arg in policy.get_arguments() {
+        let var = arg.get_env().and_then(|v| v.to_str()).expect("a variable");
+        let flag = arg.get_long().expect("a flag");
+        let (_, values) = BAD
+            .iter()
+            .find(|(v, _)| *v == var)
+            .expect("bad values in BAD");
+        cases.extend(values.iter().map(|(bad, _)| vec![(flag, *bad)]));
+    }
+    assert!(cases.len() >= 20, "{cases:?}");
+    let simulate = simulate_binary();
+    let kubeconfig = unusable("missing", None);
+    let kubeconfig = kubeconfig.to_str().expect("utf-8 path");
+    for case in cases {
+        let flags: Vec<String> = case.iter().map(|(f, v)| format!("--{f}={v}")).collect();
+        // The agent stops at the kubeconfig once its settings are valid.
+        let mut args = vec!["--kubeconfig", kubeconfig];
+        args.extend(flags.iter().map(String::as_str));
+        let (code, agent) = run_to_exit(&args, &[]);
+        assert_eq!(code, Some(2), "{case:?}: {agent}");
+        let agent_accepts = !agent.contains("invalid ");
+        assert!(
+            !agent_accepts || agent.contains(kubeconfig),
+            "{case:?}: {agent}"
+        );
+        // `simulate` stops at --sweep-step 0 (checked after the policy) once they are.
+        let out = std::process::Command::new(&simulate)
+            .args(&flags)
+            .args(["--sweep-step", "0"])
+            .env_clear()
+            .output()
+            .expect("run simulate");
+        let sim = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{case:?}: {sim}");
+        let sim_accepts = sim.contains("--sweep-step must be at least 1");
+        assert!(sim_accepts || sim.contains("invalid "), "{case:?}: {sim}");
+        assert_eq!(
+            agent_accepts, sim_accepts,
+            "{case:?}:\nagent: {agent}\nsimulate: {sim}"
+        );
+        if !agent_accepts {
+            let named = |text: &str| case.iter().any(|(f, _)| text.contains(&format!("--{f})")));
+            assert!(named(&agent), "{case:?}: {agent}");
+            let named_sim = |text: &str| case.iter().any(|(f, _)| text.contains(&format!("--{f}")));
+            assert!(named_sim(&sim), "{case:?}: {sim}");
+        }
     }
 }
 

@@ -14,5 +14,7 @@ pub mod duration;
 pub mod images;
 pub mod model;
 pub mod selector;
+#[cfg(feature = "clap")]
+pub mod settings;
 
 pub use decide::*;

@@ -4,8 +4,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use clap::Parser;
-use selfdestruct_decision::Policy;
+use clap::{CommandFactory, FromArgMatches, Parser};
+use selfdestruct_decision::settings::{PolicySettings, duration};
 use selfdestruct_sim::recommend::{self, Target};
 use selfdestruct_sim::report;
 use selfdestruct_sim::scenario::{self, HOUR, Load, Scenario, Setup, ms};
@@ -199,43 +199,15 @@ struct Args {
     rebalancer_interval: Option<Duration>,
 
     // ----- the configured policy (the agent's settings) -----
-    /// SELFDESTRUCT_MIN_LIFETIME [unset: no timer]
-    #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Configured policy")]
-    min_lifetime: Option<Duration>,
-    /// SELFDESTRUCT_MAX_LIFETIME
-    #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Configured policy")]
-    max_lifetime: Option<Duration>,
-    /// SELFDESTRUCT_MOVE_TO_NEW_NODES
-    #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set, value_parser = on_off, default_value = "true", help_heading = "Configured policy")]
-    move_to_new_nodes: bool,
-    /// SELFDESTRUCT_NODE_SETTLE
-    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "10s", help_heading = "Configured policy")]
-    node_settle: Duration,
-    /// SELFDESTRUCT_MOVE_JITTER
-    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "10s", help_heading = "Configured policy")]
-    move_jitter: Duration,
-    /// SELFDESTRUCT_MAX_MOVES_PER_HOUR (0: no cap)
-    #[arg(
-        long,
-        value_name = "N",
-        default_value_t = 12,
-        help_heading = "Configured policy"
-    )]
-    max_moves_per_hour: u32,
-    /// SELFDESTRUCT_MIN_AGE
-    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "2m", help_heading = "Configured policy")]
-    min_age: Duration,
+    /// The agent's policy settings: the same flags, values, defaults and lifetime rule.
+    #[command(flatten, next_help_heading = "Configured policy")]
+    policy: PolicySettings,
     /// SELFDESTRUCT_REQUIRED_IMAGES = the user image (on) or none (off)
     #[arg(long, value_name = "on|off", action = clap::ArgAction::Set, value_parser = on_off, default_value = "off", help_heading = "Configured policy")]
     required_images: bool,
     /// Node readiness gate (startup taint until the image is pulled)
     #[arg(long, value_name = "on|off", action = clap::ArgAction::Set, value_parser = on_off, default_value = "off", help_heading = "Configured policy")]
     gate: bool,
-}
-
-fn duration(s: &str) -> Result<Duration, String> {
-    selfdestruct_decision::duration::parse(s)
-        .map_err(|e| format!("expected a duration such as 90s, 15m or 1h30m ({e})"))
 }
 
 fn user_placement(s: &str) -> Result<scenario::UserPlacement, String> {
@@ -454,31 +426,14 @@ fn scenario(a: &Args) -> Result<Scenario, String> {
 
 /// The configured row.
 fn configured(a: &Args, sc: &Scenario, replicas: u32, name: &str) -> Result<Setup, String> {
-    let lifetime = match (a.min_lifetime, a.max_lifetime) {
-        (None, None) => None,
-        (Some(m), None) | (None, Some(m)) => Some((m, m)),
-        (Some(lo), Some(hi)) if lo > hi => {
-            return Err("--min-lifetime must not exceed --max-lifetime".into());
-        }
-        (Some(lo), Some(hi)) => Some((lo, hi)),
-    }
-    .filter(|(_, hi)| !hi.is_zero());
+    let images = match a.required_images {
+        true => scenario::user_image(sc),
+        false => Vec::new(),
+    };
     Ok(Setup {
         name: name.into(),
         replicas,
-        policy: Policy {
-            lifetime,
-            move_to_new_nodes: a.move_to_new_nodes,
-            node_settle: a.node_settle,
-            required_images: if a.required_images {
-                scenario::user_image(sc)
-            } else {
-                Vec::new()
-            },
-            move_jitter: a.move_jitter,
-            max_moves_per_hour: a.max_moves_per_hour,
-            min_age: a.min_age,
-        },
+        policy: a.policy.policy(images).map_err(|e| e.to_string())?,
         gate: a.gate,
         peer: scenario::Peer::Selfdestruct,
     })
@@ -502,7 +457,13 @@ fn recommend_rows(rows: Vec<Setup>) -> Vec<Setup> {
 }
 
 fn main() -> ExitCode {
-    let args = match Args::try_parse() {
+    // The agent's settings are read from the flags only: the environment of the
+    // shell does not change a simulation.
+    let flags_only = Args::command().mut_args(|a| a.env(None));
+    let args = match flags_only
+        .try_get_matches()
+        .and_then(|m| Args::from_arg_matches(&m))
+    {
         Ok(a) => a,
         Err(e) => {
             let _ = e.print();

@@ -1,4 +1,4 @@
-//! The virtual-time tier: the agent runs in-process (`agent::run_with`) against
+//! The virtual-time tier: the agent runs in-process (`agent::run_on`) against
 //! the fake API server served in-process (`FakeCluster::in_process`, a
 //! `tower::Service` under `kube::Client::new`), on a runtime whose time is paused
 //! (`#[tokio::test(start_paused = true)]`). Nothing does real I/O, so whenever
@@ -15,10 +15,11 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use clap::{CommandFactory, Parser};
+use clap::CommandFactory;
 use fake_apiserver::{Config as FakeConfig, FakeCluster, NodeBuilder, PodTemplate, Subject};
 use selfdestruct::clock::Clock;
-use selfdestruct::config::{Cli, Config};
+use selfdestruct::config::{Cli, Command, Config};
+use selfdestruct::node_gate::GateConfig;
 use selfdestruct::signals::Stop;
 use tracing::Instrument;
 use tracing::level_filters::LevelFilter;
@@ -249,26 +250,39 @@ pub fn config(env: &[(&str, &str)]) -> Config {
 /// [`config`], or the message the binary would exit 2 with.
 pub fn try_config(env: &[(&str, &str)]) -> Result<Config, String> {
     let argv = flags(&Cli::command(), vec!["selfdestruct".to_string()], env);
-    let cli = Cli::try_parse_from(&argv).map_err(|e| e.to_string())?;
-    Config::from_args(&cli.agent, None).map_err(|e| e.to_string())
+    let cli = Cli::parse_mode(&argv).map_err(|e| e.to_string())?;
+    Config::from_cli(&cli, None).map_err(|e| e.to_string())
 }
 
-/// The node gate's settings from their environment variables (see [`config`]).
+/// The node gate's configuration from its settings' and the shared settings'
+/// environment variables (see [`config`]).
 pub fn gate_config(env: &[(&str, &str)]) -> selfdestruct::node_gate::GateConfig {
     let cli = Cli::command();
     let gate = cli
         .find_subcommand("node-gate")
         .expect("the node-gate subcommand");
-    let argv = flags(gate, vec!["selfdestruct".into(), "node-gate".into()], env);
-    let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
-    match cli.command {
-        Some(selfdestruct::config::Command::NodeGate(g)) => g,
+    let (own, shared): (Vec<_>, Vec<_>) = env.iter().partition(|(var, _)| {
+        gate.get_arguments()
+            .any(|a| a.get_env() == Some(var.as_ref()))
+    });
+    let mut argv = flags(&cli, vec!["selfdestruct".into()], shared);
+    argv.push("node-gate".into());
+    let argv = flags(gate, argv, own);
+    let cli = Cli::parse_mode(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+    match &cli.command {
+        Some(Command::NodeGate(g)) => {
+            GateConfig::new(g, &cli.shared.identity).unwrap_or_else(|e| panic!("{argv:?}: {e}"))
+        }
         _ => panic!("{argv:?}: no node-gate command"),
     }
 }
 
 /// `argv` with one `--flag=value` per setting of `command` named by its variable.
-fn flags(command: &clap::Command, mut argv: Vec<String>, env: &[(&str, &str)]) -> Vec<String> {
+fn flags<'a>(
+    command: &clap::Command,
+    mut argv: Vec<String>,
+    env: impl IntoIterator<Item = &'a (&'a str, &'a str)>,
+) -> Vec<String> {
     for (var, value) in env {
         // Empty values count as unset, as for the environment.
         if value.is_empty() {
@@ -295,7 +309,7 @@ pub fn gate(fake: &FakeCluster, token: &str, env: &[(&str, &str)]) -> Agent {
     let (stop, rx) = tokio::sync::watch::channel(false);
     let span = tracing::info_span!(target: "selfdestruct", "gate", node = %node);
     let task = tokio::spawn(
-        selfdestruct::node_gate::run(cfg, client, Stop::Shutdown(rx)).instrument(span),
+        selfdestruct::node_gate::run_on(cfg, client, Stop::Shutdown(rx)).instrument(span),
     );
     Agent {
         pod: node,
@@ -392,7 +406,7 @@ pub fn agent_as(scene: &Scene, pod: &str, subject: Subject, env: &[(&str, &str)]
     // The span's target passes the log filter: its fields name the agent's lines.
     let span = tracing::info_span!(target: "selfdestruct", "agent", pod = %pod, uid = %uid);
     let task = tokio::spawn(
-        selfdestruct::agent::run_with(client, cfg, clock, Stop::Shutdown(rx)).instrument(span),
+        selfdestruct::agent::run_on(client, cfg, clock, Stop::Shutdown(rx)).instrument(span),
     );
     Agent {
         pod: pod.to_string(),
