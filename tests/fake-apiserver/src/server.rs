@@ -77,6 +77,8 @@ pub(crate) struct Ctx {
     body: Bytes,
     content_type: Option<String>,
     token: Option<String>,
+    /// `Accept` asks for `PartialObjectMetadata` (or its list).
+    metadata_only: bool,
 }
 
 impl Ctx {
@@ -230,6 +232,14 @@ where
         .get(hyper::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .map(|v| v.split(';').next().unwrap_or("").trim().to_string());
+    // kube's metadata_watcher asks for `application/json;as=PartialObjectMetadataList;
+    // g=meta.k8s.io;v=v1` (lists) and `...;as=PartialObjectMetadata;...` (watches).
+    let metadata_only = req
+        .headers()
+        .get_all(hyper::header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("as=PartialObjectMetadata"));
     let body = match http_body_util::Limited::new(req.into_body(), MAX_BODY)
         .collect()
         .await
@@ -309,6 +319,7 @@ where
                 body: body_bytes,
                 content_type: content_type.clone(),
                 token: token.clone(),
+                metadata_only,
             };
             Some(match body {
                 Err(e) => Reply::status(Status::failure(
@@ -345,6 +356,7 @@ where
             token,
             user,
             status: code,
+            metadata_only,
             watch,
             at,
             time,
@@ -661,6 +673,7 @@ fn list_or_watch(shared: &Arc<Shared>, ctx: &Ctx, kind: Kind, ns: &str) -> HResu
             bookmarks: ctx.flag("allowWatchBookmarks"),
             timeout,
             send_initial_events: ctx.flag("sendInitialEvents"),
+            metadata_only: ctx.metadata_only,
         };
         shared.lock().counters.watches_started += 1;
         let body = watch::start(shared, kind, filter, params);
@@ -704,17 +717,29 @@ fn list_or_watch(shared: &Arc<Shared>, ctx: &Ctx, kind: Kind, ns: &str) -> HResu
     let rest = matching.len() - take;
     let items: Vec<Value> = matching[..take]
         .iter()
-        .map(|(_, v)| strip_type((***v).clone()))
+        .map(|(_, v)| {
+            if ctx.metadata_only {
+                watch::partial_metadata(v)
+            } else {
+                strip_type((***v).clone())
+            }
+        })
         .collect();
     let mut metadata = json!({"resourceVersion": rv.to_string()});
     if let Some((last, _)) = matching[..take].last().filter(|_| rest > 0) {
         metadata["continue"] = json!(format!("{rv}:{}/{}", last.0, last.1));
         metadata["remainingItemCount"] = json!(rest);
     }
-    let list_kind = format!("{}List", kind.name());
+    // As `nodes-list-metadata-200.json`: a PartialObjectMetadataList whose
+    // items keep their kind and apiVersion.
+    let (list_kind, api_version) = if ctx.metadata_only {
+        ("PartialObjectMetadataList".to_string(), "meta.k8s.io/v1")
+    } else {
+        (format!("{}List", kind.name()), "v1")
+    };
     Ok(Reply::json(
         200,
-        &json!({"kind": list_kind, "apiVersion": "v1", "metadata": metadata, "items": items}),
+        &json!({"kind": list_kind, "apiVersion": api_version, "metadata": metadata, "items": items}),
     ))
 }
 
