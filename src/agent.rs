@@ -357,7 +357,9 @@ impl Agent {
                 target,
                 tx,
                 start_delay,
-                move |n: PartialObjectMeta<Node>| crate::summarize::node_metadata(n.metadata, &keys),
+                move |n: PartialObjectMeta<Node>| {
+                    crate::summarize::node_metadata(n.metadata, &keys)
+                },
             ));
             self.node_rx = Some(rx);
             self.candidates = Some(Candidates::new(

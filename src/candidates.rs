@@ -165,7 +165,11 @@ impl Candidates {
 
     /// Applies an update of a candidate watch to the view (updates of a watch
     /// already stopped are dropped).
-    pub(crate) fn apply(&mut self, view: &mut Option<Vec<NodeSummary>>, update: Update<NodeSummary>) {
+    pub(crate) fn apply(
+        &mut self,
+        view: &mut Option<Vec<NodeSummary>>,
+        update: Update<NodeSummary>,
+    ) {
         let full = match update {
             Update::Reset(list) => {
                 self.told_forbidden = false;
