@@ -78,12 +78,26 @@ fn main() {
     };
     let started = Instant::now();
     let mut t = Table::default();
-    sizes(&o, &mut t);
-    idle(&o, &mut t);
-    node_watch(&o, &mut t);
-    latency(&o, &mut t);
-    let notes = requests_per_hour(&o, &mut t);
-    let fleet_notes = fleet(&o, &mut t);
+    // SELFDESTRUCT_BENCH_ONLY=wire,node_watch runs only those sections.
+    let only = std::env::var("SELFDESTRUCT_BENCH_ONLY").unwrap_or_default();
+    let run = |name: &str| only.is_empty() || only.split(',').any(|s| s == name);
+    if run("sizes") {
+        sizes(&o, &mut t);
+    }
+    if run("idle") {
+        idle(&o, &mut t);
+    }
+    if run("node_watch") {
+        node_watch(&o, &mut t);
+    }
+    if run("wire") {
+        wire(&o, &mut t);
+    }
+    if run("latency") {
+        latency(&o, &mut t);
+    }
+    let notes = if run("requests") { requests_per_hour(&o, &mut t) } else { Vec::new() };
+    let fleet_notes = if run("fleet") { fleet(&o, &mut t) } else { Vec::new() };
     let _ = std::fs::remove_dir_all(&o.work);
     println!();
     println!(
@@ -350,8 +364,13 @@ fn scene(o: &Opts, tag: &str, replicas: i32, nodes: usize, images: usize, bookma
         seed: Some(42),
         ..Config::default()
     });
+    // Created a day before the placeholders are scheduled: old nodes, as on a
+    // running cluster (a node created since counts as new, and is read in full).
+    let day_ago = SystemTime::now() - Duration::from_secs(86_400);
     for i in 0..nodes {
-        fake.add_node(NodeBuilder::new(&format!("node-{i:05}")).cpu("64").memory("256Gi").pods(250).realistic_images(images));
+        let mut node = NodeBuilder::new(&format!("node-{i:05}")).cpu("64").memory("256Gi").pods(250).realistic_images(images);
+        node.created = Some(day_ago);
+        fake.add_node(node);
     }
     fake.add_statefulset(NS, "placeholder", replicas, PodTemplate::placeholder("placeholder", "10m", "16Mi"));
     fake.add_token(TOKEN, Subject::placeholder_agent(NS, "placeholder"));
@@ -516,8 +535,11 @@ struct Watched {
 
 fn node_watch(o: &Opts, t: &mut Table) {
     let mut set: Vec<(usize, usize)> = o.scales.iter().map(|&n| (n, 50)).collect();
-    // The same 1,000 nodes without images: memory must not depend on the Node object size.
+    // The same nodes without images: memory must not depend on the Node object size.
     set.push((1000, 0));
+    if o.scales.contains(&5000) {
+        set.push((5000, 0));
+    }
     let mut runs = Vec::new();
     for (n, images) in set {
         eprintln!("bench: node watch over {n} nodes with {images} images each: setting up");
@@ -571,18 +593,20 @@ fn node_watch(o: &Opts, t: &mut Table) {
         );
     }
     // Memory must not grow with the size of a Node object.
-    let with = runs.iter().position(|r| r.n == 1000 && r.images == 50);
-    let without = runs.iter().position(|r| r.n == 1000 && r.images == 0);
-    if let (Some(w), Some(wo)) = (with, without) {
-        let d = after[w].anon_kib as i64 - after[wo].anon_kib as i64;
-        t.row(
-            "RSS anon steady: 1,000 Nodes with 50 images minus without",
-            format!("{d:+} KiB"),
-            dash(),
-            dash(),
-            "<= +256 KiB",
-            Some(d <= 256),
-        );
+    for n in [1000, 5000] {
+        let with = runs.iter().position(|r| r.n == n && r.images == 50);
+        let without = runs.iter().position(|r| r.n == n && r.images == 0);
+        if let (Some(w), Some(wo)) = (with, without) {
+            let d = after[w].anon_kib as i64 - after[wo].anon_kib as i64;
+            t.row(
+                &format!("RSS anon steady: {n} Nodes with 50 images minus without"),
+                format!("{d:+} KiB"),
+                dash(),
+                dash(),
+                "<= +256 KiB",
+                Some(d <= 256),
+            );
+        }
     }
     // 1,000 node-status updates (heartbeat bump of the Ready condition).
     t.section("1,000 node-status updates on the watch (Ready condition's lastHeartbeatTime bumped)");
@@ -595,7 +619,7 @@ fn node_watch(o: &Opts, t: &mut Table) {
             r.scene.fake.modify_node(&name, |node| {
                 if let Some(cs) = node.status.as_mut().and_then(|s| s.conditions.as_mut()) {
                     for c in cs.iter_mut() {
-                        c.last_heartbeat_time = Some(fake_apiserver::objects::now_time());
+                        c.last_heartbeat_time = Some(fake_apiserver::objects::time_of(SystemTime::now()));
                     }
                 }
             });
@@ -630,6 +654,147 @@ fn node_watch(o: &Opts, t: &mut Table) {
             None,
         );
     }
+}
+
+// ---------------------------------------------------------------- bytes on the wire
+
+/// `metadata.managedFields` of a Node as kube-apiserver v1.36.2 reported it
+/// (node-a of shared/k8s-fixtures/nodes-list-metadata-200.json: the kubelet's,
+/// the controller manager's and kubectl's entries, 1,474 bytes). The fake
+/// keeps no managedFields of its own; they are most of a metadata-only event.
+const MANAGED_FIELDS: &str = include_str!("../node-managed-fields.json");
+
+/// New nodes (created after the placeholders were scheduled) in the wire scenes.
+const CANDIDATES: usize = 3;
+
+/// Bytes on the wire for the node view: every node's kubelet posts its status
+/// once (one 5-minute round at the kubelet's rate when nothing changes, 12 an
+/// hour), measured on the agent's metadata watch and its candidates' full
+/// watches, and on a full watch of every Node (what the agent did before) open
+/// beside them in the same run.
+fn wire(o: &Opts, t: &mut Table) {
+    let scales: Vec<usize> = if o.quick { vec![500] } else { vec![500, 5000] };
+    let managed: serde_json::Value = serde_json::from_str(MANAGED_FIELDS).expect("managedFields JSON");
+    let managed: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry> =
+        serde_json::from_value(managed).expect("managedFields entries");
+    t.section(&format!(
+        "bytes on the wire: one status update of every Node (a kubelet round; 12 an hour), {CANDIDATES} of them new; Nodes of 50 images with managedFields as captured"
+    ));
+    for n in scales {
+        eprintln!("bench: bytes on the wire over {n} nodes: setting up");
+        let sc = scene(o, &format!("wire-{n}"), 3, n, 50, BOOKMARKS);
+        for node in sc.fake.nodes() {
+            let name = node.metadata.name.clone().unwrap_or_default();
+            sc.fake.modify_node(&name, |node| node.metadata.managed_fields = Some(managed.clone()));
+        }
+        let agent = spawn(o, &format!("wire-{n}"), &o.selfdestruct, &[], &sc.env("placeholder-0", &[]));
+        let needle = format!("count={n}");
+        assert!(
+            wait_until(Duration::from_secs(120), || agent.log().lines().any(|l| l.contains("watching nodes") && l.contains(&needle))),
+            "agent did not list {n} nodes: {}",
+            agent.log()
+        );
+        let meta_list: u64 = sum_bytes(&sc.fake, |r| r.metadata_only && !r.watch);
+        let full_list = sc.fake.client(Some(TOKEN)).get("/api/v1/nodes").map(|r| r.body.len() as u64).unwrap_or(0);
+        for i in 0..CANDIDATES {
+            sc.fake.add_node(NodeBuilder::new(&format!("new-{i}")).cpu("64").memory("256Gi").pods(250).realistic_images(50));
+            let name = format!("new-{i}");
+            sc.fake.modify_node(&name, |node| node.metadata.managed_fields = Some(managed.clone()));
+        }
+        let candidate = |r: &RecordedRequest| r.watch && !r.metadata_only && r.query_param("fieldSelector").is_some();
+        assert!(
+            wait_until(Duration::from_secs(60), || sc.fake.count_requests(candidate) >= CANDIDATES),
+            "the agent did not watch the {CANDIDATES} new nodes in full: {}",
+            agent.log()
+        );
+        // The full watch of every Node, as the agent made it before: drained
+        // by a thread (the fake stops sending to a reader that stops reading).
+        let rv = sc.fake.resource_version();
+        let mut full = sc
+            .fake
+            .client(Some(TOKEN))
+            .watch(&format!("/api/v1/nodes?watch=true&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds=3600"))
+            .expect("full watch");
+        let drain = std::thread::spawn(move || while let Ok(Some(_)) = full.next_event(Duration::from_secs(10)) {});
+        std::thread::sleep(Duration::from_millis(500));
+        let meta_watch = |r: &RecordedRequest| r.watch && r.metadata_only;
+        let full_watch = |r: &RecordedRequest| r.watch && !r.metadata_only && r.query_param("fieldSelector").is_none();
+        let before = [sum_bytes(&sc.fake, meta_watch), sum_bytes(&sc.fake, candidate), sum_bytes(&sc.fake, full_watch)];
+        let (agent_cpu0, t0) = (sample(agent.pid()), Instant::now());
+        let mut names: Vec<String> = (0..n).map(|i| format!("node-{i:05}")).collect();
+        names.extend((0..CANDIDATES).map(|i| format!("new-{i}")));
+        for name in &names {
+            sc.fake.modify_node(name, |node| {
+                if let Some(cs) = node.status.as_mut().and_then(|s| s.conditions.as_mut()) {
+                    for c in cs.iter_mut() {
+                        c.last_heartbeat_time = Some(fake_apiserver::objects::time_of(SystemTime::now()));
+                    }
+                }
+            });
+        }
+        // Until every watch has sent the round: the byte counts stop moving.
+        let mut last = [0u64; 3];
+        loop {
+            std::thread::sleep(Duration::from_millis(500));
+            let now = [sum_bytes(&sc.fake, meta_watch), sum_bytes(&sc.fake, candidate), sum_bytes(&sc.fake, full_watch)];
+            if now == last || t0.elapsed() > Duration::from_secs(120) {
+                break;
+            }
+            last = now;
+        }
+        let agent_cpu = (sample(agent.pid()).sched_ns - agent_cpu0.sched_ns) as f64 / 1e6;
+        let events = names.len() as u64;
+        let meta = last[0] - before[0];
+        let cand = last[1] - before[1];
+        let fullb = last[2] - before[2];
+        let per_meta = meta / events;
+        t.row(
+            &format!("{n} Nodes: bytes per status update, metadata watch (every Node)"),
+            bytes_h(per_meta),
+            dash(),
+            dash(),
+            "<= 4 KB (4,000 B)",
+            Some(per_meta <= 4000),
+        );
+        t.row(
+            &format!("  per status update of a new node, its full watch ({CANDIDATES} new nodes)"),
+            bytes_h(cand / CANDIDATES as u64),
+            dash(),
+            dash(),
+            "",
+            None,
+        );
+        t.row("  per status update, the full watch of every Node (before)", bytes_h(fullb / events), dash(), dash(), "", None);
+        t.row(
+            "  per agent-hour: two tiers / full watch (x12)",
+            format!("{} / {}", bytes_h(12 * (meta + cand)), bytes_h(12 * fullb)),
+            dash(),
+            dash(),
+            "",
+            None,
+        );
+        t.row(
+            "  initial list: metadata (agent, pages of 100) / full (one list)",
+            format!("{} / {}", bytes_h(meta_list), bytes_h(full_list)),
+            dash(),
+            dash(),
+            "",
+            None,
+        );
+        t.row(&format!("  agent CPU for the round of {events} updates"), format!("{agent_cpu:.1} ms"), dash(), dash(), "", None);
+        drop(agent);
+        drop(sc);
+        let _ = drain.join();
+    }
+}
+
+/// Bytes sent on the requests matching `pred` (a watch's so far).
+fn sum_bytes(fake: &FakeCluster, pred: impl Fn(&RecordedRequest) -> bool) -> u64 {
+    fake.requests()
+        .iter()
+        .filter(|r| pred(r))
+        .map(|r| r.bytes_sent.load(Ordering::Relaxed))
+        .sum()
 }
 
 /// Size of one Node as JSON (the first node of the scene).

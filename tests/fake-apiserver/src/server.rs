@@ -4,6 +4,7 @@
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use http_body_util::BodyExt;
 use hyper::body::{Body, Bytes};
@@ -79,6 +80,8 @@ pub(crate) struct Ctx {
     token: Option<String>,
     /// `Accept` asks for `PartialObjectMetadata` (or its list).
     metadata_only: bool,
+    /// Bytes of the answer sent (a watch counts as it streams).
+    sent: Arc<AtomicU64>,
 }
 
 impl Ctx {
@@ -290,6 +293,7 @@ where
         tokio::time::sleep(latency).await;
     }
 
+    let sent = Arc::new(AtomicU64::new(0));
     let faulted = fault.is_some();
     let never = matches!(fault, Some(FaultResponse::NeverAnswer));
     let reply = match fault {
@@ -320,6 +324,7 @@ where
                 content_type: content_type.clone(),
                 token: token.clone(),
                 metadata_only,
+                sent: sent.clone(),
             };
             Some(match body {
                 Err(e) => Reply::status(Status::failure(
@@ -333,6 +338,13 @@ where
     };
 
     let code = reply.as_ref().map_or(0, |r| r.code);
+    if let Some(Reply {
+        body: ResBody::Full(Some(b)),
+        ..
+    }) = &reply
+    {
+        sent.fetch_add(b.len() as u64, Ordering::Relaxed);
+    }
     {
         let mut st = shared.lock();
         st.counters.requests += 1;
@@ -356,6 +368,7 @@ where
             token,
             user,
             status: code,
+            bytes_sent: sent,
             metadata_only,
             watch,
             at,
@@ -674,6 +687,7 @@ fn list_or_watch(shared: &Arc<Shared>, ctx: &Ctx, kind: Kind, ns: &str) -> HResu
             timeout,
             send_initial_events: ctx.flag("sendInitialEvents"),
             metadata_only: ctx.metadata_only,
+            sent: ctx.sent.clone(),
         };
         shared.lock().counters.watches_started += 1;
         let body = watch::start(shared, kind, filter, params);

@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -102,6 +102,8 @@ pub(crate) struct WatchParams {
     pub send_initial_events: bool,
     /// Objects as `PartialObjectMetadata` (`nodes-watch-metadata.jsonl`).
     pub metadata_only: bool,
+    /// Counts the bytes sent (the request's [`crate::RecordedRequest::bytes_sent`]).
+    pub sent: Arc<AtomicU64>,
 }
 
 /// An object as `PartialObjectMetadata`: kind, apiVersion `meta.k8s.io/v1`
@@ -215,6 +217,7 @@ async fn run(
     let mut drop_rx = shared.drop_tx.subscribe();
     let send = |b: Bytes| {
         let tx = tx.clone();
+        params.sent.fetch_add(b.len() as u64, Ordering::Relaxed);
         async move { tx.send(Chunk::Data(b)).await.is_ok() }
     };
     if let Some(oldest) = expired {
