@@ -131,6 +131,7 @@ for variant in minimal full; do
     out="$work/rendered/post-render-$variant-$(basename "$chart" .yaml).yaml"
     mkdir -p "$(dirname "$out")"
     if KUBECTL="$kubectl" SELFDESTRUCT_VARIANT="$variant" SELFDESTRUCT_NODE_READER=on \
+      SELFDESTRUCT_IMAGE=registry.example/selfdestruct:0.1.0 \
       bash manifests/jupyterhub/post-render.sh jhub <"$chart" >"$out" 2>"$work/post-render.err"; then
       rendered+=("$k=$out")
     else

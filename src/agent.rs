@@ -287,7 +287,6 @@ struct Agent {
     candidates: Option<Candidates>,
     sibling_rx: Option<mpsc::Receiver<Update<Sibling>>>,
     last_hold: Option<Hold>,
-    last_event: Option<String>,
     /// The Warning Event about two PodDisruptionBudgets was posted.
     told_multiple_pdbs: bool,
     /// New nodes already reported as full (a sibling landed on an older node instead).
@@ -330,7 +329,6 @@ impl Agent {
             candidates: None,
             sibling_rx: None,
             last_hold: None,
-            last_event: None,
             told_multiple_pdbs: false,
             full_nodes: BTreeSet::new(),
             release_pending: true,
@@ -619,20 +617,6 @@ impl Agent {
                 "dry run: would {verb} own pod {} (pausing now, as after a real move)", own.name);
             return Outcome::Done;
         }
-        let key = match trigger {
-            Trigger::Lifetime { .. } => "lifetime".to_string(),
-            Trigger::NewNode { node, .. } => format!("node/{node}"),
-        };
-        if self.last_event.as_deref() != Some(key.as_str()) {
-            match self
-                .api
-                .event(&own.uid, action, "SelfDestruct", &reason)
-                .await
-            {
-                Ok(()) => self.last_event = Some(key),
-                Err(e) => warn!(error = %e, "could not post the Event (continuing)"),
-            }
-        }
         let res = self
             .api
             .remove(self.cfg.args.mode, &own.uid, self.cfg.grace_period)
@@ -670,10 +654,21 @@ impl Agent {
         }
         let outcome = outcome_of(&res);
         match (&outcome, &res) {
-            (Outcome::Done, _) => info!(
-                outcome = "done",
-                "{verb}ed own pod ({reason}); waiting for SIGTERM"
-            ),
+            (Outcome::Done, _) => {
+                info!(
+                    outcome = "done",
+                    "{verb}ed own pod ({reason}); waiting for SIGTERM"
+                );
+                // The Event records what happened: posted only once the API
+                // accepted the eviction or delete (a 429 posts nothing).
+                if let Err(e) = self
+                    .api
+                    .event(&own.uid, action, "SelfDestruct", &reason)
+                    .await
+                {
+                    warn!(error = %e, "could not post the Event (continuing)");
+                }
+            }
             (Outcome::Gone, Err(e)) => {
                 info!(outcome = "gone", error = %e, "own pod is already gone or replaced: nothing more to do")
             }

@@ -59,6 +59,59 @@ pub struct Cli {
 pub enum Command {
     /// Image-puller mode: remove a startup taint from the own node once its images are pulled
     NodeGate(crate::node_gate::GateConfig),
+    /// Check agent settings given as VARIABLE=VALUE with the agent's own rules; exit 2 naming a bad one
+    ///
+    /// Prints them as container env entries, one JSON object a line. Only the arguments are
+    /// checked; run it with a clean environment (`env -i`), as zero-to-jupyterhub's
+    /// post-renderer does, since an invalid agent setting in its own environment fails first.
+    CheckSettings(CheckSettings),
+}
+
+/// `selfdestruct check-settings VARIABLE=VALUE...` (zero-to-jupyterhub's post-renderer runs it).
+#[derive(clap::Args, Debug, Clone)]
+pub struct CheckSettings {
+    /// The agent's settings, each named by its environment variable
+    #[arg(value_name = "VARIABLE=VALUE")]
+    pub settings: Vec<String>,
+}
+
+/// Checks agent settings given as `VARIABLE=VALUE` exactly as the agent would read them
+/// from its environment (the same declarations and parsers, then [`Config::from_args`]),
+/// and nothing else: the process's own environment is not read. Returns the settings as
+/// (variable, value), or the message the agent would exit 2 with, naming the variable.
+pub fn check_settings(settings: &[String]) -> Result<Vec<(String, String)>, String> {
+    let cli = <Cli as clap::CommandFactory>::command();
+    let mut given: Vec<(String, String)> = Vec::new();
+    let mut argv = vec!["selfdestruct".to_string()];
+    for setting in settings {
+        let Some((var, value)) = setting.split_once('=') else {
+            return Err(format!("expected VARIABLE=VALUE, not {setting:?}"));
+        };
+        let arg = cli
+            .get_arguments()
+            .find(|a| a.get_env().is_some_and(|e| e == var))
+            .ok_or_else(|| format!("unknown setting {var}: no agent setting has this variable"))?;
+        if given.iter().any(|(v, _)| v == var) {
+            return Err(format!("{var} is given twice"));
+        }
+        let flag = arg.get_long().unwrap_or_default();
+        argv.push(format!("--{flag}={value}"));
+        given.push((var.to_string(), value.to_string()));
+    }
+    // Variables not given are not read from this process's environment.
+    let cli = cli.mut_args(|a| match a.get_env() {
+        Some(e) if given.iter().any(|(v, _)| e == v.as_str()) => a,
+        _ => a.env(None),
+    });
+    let parsed = cli
+        .try_get_matches_from(argv)
+        .and_then(|m| <Cli as clap::FromArgMatches>::from_arg_matches(&m))
+        .map_err(|e| {
+            let e = e.to_string();
+            e.trim_end().trim_start_matches("error: ").to_string()
+        })?;
+    Config::from_args(&parsed.agent, None).map_err(|e| e.to_string())?;
+    Ok(given)
 }
 
 /// The agent's flags, each backed by an environment variable.

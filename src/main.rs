@@ -5,7 +5,7 @@
 
 use clap::Parser;
 use selfdestruct::agent;
-use selfdestruct::config::{Cli, Command, Config};
+use selfdestruct::config::{self, Cli, Command, Config};
 use selfdestruct::connect::{self, AccessError};
 use selfdestruct::signals::Signals;
 
@@ -15,9 +15,19 @@ fn main() {
         eprintln!("selfdestruct: {e}");
         std::process::exit(agent::EXIT_CONFIG)
     };
+    if let Some(Command::CheckSettings(c)) = &cli.command {
+        // Exactly these settings, as the agent reads them; printed as env entries.
+        for (name, value) in config::check_settings(&c.settings).unwrap_or_else(|e| fail(&e)) {
+            println!("{}", serde_json::json!({ "name": name, "value": value }));
+        }
+        std::process::exit(0);
+    }
     let cfg = Config::from_args(&cli.agent, std::env::var("RUST_LOG").ok().as_deref())
         .unwrap_or_else(|e| fail(&e));
-    let gate = cli.command.as_ref().map(|Command::NodeGate(g)| g.clone());
+    let gate = match &cli.command {
+        Some(Command::NodeGate(g)) => Some(g.clone()),
+        _ => None,
+    };
     // `selfdestruct --` alone: a wrapper with nothing to run is a mistake, not a pause.
     let wrapped = !cli.exec.is_empty() || std::env::args_os().skip(1).any(|a| a == "--");
     if wrapped && cli.exec.is_empty() {

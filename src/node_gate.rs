@@ -428,7 +428,7 @@ mod tests {
                 .command
             {
                 Some(Command::NodeGate(g)) => Ok::<_, String>(g),
-                None => panic!("node-gate subcommand"),
+                _ => panic!("node-gate subcommand"),
             }
         };
         let c = gate(&["--node-name=n1", "--gate-poll=10ms"]).expect("valid");

@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::cluster::{NS, Scene, events_path};
+use common::cluster::{NS, Scene, events_path, is_event_about};
 use common::vtime::{self, Logs};
 use common::*;
 use fake_apiserver::{FaultResponse, Matcher, NodeBuilder, PodTemplate, Rule, Subject};
@@ -303,6 +303,59 @@ async fn a_pdb_429_is_retried_later_and_then_succeeds() {
     );
     let attempts = s.evictions().len();
     assert!(attempts <= 4, "no hot loop on 429: {attempts} attempts");
+}
+
+/// The `SelfDestruct` Event records a move that happened: none while the
+/// budget answers 429, one once the eviction is accepted (201), after it.
+#[tokio::test(start_paused = true)]
+async fn the_event_follows_the_accepted_eviction_and_a_429_posts_none() {
+    let (logs, _guard) = Logs::capture();
+    let s = vtime::placeholders(3).await;
+    s.fake.set_pod_ready(NS, "placeholder-2", false);
+    let _agent = vtime::agent(
+        &s,
+        "placeholder-0",
+        &with(&[("SELFDESTRUCT_SIBLING_SELECTOR", "none")]),
+    );
+    let refused = |r: &fake_apiserver::RecordedRequest| r.is_eviction() && r.status == 429;
+    let event = |r: &fake_apiserver::RecordedRequest| is_event_about(r, "placeholder-0");
+    // Two refusals (the first attempt and a retry), and no Event.
+    let refused_twice = || s.fake.count_requests(refused) >= 2;
+    assert!(
+        vtime::until(Duration::from_secs(60), refused_twice).await,
+        "{}",
+        logs.text()
+    );
+    assert_eq!(s.fake.count_requests(event), 0, "{}", logs.text());
+    s.fake.set_pod_ready(NS, "placeholder-2", true);
+    let accepted = vtime::request(&s, Duration::from_secs(60), |r| {
+        r.is_eviction() && r.status == 201
+    })
+    .await
+    .unwrap_or_else(|| panic!("never accepted:\n{}", logs.text()));
+    let posted = vtime::request(&s, Duration::from_secs(5), event)
+        .await
+        .unwrap_or_else(|| panic!("no Event after the eviction:\n{}", logs.text()));
+    assert!(
+        posted.at >= accepted.at,
+        "the Event came before the eviction"
+    );
+    assert_eq!(s.fake.count_requests(event), 1, "{}", logs.text());
+    let posted = s
+        .fake
+        .events(NS)
+        .into_iter()
+        .find(|e| e.involved_object.name.as_deref() == Some("placeholder-0"))
+        .expect("the Event");
+    assert_eq!(posted.reason.as_deref(), Some("SelfDestruct"));
+    assert!(
+        posted
+            .message
+            .as_deref()
+            .unwrap_or("")
+            .starts_with("lifetime "),
+        "{posted:?}"
+    );
 }
 
 /// Sets `pod`'s status.phase (Pending: a sibling that is not placed yet).

@@ -1,14 +1,19 @@
 //! The zero-to-jupyterhub post-renderer (`manifests/jupyterhub/post-render.sh`)
 //! over the chart's real output (`manifests/jupyterhub/testdata/`: the current
-//! chart rendered by Helm, with pod priority on, and with the chart's default
-//! values): the patch sets what the agent needs, which is everything the main
-//! manifest (`manifests/statefulset.yaml`) relies on, leaves everything else as
-//! the chart rendered it, and exactly one PodDisruptionBudget selects the
-//! placeholders. Without pod priority it warns. The default (minimal) Role
-//! gets and evicts only the placeholders' own pods (checked against the fake
-//! API server's RBAC), the release's service account may list and watch
-//! Nodes, and the Helm 4 plugin (`manifests/jupyterhub/plugin.yaml`) runs the
-//! script as Helm does.
+//! chart rendered by Helm's engine with pod priority on, with the chart's
+//! default values, with placeholders but no priority, and a second release):
+//! the patch sets what the agent needs, which is everything the main manifest
+//! (`manifests/statefulset.yaml`) relies on, leaves everything else as the
+//! chart rendered it, and exactly one PodDisruptionBudget selects the
+//! placeholders. Misconfigurations fail the render with one message (no
+//! image, no priority below the users', a bad agent setting, checked by the
+//! agent's own `check-settings`); replicas 0 passes through unchanged; agent
+//! settings arrive in the placeholders' env; every name added comes from the
+//! release, so two releases do not collide. The default (minimal) Role gets
+//! and evicts only the placeholders' own pods (checked against the fake API
+//! server's RBAC), the release's service account may list and watch Nodes,
+//! and the Helm 4 plugin (`manifests/jupyterhub/plugin.yaml`) runs the script
+//! as Helm does.
 //!
 //! Needs `kubectl` (for `kubectl kustomize`) and a Python with PyYAML (to turn
 //! the rendered YAML into JSON); `bash ci/validate-manifests.sh` installs both
@@ -22,6 +27,13 @@ use std::process::{Command, Stdio};
 use serde_json::{Value, json};
 
 const NAMESPACE: &str = "hub-ns";
+
+/// The operator's build of the image (post-render.sh requires one).
+const IMAGE: &str = "registry.example/selfdestruct:0.1.0";
+
+/// The placeholders' account, Role and RoleBinding: named after the release
+/// ("jhub" in the captured output).
+const SERVICE_ACCOUNT: &str = "selfdestruct-jhub";
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -143,11 +155,37 @@ fn post_render(kubectl: &Path, python: &Path, input: &str, variant: &str) -> Vec
 
 /// post-render.sh for the release namespace, with the pinned kubectl.
 fn post_render_command(kubectl: &Path) -> Command {
+    post_render_in(kubectl, NAMESPACE)
+}
+
+/// post-render.sh for `namespace`, with the pinned kubectl, the operator's
+/// image and otherwise the script's defaults (whatever the caller's
+/// environment holds).
+fn post_render_in(kubectl: &Path, namespace: &str) -> Command {
     let mut cmd = Command::new("bash");
     cmd.arg(root().join("manifests/jupyterhub/post-render.sh"))
-        .arg(NAMESPACE)
-        .env("KUBECTL", kubectl);
+        .arg(namespace)
+        .env("KUBECTL", kubectl)
+        .env("SELFDESTRUCT_IMAGE", IMAGE);
+    for own in [
+        "SELFDESTRUCT_VARIANT",
+        "SELFDESTRUCT_NODE_READER",
+        "SELFDESTRUCT_PRIORITY_CHECK",
+        "SELFDESTRUCT_BIN",
+        "SELFDESTRUCT_NAMESPACE",
+    ] {
+        cmd.env_remove(own);
+    }
     cmd
+}
+
+/// Runs `cmd` over `input`, which must fail with nothing on stdout; its stderr.
+fn render_fails(cmd: &mut Command, input: &str) -> String {
+    let out = run_with_input(cmd, input);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "{cmd:?} succeeded: {stderr}");
+    assert!(out.stdout.is_empty(), "{cmd:?} printed output: {stderr}");
+    stderr
 }
 
 /// post-render.sh over `input`: (parsed output, stderr).
@@ -158,12 +196,8 @@ fn post_render_err(
     variant: &str,
 ) -> (Vec<Value>, String) {
     let mut cmd = post_render_command(kubectl);
-    cmd.env_remove("SELFDESTRUCT_IMAGE")
-        .env_remove("SELFDESTRUCT_NODE_READER");
     // "": the script's default variant.
-    if variant.is_empty() {
-        cmd.env_remove("SELFDESTRUCT_VARIANT");
-    } else {
+    if !variant.is_empty() {
         cmd.env("SELFDESTRUCT_VARIANT", variant);
     }
     let (out, err) = pipe_err(&mut cmd, input);
@@ -319,17 +353,14 @@ fn check_common(python: &Path, docs: &[Value], input: &[Value]) -> Value {
         .expect("labels");
     assert!(!selects(&constraints[0]["labelSelector"], pod_labels));
     // Its own service account, with the token mounted (the chart sets false).
-    assert_eq!(pod["serviceAccountName"], "selfdestruct-user-placeholder");
+    assert_eq!(pod["serviceAccountName"], SERVICE_ACCOUNT);
     assert_eq!(pod["automountServiceAccountToken"], true);
-    let sa = find(docs, "ServiceAccount", "selfdestruct-user-placeholder");
+    let sa = find(docs, "ServiceAccount", SERVICE_ACCOUNT);
     assert_ne!(sa["automountServiceAccountToken"], false, "{sa}");
     let containers = pod["containers"].as_array().expect("containers");
     assert_eq!(containers.len(), 1, "still one container");
     assert_eq!(containers[0]["name"], "pause");
-    assert_eq!(
-        containers[0]["image"],
-        "ghcr.io/selfdestruct/selfdestruct:0.1.0"
-    );
+    assert_eq!(containers[0]["image"], IMAGE);
     let env = env_of(&containers[0]);
     for (name, field) in [
         ("POD_NAME", "metadata.name"),
@@ -388,16 +419,16 @@ fn check_common(python: &Path, docs: &[Value], input: &[Value]) -> Value {
         "the test data is the chart's output (token off)"
     );
 
-    let rb = find(docs, "RoleBinding", "selfdestruct-user-placeholder");
+    let rb = find(docs, "RoleBinding", SERVICE_ACCOUNT);
     assert_eq!(
         rb["subjects"],
         json!([{
             "kind": "ServiceAccount",
-            "name": "selfdestruct-user-placeholder",
+            "name": SERVICE_ACCOUNT,
             "namespace": NAMESPACE,
         }])
     );
-    assert_eq!(rb["roleRef"]["name"], "selfdestruct-user-placeholder");
+    assert_eq!(rb["roleRef"]["name"], SERVICE_ACCOUNT);
     // Exactly one budget selects the placeholders (two make every eviction
     // fail with HTTP 500): the chart's own, now at most one away at a time.
     let budgets = budgets_selecting(docs, pod_labels);
@@ -420,7 +451,7 @@ fn check_common(python: &Path, docs: &[Value], input: &[Value]) -> Value {
         "the chart's output"
     );
     // get and evict name exactly the StatefulSet's pods.
-    let role = find(docs, "Role", "selfdestruct-user-placeholder");
+    let role = find(docs, "Role", SERVICE_ACCOUNT);
     let names = placeholder_pod_names(&sts);
     for resource in ["pods", "pods/eviction"] {
         let rules: Vec<&Value> = role["rules"]
@@ -450,8 +481,6 @@ fn placeholder_pod_names(sts: &Value) -> Vec<String> {
         .map(|i| format!("{name}-{i}"))
         .collect()
 }
-
-const SERVICE_ACCOUNT: &str = "selfdestruct-user-placeholder";
 
 /// The ClusterRoleBindings in `docs` whose subjects include the placeholders'
 /// service account, with their ClusterRoles' rules.
@@ -531,7 +560,7 @@ fn sibling_selector(sts: &Value) -> Value {
         .expect("SELFDESTRUCT_SIBLING_SELECTOR")
 }
 
-const PRIORITY_WARNING: &str = "scheduling: {podPriority: {enabled: true}}";
+const PRIORITY_FIX: &str = "set scheduling.podPriority.enabled: true in the chart's values";
 
 #[test]
 fn the_post_renderer_patches_the_charts_user_placeholders() {
@@ -552,7 +581,7 @@ fn the_post_renderer_patches_the_charts_user_placeholders() {
         sibling_selector(&sts),
         "component=user-placeholder,release=jhub"
     );
-    let role = find(&docs, "Role", "selfdestruct-user-placeholder");
+    let role = find(&docs, "Role", SERVICE_ACCOUNT);
     assert_eq!(pod_verbs(role), ["get", "list", "watch"]);
 }
 
@@ -568,7 +597,7 @@ fn the_default_variant_is_minimal_no_list_or_watch_and_no_sibling_awareness() {
     let sts = check_common(&python, &docs, &input);
     check_priority(&docs);
     assert_eq!(sibling_selector(&sts), "none");
-    let role = find(&docs, "Role", "selfdestruct-user-placeholder");
+    let role = find(&docs, "Role", SERVICE_ACCOUNT);
     assert_eq!(pod_verbs(role), ["get"]);
     let all: Vec<String> = role["rules"]
         .as_array()
@@ -588,24 +617,57 @@ fn the_default_variant_is_minimal_no_list_or_watch_and_no_sibling_awareness() {
 }
 
 #[test]
-fn with_the_charts_default_values_it_warns_that_placeholders_have_no_priority() {
-    let (kubectl, python) = tools();
-    let input_text = chart_defaults();
-    let input = yaml_docs(&python, &input_text);
-    let (docs, stderr) = post_render_err(&kubectl, &python, &input_text, "full");
-    // The rest holds without priority too.
-    let sts = check_common(&python, &docs, &input);
-    assert!(sts["spec"]["template"]["spec"]["priorityClassName"].is_null());
+fn with_the_charts_default_values_replicas_0_the_output_passes_through_unchanged() {
+    let (kubectl, _python) = tools();
+    let input = chart_defaults();
     assert!(
-        stderr.contains("has no priorityClassName") && stderr.contains(PRIORITY_WARNING),
-        "{stderr}"
+        input.contains("\n  replicas: 0\n"),
+        "the capture's placeholders"
     );
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    // Not even the image is needed: there are no placeholders to run it.
+    let (out, _) = pipe_err(
+        post_render_command(&kubectl).env_remove("SELFDESTRUCT_IMAGE"),
+        &input,
+    );
+    assert!(out == input, "replicas 0: not passed through unchanged");
 }
 
 #[test]
-fn a_placeholder_priority_not_below_the_users_is_warned_about() {
+fn placeholders_without_priority_fail_the_render_unless_the_check_is_off() {
     let (kubectl, python) = tools();
+    // The chart's default values with 4 placeholders: no priorityClassName.
+    let input_text = testdata("no-priority/z2jh-no-priority.yaml");
+    let stderr = render_fails(&mut post_render_command(&kubectl), &input_text);
+    assert!(
+        stderr.contains("has no priorityClassName")
+            && stderr.contains(PRIORITY_FIX)
+            && stderr.contains("SELFDESTRUCT_PRIORITY_CHECK=off"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "one message: {stderr}");
+    // The opt-out, in the environment or as an argument: the rest holds.
+    let input = yaml_docs(&python, &input_text);
+    let mut by_env = post_render_command(&kubectl);
+    by_env.env("SELFDESTRUCT_PRIORITY_CHECK", "off");
+    let mut by_arg = post_render_command(&kubectl);
+    by_arg.arg("SELFDESTRUCT_PRIORITY_CHECK=off");
+    for mut off in [by_env, by_arg] {
+        let (out, stderr) = pipe_err(&mut off, &input_text);
+        assert!(stderr.is_empty(), "{stderr}");
+        let docs = yaml_docs(&python, &out);
+        let sts = check_common(&python, &docs, &input);
+        assert!(sts["spec"]["template"]["spec"]["priorityClassName"].is_null());
+    }
+    let stderr = render_fails(
+        post_render_command(&kubectl).env("SELFDESTRUCT_PRIORITY_CHECK", "no"),
+        &input_text,
+    );
+    assert!(stderr.contains("SELFDESTRUCT_PRIORITY_CHECK"), "{stderr}");
+}
+
+#[test]
+fn a_placeholder_priority_not_below_the_users_fails_the_render() {
+    let (kubectl, _python) = tools();
     // scheduling.podPriority.userPlaceholderPriority: 0, like defaultPriority.
     let text = chart_output();
     let marker = "name: jhub-user-placeholder-priority";
@@ -616,23 +678,28 @@ fn a_placeholder_priority_not_below_the_users_is_warned_about() {
         &text[..value_at],
         &text[value_at + "\nvalue: -10\n".len()..]
     );
-    let (docs, stderr) = post_render_err(&kubectl, &python, &input_text, "full");
-    assert_eq!(priority_value(&docs, "jhub-user-placeholder-priority"), 0);
+    let stderr = render_fails(&mut post_render_command(&kubectl), &input_text);
     assert!(
         stderr.contains("jhub-user-placeholder-priority")
             && stderr.contains("not below the user pods' priority")
-            && stderr.contains("jhub-default-priority"),
+            && stderr.contains("jhub-default-priority")
+            && stderr.contains("scheduling.podPriority.userPlaceholderPriority"),
         "{stderr}"
     );
-    // And a class the output does not define cannot be checked: it says so.
+    // A class the output does not define cannot be checked: it says so.
     let input_text = text.replace(
         "priorityClassName: jhub-user-placeholder-priority",
         "priorityClassName: somewhere-else",
     );
-    let (_, stderr) = post_render_err(&kubectl, &python, &input_text, "full");
+    let stderr = render_fails(&mut post_render_command(&kubectl), &input_text);
     assert!(
         stderr.contains("somewhere-else") && stderr.contains("not in the chart's output"),
         "{stderr}"
+    );
+    // Both pass with the opt-out.
+    pipe(
+        post_render_command(&kubectl).env("SELFDESTRUCT_PRIORITY_CHECK", "off"),
+        &input_text,
     );
 }
 
@@ -687,6 +754,16 @@ fn the_post_renderer_takes_the_image_from_selfdestruct_image() {
             );
         }
     }
+    // As an argument too (it wins over the environment).
+    let out = pipe(
+        post_render_command(&kubectl).arg("SELFDESTRUCT_IMAGE=registry.example/other:2"),
+        &input,
+    );
+    let docs = yaml_docs(&python, &out);
+    assert_eq!(
+        placeholders(&docs)["spec"]["template"]["spec"]["containers"][0]["image"],
+        "registry.example/other:2"
+    );
     // Neither a tag nor a digest: refused, naming the variable.
     for bad in ["registry.example/selfdestruct", "a b:c", "x:y/z"] {
         let out = render(bad, "full");
@@ -696,6 +773,22 @@ fn the_post_renderer_takes_the_image_from_selfdestruct_image() {
             "{bad}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+    }
+    // Unset (or empty): the render fails, naming the value to set; no
+    // silent default image that nobody publishes.
+    for image in [None, Some("")] {
+        let mut cmd = post_render_command(&kubectl);
+        match image {
+            None => cmd.env_remove("SELFDESTRUCT_IMAGE"),
+            Some(v) => cmd.env("SELFDESTRUCT_IMAGE", v),
+        };
+        let stderr = render_fails(&mut cmd, &input);
+        assert!(
+            stderr.contains("SELFDESTRUCT_IMAGE is not set")
+                && stderr.contains("--post-renderer-args SELFDESTRUCT_IMAGE="),
+            "{stderr}"
+        );
+        assert_eq!(stderr.lines().count(), 1, "one message: {stderr}");
     }
 }
 
@@ -707,8 +800,7 @@ fn the_node_reader_can_be_turned_off_and_nothing_cluster_scoped_is_added() {
     let out = pipe(
         post_render_command(&kubectl)
             .env("SELFDESTRUCT_NODE_READER", "off")
-            .env_remove("SELFDESTRUCT_VARIANT")
-            .env_remove("SELFDESTRUCT_IMAGE"),
+            .env_remove("SELFDESTRUCT_VARIANT"),
         &input_text,
     );
     let docs = yaml_docs(&python, &out);
@@ -724,7 +816,7 @@ fn the_node_reader_can_be_turned_off_and_nothing_cluster_scoped_is_added() {
 }
 
 /// The rendered Role and ClusterRole as the fake API server's rules, for
-/// `system:serviceaccount:NAMESPACE:selfdestruct-user-placeholder`.
+/// `system:serviceaccount:NAMESPACE:selfdestruct-jhub`.
 fn rendered_subject(docs: &[Value]) -> fake_apiserver::Subject {
     use fake_apiserver::rbac::Rule;
     let strs = |v: &Value| -> Vec<String> {
@@ -864,9 +956,10 @@ fn the_helm_4_plugin_runs_the_post_renderer() {
             .env("HELM_PLUGIN_DIR", &dir)
             .env("HELM_PLUGIN_NAME", "selfdestruct")
             .env("KUBECTL", &kubectl)
+            .env("SELFDESTRUCT_IMAGE", IMAGE)
             .env_remove("SELFDESTRUCT_VARIANT")
-            .env_remove("SELFDESTRUCT_IMAGE")
-            .env_remove("SELFDESTRUCT_NODE_READER"),
+            .env_remove("SELFDESTRUCT_NODE_READER")
+            .env_remove("SELFDESTRUCT_PRIORITY_CHECK"),
         &chart_output(),
     );
     let docs = yaml_docs(&python, &out);
@@ -874,4 +967,347 @@ fn the_helm_4_plugin_runs_the_post_renderer() {
         placeholders(&docs)["spec"]["template"]["spec"]["serviceAccountName"],
         SERVICE_ACCOUNT
     );
+}
+
+/// The agent binary built with these tests, for `check-settings`.
+const AGENT: &str = env!("CARGO_BIN_EXE_selfdestruct");
+
+/// What the agent itself says at start-up about `var=value` (its stderr).
+fn agent_says(var: &str, value: &str) -> String {
+    let out = Command::new(AGENT)
+        .env_clear()
+        .env(var, value)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the agent");
+    assert_eq!(out.status.code(), Some(2), "{var}={value}: exit 2");
+    String::from_utf8_lossy(&out.stderr)
+        .trim()
+        .trim_start_matches("error: ")
+        .to_string()
+}
+
+#[test]
+fn agent_settings_given_as_arguments_reach_the_placeholders_env_checked_by_the_agent() {
+    let (kubectl, python) = tools();
+    let input_text = chart_output();
+    let input = yaml_docs(&python, &input_text);
+    let with_bin = || {
+        let mut cmd = post_render_command(&kubectl);
+        cmd.env("SELFDESTRUCT_BIN", AGENT);
+        cmd
+    };
+    // The node reader off and a lifetime, in one command (the post-renderer's
+    // own setting and the agent's side by side).
+    let settings = [
+        ("SELFDESTRUCT_MIN_LIFETIME", "6h"),
+        ("SELFDESTRUCT_MAX_LIFETIME", "12h"),
+        (
+            "SELFDESTRUCT_NODE_SELECTOR",
+            "hub.jupyter.org/node-purpose=user",
+        ),
+        ("SELFDESTRUCT_LOG_LEVEL", "debug"),
+    ];
+    let mut cmd = with_bin();
+    cmd.arg("SELFDESTRUCT_NODE_READER=off");
+    for (k, v) in settings {
+        cmd.arg(format!("{k}={v}"));
+    }
+    let docs = yaml_docs(&python, &pipe(&mut cmd, &input_text));
+    let sts = placeholders(&docs);
+    let env = env_of(&sts["spec"]["template"]["spec"]["containers"][0]);
+    for (k, v) in settings {
+        let found: Vec<_> = env.iter().filter(|(n, _)| n == k).collect();
+        assert_eq!(found, [&(k.to_string(), json!(v))], "{env:?}");
+    }
+    // The Component's entries stay, once each.
+    for k in [
+        "POD_NAME",
+        "POD_UID",
+        "SELFDESTRUCT_MODE",
+        "SELFDESTRUCT_SIBLING_SELECTOR",
+    ] {
+        assert_eq!(
+            env.iter().filter(|(n, _)| n == k).count(),
+            1,
+            "{k}: {env:?}"
+        );
+    }
+    assert!(
+        node_grants(&docs).is_empty(),
+        "SELFDESTRUCT_NODE_READER=off"
+    );
+    assert_eq!(docs.len(), input.len() + 3);
+    // Full variant: a sibling selector of the operator's wins over the
+    // post-renderer's.
+    let mut cmd = with_bin();
+    cmd.env("SELFDESTRUCT_VARIANT", "full")
+        .arg("SELFDESTRUCT_SIBLING_SELECTOR=component=user-placeholder,release=jhub,x=y");
+    let docs = yaml_docs(&python, &pipe(&mut cmd, &input_text));
+    assert_eq!(
+        sibling_selector(placeholders(&docs)),
+        "component=user-placeholder,release=jhub,x=y"
+    );
+
+    // An invalid value or an unknown name fails the render with the agent's
+    // own message, naming it.
+    for (var, value) in [
+        ("SELFDESTRUCT_MAX_LIFETIME", "12 hours please"),
+        ("SELFDESTRUCT_NODE_SELECTOR", "a in b"),
+        ("SELFDESTRUCT_MAX_MOVES_PER_HOUR", "-1"),
+    ] {
+        let stderr = render_fails(with_bin().arg(format!("{var}={value}")), &input_text);
+        let agent = agent_says(var, value);
+        assert!(agent.contains(var), "{agent}");
+        assert_eq!(stderr.trim(), format!("post-render.sh: {agent}"));
+    }
+    // check-settings itself: exit 2, as the agent on a bad setting.
+    let checked = Command::new(AGENT)
+        .env_clear()
+        .args(["check-settings", "SELFDESTRUCT_MODE=maybe"])
+        .output()
+        .expect("check-settings");
+    assert_eq!(checked.status.code(), Some(2));
+    assert!(checked.stdout.is_empty());
+    let stderr = render_fails(
+        with_bin().args([
+            "SELFDESTRUCT_MIN_LIFETIME=2h",
+            "SELFDESTRUCT_MAX_LIFETIME=1h",
+        ]),
+        &input_text,
+    );
+    assert!(
+        stderr.contains("invalid SELFDESTRUCT_MIN_LIFETIME"),
+        "{stderr}"
+    );
+    let stderr = render_fails(with_bin().arg("SELFDESTRUCT_MAX_LIFETYME=12h"), &input_text);
+    assert!(
+        stderr.contains("unknown setting SELFDESTRUCT_MAX_LIFETYME"),
+        "{stderr}"
+    );
+    // The node gate's settings are not the agent's.
+    let stderr = render_fails(with_bin().arg("SELFDESTRUCT_GATE_TIMEOUT=5m"), &input_text);
+    assert!(
+        stderr.contains("unknown setting SELFDESTRUCT_GATE_TIMEOUT"),
+        "{stderr}"
+    );
+    // What the post-renderer fixes: the Downward API, the mode (the Role
+    // evicts only), the sibling selector without list/watch.
+    for (arg, says) in [
+        ("POD_NAME=x", "only SELFDESTRUCT_* settings"),
+        ("SELFDESTRUCT_MODE=delete", "eviction only"),
+        (
+            "SELFDESTRUCT_SIBLING_SELECTOR=a=b",
+            "SELFDESTRUCT_VARIANT=full",
+        ),
+    ] {
+        let stderr = render_fails(with_bin().arg(arg), &input_text);
+        assert!(stderr.contains(says), "{arg}: {stderr}");
+    }
+    // Settings without a binary to check them: it says how to get one.
+    let mut cmd = post_render_command(&kubectl);
+    cmd.env("PATH", "/usr/bin:/bin")
+        .arg("SELFDESTRUCT_MAX_LIFETIME=12h");
+    let stderr = render_fails(&mut cmd, &input_text);
+    assert!(
+        stderr.contains("SELFDESTRUCT_BIN") && stderr.contains("cargo build --release"),
+        "{stderr}"
+    );
+}
+
+/// Whether objects of `kind` live in a namespace (the chart's kinds and ours).
+fn namespaced(kind: &str) -> bool {
+    match kind {
+        "ClusterRole" | "ClusterRoleBinding" | "PriorityClass" => false,
+        "ConfigMap"
+        | "Secret"
+        | "Service"
+        | "ServiceAccount"
+        | "Role"
+        | "RoleBinding"
+        | "Deployment"
+        | "StatefulSet"
+        | "DaemonSet"
+        | "PodDisruptionBudget"
+        | "NetworkPolicy"
+        | "PersistentVolumeClaim"
+        | "Job" => true,
+        other => panic!("is {other} namespaced? add it here"),
+    }
+}
+
+/// (kind, namespace, name) of every object of `docs`, installed into `namespace`.
+fn identities(docs: &[Value], namespace: &str) -> Vec<(String, String, String)> {
+    docs.iter()
+        .map(|d| {
+            let kind = d["kind"].as_str().expect("kind").to_string();
+            let ns = if namespaced(&kind) { namespace } else { "" };
+            let name = d["metadata"]["name"].as_str().expect("name").to_string();
+            (kind, ns.to_string(), name)
+        })
+        .collect()
+}
+
+#[test]
+fn two_releases_install_side_by_side_in_one_namespace_or_two() {
+    let (kubectl, python) = tools();
+    let render = |input: &str, namespace: &str| {
+        yaml_docs(
+            &python,
+            &pipe(&mut post_render_in(&kubectl, namespace), input),
+        )
+    };
+    let jhub_input = chart_output();
+    // A second release, "staging", in the same namespace (the chart's own
+    // names prefixed with fullnameOverride: null).
+    let staging_input = testdata("staging/z2jh-staging.yaml");
+    let jhub = render(&jhub_input, NAMESPACE);
+    let staging = render(&staging_input, NAMESPACE);
+    let a = identities(&jhub, NAMESPACE);
+    let b = identities(&staging, NAMESPACE);
+    let shared: Vec<_> = a.iter().filter(|id| b.contains(id)).collect();
+    assert!(shared.is_empty(), "one namespace, two releases: {shared:?}");
+    // Each release's objects point at its own: account, Role, binding, node
+    // reader, pod names.
+    for (docs, release) in [(&jhub, "jhub"), (&staging, "staging")] {
+        let account = format!("selfdestruct-{release}");
+        let sts = placeholders(docs);
+        assert_eq!(sts["metadata"]["labels"]["release"], release);
+        assert_eq!(
+            sts["spec"]["template"]["spec"]["serviceAccountName"],
+            account.as_str()
+        );
+        find(docs, "ServiceAccount", &account);
+        let rb = find(docs, "RoleBinding", &account);
+        assert_eq!(rb["roleRef"]["name"], account.as_str());
+        assert_eq!(rb["subjects"][0]["name"], account.as_str());
+        let role = find(docs, "Role", &account);
+        assert_eq!(
+            role["rules"][0]["resourceNames"],
+            json!(placeholder_pod_names(sts))
+        );
+        let bindings: Vec<&Value> = docs
+            .iter()
+            .filter(|d| {
+                d["kind"] == "ClusterRoleBinding"
+                    && d["metadata"]["labels"]["app.kubernetes.io/name"] == "selfdestruct"
+            })
+            .collect();
+        assert_eq!(bindings.len(), 1);
+        assert_eq!(
+            bindings[0]["subjects"],
+            json!([{ "kind": "ServiceAccount", "name": account, "namespace": NAMESPACE }])
+        );
+        find(
+            docs,
+            "ClusterRole",
+            bindings[0]["roleRef"]["name"].as_str().expect("roleRef"),
+        );
+    }
+    // The same release name in another namespace (a second hub): what the
+    // post-renderer adds does not collide, and its cluster-scoped objects
+    // differ. (The chart's own cluster-scoped objects are named after the
+    // release alone: that is the chart's, not ours.)
+    let elsewhere = render(&jhub_input, "other-hub");
+    let input = yaml_docs(&python, &jhub_input);
+    let chart_ids = identities(&input, "");
+    let added = |docs: &[Value], ns: &str| -> Vec<(String, String, String)> {
+        identities(docs, ns)
+            .into_iter()
+            .filter(|(k, _, n)| !chart_ids.iter().any(|(ck, _, cn)| ck == k && cn == n))
+            .collect()
+    };
+    let here = added(&jhub, NAMESPACE);
+    let there = added(&elsewhere, "other-hub");
+    assert_eq!(here.len(), 5, "{here:?}");
+    let shared: Vec<_> = here.iter().filter(|id| there.contains(id)).collect();
+    assert!(
+        shared.is_empty(),
+        "two namespaces, one release name: {shared:?}"
+    );
+    let cluster_scoped: Vec<_> = there.iter().filter(|(_, ns, _)| ns.is_empty()).collect();
+    assert_eq!(cluster_scoped.len(), 2, "{there:?}");
+}
+
+/// The `--post-renderer-args` of each `helm upgrade` command in
+/// docs/jupyterhub.md, with the doc's `REGISTRY` placeholder filled in.
+fn documented_post_renderer_args() -> Vec<Vec<String>> {
+    let doc = std::fs::read_to_string(root().join("docs/jupyterhub.md")).expect("the doc");
+    let blocks: Vec<&str> = doc.split("```").skip(1).step_by(2).collect();
+    blocks
+        .iter()
+        .filter(|b| b.contains("helm upgrade --install"))
+        .map(|b| {
+            let words: Vec<&str> = b.split_whitespace().filter(|w| *w != "\\").collect();
+            words
+                .windows(2)
+                .filter(|w| w[0] == "--post-renderer-args")
+                .map(|w| w[1].replace("REGISTRY", "registry.example"))
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn the_docs_walk_followed_literally_gives_the_operators_placeholders() {
+    let (kubectl, python) = tools();
+    // The doc's config.yaml sets what the capture was rendered with.
+    let doc = std::fs::read_to_string(root().join("docs/jupyterhub.md")).expect("the doc");
+    let values = doc
+        .split("```yaml\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("the doc's config.yaml");
+    let values = yaml_docs(&python, values).remove(0);
+    assert_eq!(values["scheduling"]["podPriority"]["enabled"], true);
+    assert_eq!(values["scheduling"]["userPlaceholder"]["replicas"], 4);
+    let input_text = chart_output();
+    assert!(
+        input_text.contains(
+            "scheduling.podPriority.enabled: true, scheduling.userPlaceholder.replicas: 4"
+        )
+    );
+    let commands = documented_post_renderer_args();
+    assert_eq!(commands.len(), 2, "the install and the lifetime commands");
+    for args in commands {
+        let mut cmd = Command::new("bash");
+        cmd.arg(root().join("manifests/jupyterhub/post-render.sh"))
+            .args(&args)
+            .env("KUBECTL", &kubectl)
+            .env("SELFDESTRUCT_BIN", AGENT);
+        for own in [
+            "SELFDESTRUCT_IMAGE",
+            "SELFDESTRUCT_VARIANT",
+            "SELFDESTRUCT_NODE_READER",
+            "SELFDESTRUCT_PRIORITY_CHECK",
+            "SELFDESTRUCT_NAMESPACE",
+        ] {
+            cmd.env_remove(own);
+        }
+        let docs = yaml_docs(&python, &pipe(&mut cmd, &input_text));
+        let sts = placeholders(&docs);
+        let pod = &sts["spec"]["template"]["spec"];
+        // The operator's image, a priority below the users', the release's names.
+        assert_eq!(
+            pod["containers"][0]["image"], "registry.example/selfdestruct:0.1.0",
+            "{args:?}"
+        );
+        check_priority(&docs);
+        assert_eq!(pod["serviceAccountName"], SERVICE_ACCOUNT);
+        // Their agent settings.
+        let env = env_of(&pod["containers"][0]);
+        for arg in &args {
+            let Some((name, value)) = arg.split_once('=') else {
+                continue;
+            };
+            if name.starts_with("SELFDESTRUCT_")
+                && !["SELFDESTRUCT_IMAGE", "SELFDESTRUCT_NODE_READER"].contains(&name)
+            {
+                assert!(
+                    env.contains(&(name.to_string(), json!(value))),
+                    "{name}: {env:?}"
+                );
+            }
+        }
+    }
 }

@@ -125,6 +125,10 @@ const NO_VARIABLE: &[(&str, &str)] = &[
         "KUBECONFIG is a list of files that kube reads itself; --kubeconfig names one file",
     ),
     ("exec", "the wrapped command after --"),
+    (
+        "settings",
+        "check-settings' VARIABLE=VALUE arguments, not a setting",
+    ),
 ];
 
 /// Bad values of every typed setting, with a word of the accepted form that the

@@ -8,48 +8,84 @@
 #
 #   helm plugin install ./manifests/jupyterhub
 #   helm upgrade --install jhub jupyterhub/jupyterhub --namespace jhub \
-#     --values config.yaml \
-#     --post-renderer selfdestruct --post-renderer-args jhub
+#     --values config.yaml --post-renderer selfdestruct \
+#     --post-renderer-args jhub \
+#     --post-renderer-args SELFDESTRUCT_IMAGE=REGISTRY/selfdestruct:0.1.0
 #
-# Helm 3 runs the script by its path:
-#
-#   helm upgrade --install jhub jupyterhub/jupyterhub --namespace jhub \
-#     --values config.yaml \
-#     --post-renderer ./manifests/jupyterhub/post-render.sh \
-#     --post-renderer-args jhub
+# Helm 3 runs the script by its path: --post-renderer
+# ./manifests/jupyterhub/post-render.sh, with the same --post-renderer-args.
 #
 # Reads the rendered chart on stdin, writes it to a temporary folder as
 # all.yaml, and prints `kubectl kustomize` of it with the Component
-# selfdestruct/ (or minimal/) on stdout. Warns on stderr (and still succeeds)
-# when the placeholders cannot be preempted by user pods: no priorityClassName
-# (the chart's scheduling.podPriority.enabled defaults to false), or a
-# PriorityClass not below the user pods' one; and when the output has no
-# PodDisruptionBudget for them.
+# selfdestruct/ (or minimal/) on stdout. Helm shows a post-renderer's stderr
+# only when it fails, so a misconfiguration fails the render with one message
+# naming the value to set: no SELFDESTRUCT_IMAGE; placeholders without a
+# priority below the user pods' (no priorityClassName: the chart's
+# scheduling.podPriority.enabled defaults to false; or a PriorityClass not
+# below the users'), unless SELFDESTRUCT_PRIORITY_CHECK=off; an unknown or
+# invalid agent setting. A chart without placeholders (replicas 0, or
+# scheduling.userPlaceholder.enabled false) passes through unchanged.
 #
-# Argument 1 (or SELFDESTRUCT_NAMESPACE, or HELM_NAMESPACE): the release
-# namespace, for the RoleBinding's subject.
+# Arguments (--post-renderer-args, repeated): the release namespace (or
+# SELFDESTRUCT_NAMESPACE, or HELM_NAMESPACE), for the bindings' subjects; and
+# settings as NAME=VALUE. The agent's SELFDESTRUCT_* settings go into the
+# placeholders' env, checked first by `selfdestruct check-settings` (the
+# agent's own parser; the binary from SELFDESTRUCT_BIN, else selfdestruct on
+# PATH, else bin/selfdestruct beside this script). The post-renderer's own
+# settings below may be given the same way or in the environment (an
+# argument wins):
+# SELFDESTRUCT_IMAGE (required): the image to run, with a tag or a digest
+# (REGISTRY/selfdestruct:TAG or REGISTRY/selfdestruct@sha256:...).
 # SELFDESTRUCT_VARIANT: "minimal" (default: no list/watch; the PDB alone keeps
 # moves one at a time) or "full" (sibling awareness: list/watch on pods in the
 # hub's namespace, which lets a placeholder's token read every user server's
 # JUPYTERHUB_API_TOKEN from its pod spec; opt in only knowing that).
 # SELFDESTRUCT_NODE_READER: "on" (default: a ClusterRole with nodes list/watch
-# and a ClusterRoleBinding of it to the release namespace's
-# selfdestruct-user-placeholder, so placeholders move to new nodes) or "off"
-# (no cluster-scoped objects, for installs without rights to create them;
-# the agents then warn once and only move on a lifetime you set).
+# bound to the release's service account, so placeholders move to new nodes)
+# or "off" (no cluster-scoped objects, for installs without rights to create
+# them; the agents then warn once and only move on a lifetime you set).
+# SELFDESTRUCT_PRIORITY_CHECK: "on" (default) or "off" (the cluster gives the
+# placeholders a priority below the users' another way).
+# SELFDESTRUCT_BIN: the selfdestruct binary that checks the agent settings.
+# Every name this script adds is derived from the release (the StatefulSet's
+# release label) and, for cluster-scoped objects, the namespace: two releases
+# do not collide.
 # KUBECTL: the kubectl to run [default: kubectl].
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 kubectl="${KUBECTL:-kubectl}"
-namespace="${1:-${SELFDESTRUCT_NAMESPACE:-${HELM_NAMESPACE:-}}}"
-variant="${SELFDESTRUCT_VARIANT:-minimal}"
-node_reader="${SELFDESTRUCT_NODE_READER:-on}"
 
 fail() {
   echo "post-render.sh: $*" >&2
   exit 1
 }
+
+namespace_arg=""
+settings=()
+for arg in "$@"; do
+  case "$arg" in
+    *=*)
+      name="${arg%%=*}"
+      case "$name" in
+        SELFDESTRUCT_IMAGE | SELFDESTRUCT_VARIANT | SELFDESTRUCT_NODE_READER | SELFDESTRUCT_PRIORITY_CHECK | SELFDESTRUCT_NAMESPACE | SELFDESTRUCT_BIN)
+          printf -v "$name" '%s' "${arg#*=}" ;;
+        SELFDESTRUCT_MODE)
+          fail "SELFDESTRUCT_MODE cannot be set here: the Role grants eviction only (the mode stays evict, which honours the PodDisruptionBudget)" ;;
+        SELFDESTRUCT_*) settings+=("$arg") ;;
+        *) fail "$name: only SELFDESTRUCT_* settings can be passed (the pod's name, namespace, uid and node come from the Downward API)" ;;
+      esac
+      ;;
+    *)
+      [[ -z "$namespace_arg" ]] || fail "one namespace argument, not '$namespace_arg' and '$arg' (settings are NAME=VALUE)"
+      namespace_arg="$arg"
+      ;;
+  esac
+done
+namespace="${namespace_arg:-${SELFDESTRUCT_NAMESPACE:-${HELM_NAMESPACE:-}}}"
+variant="${SELFDESTRUCT_VARIANT:-minimal}"
+node_reader="${SELFDESTRUCT_NODE_READER:-on}"
+priority_check="${SELFDESTRUCT_PRIORITY_CHECK:-on}"
 
 case "$variant" in
   full) component=selfdestruct ;;
@@ -59,6 +95,10 @@ esac
 case "$node_reader" in
   on | off) ;;
   *) fail "SELFDESTRUCT_NODE_READER must be on or off, not '$node_reader'" ;;
+esac
+case "$priority_check" in
+  on | off) ;;
+  *) fail "SELFDESTRUCT_PRIORITY_CHECK must be on or off, not '$priority_check'" ;;
 esac
 if [[ ! "$namespace" =~ ^[a-z0-9]([-a-z0-9]*[a-z0-9])?$ ]]; then
   fail "the release namespace is needed (and must be a DNS label): pass it with --post-renderer-args NAMESPACE (got '$namespace')"
@@ -77,7 +117,8 @@ fi
 
 # The placeholder StatefulSet as the chart rendered it: its name and replicas
 # (the pod names the Role may touch), its release label (the chart's own
-# selector) and whether it has tolerations. Read locally by kubectl.
+# selector, and the names this script adds) and whether it has tolerations.
+# Read locally by kubectl.
 "$kubectl" annotate --local -f "$work/all.yaml" selfdestruct.post-render/unused- \
   -o jsonpath='{.kind}{"\t"}{.metadata.name}{"\t"}{.metadata.labels.component}{"\t"}{.spec.replicas}{"\t"}{.metadata.labels.release}{"\t"}{.spec.template.spec.tolerations}{"\n"}' \
   >"$work/input.tsv" 2>"$work/input.err" ||
@@ -89,14 +130,57 @@ IFS=$'\t' read -r _ sts_name _ replicas release tolerations <"$work/sts.tsv" || 
 [[ "$sts_name" =~ ^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$ ]] || fail "odd StatefulSet name '$sts_name'"
 [[ -z "$replicas" ]] && replicas=1 # the API's default
 [[ "$replicas" =~ ^[0-9]+$ ]] || fail "odd replicas '$replicas' of StatefulSet $sts_name"
-# The pods' names: <name>-0 .. <name>-<replicas-1> (at least one name: an
-# empty resourceNames would allow every pod).
+if [[ "$replicas" -eq 0 ]]; then
+  # scheduling.userPlaceholder.replicas: 0 (the chart's default): placeholders
+  # turned off, nothing to patch.
+  echo "post-render.sh: StatefulSet $sts_name has 0 replicas: passing the chart's output through unchanged" >&2
+  cat "$work/all.yaml"
+  exit 0
+fi
+[[ "$release" =~ ^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$ ]] ||
+  fail "StatefulSet $sts_name has no usable release label (got '$release'): the names this script adds are derived from it"
+[[ -n "${SELFDESTRUCT_IMAGE:-}" ]] ||
+  fail "SELFDESTRUCT_IMAGE is not set: set it to your build of the selfdestruct image (nobody publishes one), e.g. --post-renderer-args SELFDESTRUCT_IMAGE=REGISTRY/selfdestruct:0.1.0"
+
+# The pods' names: <name>-0 .. <name>-<replicas-1>, for the Role's
+# resourceNames.
 names="\"$sts_name-0\""
 for ((i = 1; i < replicas; i++)); do names+=", \"$sts_name-$i\""; done
 
+# The names this script adds, from the release: the namespaced ones are
+# unique in the namespace, the cluster-scoped ones (":" is in no namespace or
+# release name) in the cluster.
+account="selfdestruct-$release"
+node_reader_name="selfdestruct-nodes:$namespace:$release"
+
+# The agent settings, checked by the agent's own parser (unknown names and
+# invalid values fail, naming them) and turned into env entries.
+if [[ ${#settings[@]} -gt 0 ]]; then
+  for s in "${settings[@]}"; do
+    if [[ "$s" == SELFDESTRUCT_SIBLING_SELECTOR=* && "$variant" != full ]]; then
+      fail "SELFDESTRUCT_SIBLING_SELECTOR needs SELFDESTRUCT_VARIANT=full (the minimal Role cannot list pods)"
+    fi
+  done
+  bin="${SELFDESTRUCT_BIN:-}"
+  if [[ -z "$bin" ]]; then
+    if command -v selfdestruct >/dev/null 2>&1; then
+      bin="$(command -v selfdestruct)"
+    elif [[ -x "$here/bin/selfdestruct" ]]; then
+      bin="$here/bin/selfdestruct"
+    else
+      fail "agent settings were passed (${settings[*]}) and checking them needs the selfdestruct binary of your image's version: set SELFDESTRUCT_BIN=PATH, put selfdestruct on PATH, or copy it to $here/bin/selfdestruct (cargo build --release -p selfdestruct builds target/release/selfdestruct)"
+    fi
+  fi
+  # A clean environment: only the settings given are checked.
+  env -i "$bin" check-settings "${settings[@]}" >"$work/env.jsonl" 2>"$work/check.err" ||
+    fail "$(sed 's/^selfdestruct: //' "$work/check.err" | head -c 600)"
+fi
+
 # The Components, copied next to all.yaml (kustomize loads files from below
-# its root only).
+# its root only), with the release's name for the account, Role and
+# RoleBinding in place of the Components' selfdestruct-user-placeholder.
 cp -R "$here/selfdestruct" "$here/minimal" "$work/"
+sed -i "s/selfdestruct-user-placeholder/$account/g" "$work"/selfdestruct/*.yaml "$work"/minimal/*.yaml
 cat >"$work/kustomization.yaml" <<KUSTOMIZATION
 apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
@@ -109,7 +193,7 @@ patches:
       group: rbac.authorization.k8s.io
       version: v1
       kind: RoleBinding
-      name: selfdestruct-user-placeholder
+      name: $account
     patch: |-
       - op: replace
         path: /subjects/0/namespace
@@ -120,7 +204,7 @@ patches:
       group: rbac.authorization.k8s.io
       version: v1
       kind: Role
-      name: selfdestruct-user-placeholder
+      name: $account
     patch: |-
       - op: test
         path: /rules/0/resources
@@ -157,8 +241,7 @@ TOLERATION
 
 # Full variant: siblings are this release's placeholders only, as the chart's
 # own selector (component, app, release) picks them.
-if [[ "$variant" == full && -n "$release" ]]; then
-  [[ "$release" =~ ^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$ ]] || fail "odd release label '$release'"
+if [[ "$variant" == full ]]; then
   cat >>"$work/kustomization.yaml" <<SIBLINGS
   - target:
       group: apps
@@ -181,15 +264,15 @@ if [[ "$variant" == full && -n "$release" ]]; then
 SIBLINGS
 fi
 
-# Read access to Nodes for this namespace's placeholders (moving to new
-# nodes). Cluster-scoped, so named after the namespace: two hubs in two
-# namespaces each get their own pair, which Helm owns per release.
+# Read access to Nodes for this release's placeholders (moving to new nodes).
+# Cluster-scoped, so named after the namespace and the release: two releases
+# each get their own pair, which Helm owns per release.
 if [[ "$node_reader" == on ]]; then
   cat >"$work/node-reader.yaml" <<NODE_READER
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
 metadata:
-  name: selfdestruct-user-placeholder-nodes-$namespace
+  name: "$node_reader_name"
   labels:
     app.kubernetes.io/name: selfdestruct
     app.kubernetes.io/component: user-placeholder
@@ -201,75 +284,98 @@ rules:
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
 metadata:
-  name: selfdestruct-user-placeholder-nodes-$namespace
+  name: "$node_reader_name"
   labels:
     app.kubernetes.io/name: selfdestruct
     app.kubernetes.io/component: user-placeholder
 roleRef:
   apiGroup: rbac.authorization.k8s.io
   kind: ClusterRole
-  name: selfdestruct-user-placeholder-nodes-$namespace
+  name: "$node_reader_name"
 subjects:
   - kind: ServiceAccount
-    name: selfdestruct-user-placeholder
+    name: $account
     namespace: $namespace
 NODE_READER
   sed -i 's|^  - all.yaml$|  - all.yaml\n  - node-reader.yaml|' "$work/kustomization.yaml"
 fi
 
-# SELFDESTRUCT_IMAGE: the selfdestruct image to run, with a tag or a digest
-# (REGISTRY/selfdestruct:TAG or REGISTRY/selfdestruct@sha256:...) [default:
-# the Component's ghcr.io/selfdestruct/selfdestruct:0.1.0].
-if [[ -n "${SELFDESTRUCT_IMAGE:-}" ]]; then
-  image="$SELFDESTRUCT_IMAGE"
-  if [[ "$image" =~ ^([a-z0-9][a-z0-9._/:-]*[a-z0-9])@(sha256:[0-9a-f]{64})$ ]]; then
-    pin="digest: ${BASH_REMATCH[2]}"
-  elif [[ "$image" =~ ^([a-z0-9][a-z0-9._/:-]*[a-z0-9]):([A-Za-z0-9_][A-Za-z0-9_.-]{0,127})$ ]]; then
-    pin="newTag: \"${BASH_REMATCH[2]}\""
-  else
-    fail "SELFDESTRUCT_IMAGE must be an image with a tag (REGISTRY/selfdestruct:TAG) or a digest (REGISTRY/selfdestruct@sha256:...), not '$image'"
-  fi
-  cat >>"$work/kustomization.yaml" <<IMAGES
+# The agent settings passed as arguments, last: they replace the Components'
+# entries of the same name (env is merged by name).
+if [[ -s "$work/env.jsonl" ]]; then
+  cat >>"$work/kustomization.yaml" <<SETTINGS
+  - target:
+      group: apps
+      version: v1
+      kind: StatefulSet
+      name: $sts_name
+    patch: |-
+      apiVersion: apps/v1
+      kind: StatefulSet
+      metadata:
+        name: $sts_name
+      spec:
+        template:
+          spec:
+            containers:
+              - name: pause
+                env:
+$(sed 's/^/                  - /' "$work/env.jsonl")
+SETTINGS
+fi
+
+# SELFDESTRUCT_IMAGE: the image to run, with a tag or a digest.
+image="$SELFDESTRUCT_IMAGE"
+if [[ "$image" =~ ^([a-z0-9][a-z0-9._/:-]*[a-z0-9])@(sha256:[0-9a-f]{64})$ ]]; then
+  pin="digest: ${BASH_REMATCH[2]}"
+elif [[ "$image" =~ ^([a-z0-9][a-z0-9._/:-]*[a-z0-9]):([A-Za-z0-9_][A-Za-z0-9_.-]{0,127})$ ]]; then
+  pin="newTag: \"${BASH_REMATCH[2]}\""
+else
+  fail "SELFDESTRUCT_IMAGE must be an image with a tag (REGISTRY/selfdestruct:TAG) or a digest (REGISTRY/selfdestruct@sha256:...), not '$image'"
+fi
+cat >>"$work/kustomization.yaml" <<IMAGES
 images:
   - name: ghcr.io/selfdestruct/selfdestruct
     newName: ${BASH_REMATCH[1]}
     $pin
 IMAGES
-fi
 
 "$kubectl" kustomize "$work" >"$work/out.yaml"
 
 # What the result says about priority and budgets: one line per object (kind,
 # name, component label, pod template's priorityClassName, PriorityClass
 # value), read locally by kubectl (no cluster is contacted).
-if "$kubectl" annotate --local -f "$work/out.yaml" selfdestruct.post-render/unused- \
+"$kubectl" annotate --local -f "$work/out.yaml" selfdestruct.post-render/unused- \
   -o jsonpath='{.kind}{"\t"}{.metadata.name}{"\t"}{.metadata.labels.component}{"\t"}{.spec.template.spec.priorityClassName}{"\t"}{.value}{"\n"}' \
-  >"$work/objects.tsv" 2>"$work/objects.err"; then
-  awk -F'\t' -v me="post-render.sh" '
-    $1 == "StatefulSet" && $3 == "user-placeholder" { sts = $2; pc = $4 }
-    $1 == "PriorityClass" { value[$2] = $5; if ($3 == "default-priority") user = $2 }
-    $1 == "PodDisruptionBudget" && $3 == "user-placeholder" { pdbs++ }
-    END {
-      w = me ": WARNING: "
-      fix = "set in the chart'"'"'s values:  scheduling: {podPriority: {enabled: true}}"
-      if (pc == "") {
-        print w "StatefulSet " sts " has no priorityClassName (the chart'"'"'s scheduling.podPriority.enabled defaults to false): the placeholders run at the priority of user pods, no user pod can preempt them, and they only take room away; " fix > "/dev/stderr"
-      } else if (!(pc in value)) {
-        print w "StatefulSet " sts " uses PriorityClass " pc ", which is not in the chart'"'"'s output: make sure its value is below every user pod'"'"'s priority, or " fix > "/dev/stderr"
-      } else {
-        up = (user != "") ? value[user] + 0 : 0
-        who = (user != "") ? "PriorityClass " user : "user pods without a PriorityClass"
-        if (value[pc] + 0 >= up) {
-          print w "PriorityClass " pc " of StatefulSet " sts " has value " value[pc] ", not below the user pods'"'"' priority (" who ": " up "): no user pod can preempt the placeholders; set scheduling.podPriority.userPlaceholderPriority below scheduling.podPriority.defaultPriority (the chart'"'"'s defaults: -10 and 0)" > "/dev/stderr"
-        }
-      }
-      if (pdbs != 1) {
-        print w pdbs + 0 " PodDisruptionBudgets labelled component=user-placeholder in the output, not 1: the chart (0.8.0 and later) renders one, which selfdestruct turns into maxUnavailable 1; without it placeholders are not moved one at a time" > "/dev/stderr"
+  >"$work/objects.tsv" 2>"$work/objects.err" ||
+  fail "could not check the placeholders' priority and budget: $(head -c 300 "$work/objects.err")"
+# One line per finding: "priority<TAB>message" (fails the render unless
+# SELFDESTRUCT_PRIORITY_CHECK=off) or "budget<TAB>message" (a warning).
+awk -F'\t' '
+  $1 == "StatefulSet" && $3 == "user-placeholder" { sts = $2; pc = $4 }
+  $1 == "PriorityClass" { value[$2] = $5; if ($3 == "default-priority") user = $2 }
+  $1 == "PodDisruptionBudget" && $3 == "user-placeholder" { pdbs++ }
+  END {
+    fix = "set scheduling.podPriority.enabled: true in the chart'"'"'s values"
+    optout = " (or SELFDESTRUCT_PRIORITY_CHECK=off if the cluster gives the placeholders a priority below the users'"'"' another way)"
+    if (pc == "") {
+      print "priority\tStatefulSet " sts " has no priorityClassName, so the placeholders run at the priority of user pods and no user pod can preempt them: " fix optout
+    } else if (!(pc in value)) {
+      print "priority\tStatefulSet " sts " uses PriorityClass " pc ", which is not in the chart'"'"'s output, so its value cannot be checked against the users'"'"': " fix optout
+    } else {
+      up = (user != "") ? value[user] + 0 : 0
+      who = (user != "") ? "PriorityClass " user : "user pods without a PriorityClass"
+      if (value[pc] + 0 >= up) {
+        print "priority\tPriorityClass " pc " of StatefulSet " sts " has value " value[pc] ", not below the user pods'"'"' priority (" who ": " up "), so no user pod can preempt the placeholders: set scheduling.podPriority.userPlaceholderPriority below scheduling.podPriority.defaultPriority (the chart'"'"'s defaults: -10 and 0)" optout
       }
     }
-   ' "$work/objects.tsv"
-else
-  echo "post-render.sh: could not check the placeholders' priority and budget:" \
-    "$(head -c 300 "$work/objects.err")" >&2
+    if (pdbs != 1) {
+      print "budget\t" pdbs + 0 " PodDisruptionBudgets labelled component=user-placeholder in the output, not 1: the chart (0.8.0 and later) renders one, which selfdestruct turns into maxUnavailable 1; without it placeholders are not moved one at a time"
+    }
+  }
+' "$work/objects.tsv" >"$work/findings.tsv"
+if [[ "$priority_check" == on ]] && grep -q '^priority' "$work/findings.tsv"; then
+  fail "$(sed -n 's/^priority\t//p' "$work/findings.tsv" | head -n 1)"
 fi
+sed -n 's/^budget\t/post-render.sh: WARNING: /p' "$work/findings.tsv" >&2
 cat "$work/out.yaml"

@@ -263,7 +263,7 @@ pub fn gate_config(env: &[(&str, &str)]) -> selfdestruct::node_gate::GateConfig 
     let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
     match cli.command {
         Some(selfdestruct::config::Command::NodeGate(g)) => g,
-        None => panic!("{argv:?}: no node-gate command"),
+        _ => panic!("{argv:?}: no node-gate command"),
     }
 }
 
