@@ -72,7 +72,7 @@ fn main() {
         runs: if quick { 10 } else { 30 },
         fleet: if quick { 50 } else { 200 },
         cycle_window: Duration::from_secs(if quick { 20 } else { 90 }),
-        // 300-600 s watches become 6-12 s: longer than the 5 s under which a
+        // 600-660 s watches become 12-13 s: longer than the 5 s under which a
         // watch counts as cut (src/connect.rs MIN_WATCH_LIFE).
         cycle_scale: 50,
         work,
@@ -1005,8 +1005,8 @@ fn requests_per_hour(o: &Opts, t: &mut Table) -> Vec<String> {
     let mean_timeout = if timeouts.is_empty() { 0.0 } else { timeouts.iter().sum::<u64>() as f64 / timeouts.len() as f64 };
     let per_cycle = |all: usize, w: usize| if w == 0 { 0.0 } else { all as f64 / w as f64 };
     // Steady state: one watch request per cycle; a cycle lasts the requested timeout,
-    // uniform in [300, 600] s (WATCH_TIMEOUT 600 s minus up to 50% jitter): mean 450 s.
-    let model_mean = 450.0;
+    // uniform in [600, 660] s (WATCH_TIMEOUT 660 s minus up to 60 s of jitter): mean 630 s.
+    let model_mean = 630.0;
     let ph = |pc: f64, mean: f64| pc * 3600.0 / mean;
     let n_pc = per_cycle(nodes_all, nodes_watch);
     let p_pc = per_cycle(pods_all, pods_watch);
@@ -1029,7 +1029,7 @@ fn requests_per_hour(o: &Opts, t: &mut Table) -> Vec<String> {
         None,
     );
     t.row(
-        "requested watch timeout, mean (model: 450 s)",
+        "requested watch timeout, mean (model: 630 s)",
         format!("{mean_timeout:.0} s ({} watches)", timeouts.len()),
         dash(),
         dash(),
