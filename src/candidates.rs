@@ -274,3 +274,39 @@ fn metadata_only(node: &NodeSummary) -> NodeSummary {
         ..NodeSummary::default()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, SystemTime};
+
+    #[test]
+    fn candidates_are_new_nodes_the_placement_rules_accept_other_than_the_own() {
+        let scheduled = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
+        let own = OwnPod {
+            node_name: Some("own".into()),
+            scheduled_at: Some(scheduled),
+            node_selector: [("pool".to_string(), "user".to_string())].into(),
+            ..OwnPod::default()
+        };
+        let node = |name: &str, created: u64, pool: &str| NodeSummary {
+            name: name.into(),
+            created: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(created)),
+            labels: [("pool".to_string(), pool.to_string())].into(),
+            ..NodeSummary::default()
+        };
+        assert!(
+            is_candidate(&own, &node("new", 1_000, "user")),
+            "same second counts as new"
+        );
+        assert!(is_candidate(&own, &node("new", 2_000, "user")));
+        assert!(!is_candidate(&own, &node("old", 999, "user")));
+        assert!(!is_candidate(&own, &node("new", 2_000, "system")));
+        assert!(!is_candidate(&own, &node("own", 2_000, "user")));
+        let unscheduled = OwnPod {
+            scheduled_at: None,
+            ..own
+        };
+        assert!(!is_candidate(&unscheduled, &node("new", 2_000, "user")));
+    }
+}
