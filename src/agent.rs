@@ -1,5 +1,6 @@
-//! The agent: the thin I/O shell around [`decide`]. One loop, one `select!` over
-//! signals, the next wake-up, and the node and sibling watches.
+//! The agent: the thin I/O shell around [`evaluate`] (the decision, with the
+//! nodes found full on the way). One loop, one `select!` over signals, the next
+//! wake-up, and the node and sibling watches.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime};
@@ -9,12 +10,13 @@ use rand::{Rng, SeedableRng};
 use tokio::sync::mpsc;
 use tracing::{debug, error, info, warn};
 
-use crate::api::{PodApi, outcome_of, rbac_hint};
+use crate::api::{ApiError, PodApi, outcome_of, rbac_hint};
 use crate::candidates::{Candidates, Touched};
 use crate::clock::Clock;
 use crate::config::{Config, Mode, Siblings};
 use crate::connect::{self, Access, AccessError};
 use crate::identity::{self, Source};
+use crate::logging::Chain;
 use crate::signals::{Signals, Stop};
 use crate::watch::{self, Target, Update};
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -24,7 +26,9 @@ use selfdestruct_decision::backoff::Backoff;
 use selfdestruct_decision::duration::format as fmt_duration;
 use selfdestruct_decision::model::{NodeSummary, OwnPod, Sibling};
 use selfdestruct_decision::selector::Selector;
-use selfdestruct_decision::{Decision, Hold, Memory, Outcome, Reject, Snapshot, Trigger, decide};
+use selfdestruct_decision::{
+    Decision, Evaluation, FullNode, Hold, Memory, Outcome, Snapshot, Trigger, evaluate,
+};
 
 /// Exit code for invalid configuration.
 pub const EXIT_CONFIG: i32 = 2;
@@ -133,6 +137,10 @@ async fn prepare_on(
             NotReady::Fatal
         },
     )?;
+    let renewal = access
+        .as_ref()
+        .ok()
+        .and_then(|access| token_file_renewal(access, &id.namespace));
     let client = match access {
         Err(given) => given,
         Ok(access) => connect::client(&access, &id.namespace).map_err(|e| {
@@ -146,17 +154,60 @@ async fn prepare_on(
             }
         })?,
     };
-    let api = PodApi::new(client, &id.namespace, &id.name);
+    let mut api = PodApi::new(client, &id.namespace, &id.name);
+    if let Some(renewal) = renewal {
+        api = api.with_renewal(renewal);
+    }
     let pod = tokio::select! {
         sig = stop.terminated() => return Err(NotReady::Stopped(sig)),
-        pod = fetch_own_pod(&api, &id) => pod,
+        pod = fetch_own_pod(&mut api, &id) => pod,
     };
     let pod = pod.ok_or(NotReady::Fatal)?;
-    let own = id.own_pod(&pod, process_start).map_err(|e| {
+    let mut own = id.own_pod(&pod, process_start).map_err(|e| {
         warn!(pod = %id.name, "{e}");
         NotReady::NotOurs
     })?;
+    clamp_future_start(&mut own, clock.now());
     Ok(Ready { api, own, clock })
+}
+
+/// With a token file (the in-cluster account's, a kubeconfig's `tokenFile`): a
+/// client built anew reads it again, so a token rotated on disk is used at the
+/// next try after a 401. Other credentials (an exec plugin) are refreshed by
+/// kube as they expire.
+fn token_file_renewal(access: &Access, namespace: &str) -> Option<crate::api::Renewal> {
+    access.config.auth_info.token_file.as_ref()?;
+    let access = Access {
+        config: access.config.clone(),
+        namespace: access.namespace.clone(),
+        source: access.source.clone(),
+        named: access.named,
+    };
+    let namespace = namespace.to_string();
+    Some(std::sync::Arc::new(move || {
+        connect::client(&access, &namespace).ok()
+    }))
+}
+
+/// A start time in the future (a node clock ahead, a bad answer) would put off
+/// the lifetime and the minimum age by as much: it is taken as `now`, with one
+/// warning. The same for the time the pod was scheduled.
+fn clamp_future_start(own: &mut OwnPod, now: SystemTime) {
+    let ahead = |t: Option<SystemTime>| t.and_then(|t| t.duration_since(now).ok());
+    let start = ahead(own.started_at).filter(|d| !d.is_zero());
+    let scheduled = ahead(own.scheduled_at).filter(|d| !d.is_zero());
+    if let Some(by) = start.max(scheduled) {
+        warn!(
+            pod = %own.name, ahead = %fmt_duration(by),
+            "the own pod's start time is in the future (clock skew?): counting from now"
+        );
+    }
+    if start.is_some() {
+        own.started_at = Some(now);
+    }
+    if scheduled.is_some() {
+        own.scheduled_at = Some(now);
+    }
 }
 
 impl Ready {
@@ -233,7 +284,7 @@ async fn api_access(cfg: &Config) -> Result<Access, AccessError> {
 }
 
 /// Reads the own pod, retrying with backoff. `None` means a fatal identification error.
-async fn fetch_own_pod(api: &PodApi, id: &identity::Identity) -> Option<Pod> {
+async fn fetch_own_pod(api: &mut PodApi, id: &identity::Identity) -> Option<Pod> {
     let (name, ns) = (&id.name, &id.namespace);
     let mut failures = 0u32;
     loop {
@@ -254,12 +305,17 @@ async fn fetch_own_pod(api: &PodApi, id: &identity::Identity) -> Option<Pod> {
                 warn!(pod = %name, namespace = %ns, "own pod not found; holding on and retrying");
                 Backoff::BUSY
             }
-            Some(401 | 403) => {
+            Some(401) => {
+                warn!(error = %err, hint = %rbac_hint(err.code(), "get", "pods", ns), "cannot read own pod; retrying");
+                api.renew_credentials();
+                Backoff::TRANSIENT
+            }
+            Some(403) => {
                 warn!(error = %err, hint = %rbac_hint(err.code(), "get", "pods", ns), "cannot read own pod; retrying rarely");
                 Backoff::DENIED
             }
             _ => {
-                warn!(error = %err, "cannot read own pod; retrying");
+                warn!(error = %Chain(&err), "cannot read own pod; retrying");
                 Backoff::TRANSIENT
             }
         };
@@ -498,8 +554,8 @@ impl Agent {
                 memory: &self.memory,
                 draw: rng.random(),
             };
-            let decision = decide(&snapshot);
-            report_full_nodes(&snapshot, &mut self.full_nodes);
+            let Evaluation { decision, full } = evaluate(&snapshot);
+            report_full_nodes(snapshot.nodes, &full, &mut self.full_nodes);
             self.log_decision(&decision, now);
             self.memory.apply(now, &decision);
             let wake = match decision {
@@ -632,7 +688,7 @@ impl Agent {
             let named = match self.api.budgets().await {
                 Ok(pdbs) => Some(crate::pdb::selecting(&pdbs, &own.labels)),
                 Err(e) => {
-                    debug!(error = %e, "cannot list PodDisruptionBudgets to name them (optional)");
+                    debug!(error = %Chain(&e), "cannot list PodDisruptionBudgets to name them (optional)");
                     None
                 }
             };
@@ -647,12 +703,15 @@ impl Agent {
                 let reason = crate::pdb::EVENT_REASON;
                 match self.api.warning(&own.uid, action, reason, &why).await {
                     Ok(()) => self.told_multiple_pdbs = true,
-                    Err(e) => warn!(error = %e, "could not post the Event (continuing)"),
+                    Err(e) => warn!(error = %Chain(&e), "could not post the Event (continuing)"),
                 }
             }
             return Outcome::Denied;
         }
         let outcome = outcome_of(&res);
+        if res.as_ref().err().and_then(ApiError::code) == Some(401) {
+            self.api.renew_credentials();
+        }
         match (&outcome, &res) {
             (Outcome::Done, _) => {
                 info!(
@@ -666,7 +725,7 @@ impl Agent {
                     .event(&own.uid, action, "SelfDestruct", &reason)
                     .await
                 {
-                    warn!(error = %e, "could not post the Event (continuing)");
+                    warn!(error = %Chain(&e), "could not post the Event (continuing)");
                 }
             }
             (Outcome::Gone, Err(e)) => {
@@ -681,8 +740,13 @@ impl Agent {
                 hint = %rbac_hint(e.code(), verb, "pods", &own.namespace),
                 "not allowed to {verb} own pod; retrying rarely"
             ),
+            (_, Err(e)) if e.code() == Some(401) => warn!(
+                outcome = "failed", error = %e,
+                hint = %rbac_hint(e.code(), verb, "pods", &own.namespace),
+                "{verb} failed: credentials not accepted; retrying with backoff"
+            ),
             (_, Err(e)) => {
-                warn!(outcome = "failed", error = %e, "{verb} failed; retrying with backoff")
+                warn!(outcome = "failed", error = %Chain(e), "{verb} failed; retrying with backoff")
             }
             (_, Ok(())) => {}
         }
@@ -690,29 +754,30 @@ impl Agent {
     }
 }
 
-/// Says once per node when a sibling's placement shows that a new node is full:
-/// the one wasted move per new node has happened, and no more moves go there.
-/// Nodes that left the view are forgotten (a name may come back as a new node).
-fn report_full_nodes(snapshot: &Snapshot, reported: &mut BTreeSet<String>) {
-    let in_view: BTreeSet<&str> = snapshot
-        .nodes
-        .into_iter()
-        .flatten()
-        .map(|n| n.name.as_str())
-        .collect();
-    reported.retain(|n| in_view.contains(n.as_str()));
-    if snapshot.memory.finished || snapshot.siblings.is_none() {
-        return;
+/// Says once per node when a sibling's placement shows that a new node is full
+/// (`full`, from the evaluation): the one wasted move per new node has happened,
+/// and no more moves go there. Nodes that left the view are forgotten (a name may
+/// come back as a new node).
+fn report_full_nodes(
+    nodes: Option<&[NodeSummary]>,
+    full: &[FullNode],
+    reported: &mut BTreeSet<String>,
+) {
+    if !reported.is_empty() {
+        let in_view: BTreeSet<&str> = nodes
+            .into_iter()
+            .flatten()
+            .map(|n| n.name.as_str())
+            .collect();
+        reported.retain(|n| in_view.contains(n.as_str()));
     }
-    for node in snapshot.nodes.into_iter().flatten() {
-        if let Err(Reject::Full { sibling }) = snapshot.node_verdict(node) {
-            if reported.insert(node.name.clone()) {
-                info!(
-                    node = %node.name, sibling = %sibling,
-                    "node {} is full: sibling {sibling}, created after it became usable, was scheduled \
-                     onto an older node; not moving there", node.name
-                );
-            }
+    for FullNode { node, sibling } in full {
+        if reported.insert(node.name.clone()) {
+            info!(
+                node = %node.name, sibling = %sibling,
+                "node {} is full: sibling {sibling}, created after it became usable, was scheduled \
+                 onto an older node; not moving there", node.name
+            );
         }
     }
 }
@@ -798,22 +863,27 @@ mod tests {
         let mut late = running_sibling("placeholder-1", "old");
         late.created = Some(at(700));
         w.siblings = Some(vec![late]);
+        // As the agent's loop does: the nodes found full by the one evaluation.
+        let report = |w: &World, reported: &mut BTreeSet<String>| {
+            let s = w.snapshot();
+            report_full_nodes(s.nodes, &evaluate(&s).full, reported);
+        };
         let mut reported = BTreeSet::new();
-        report_full_nodes(&w.snapshot(), &mut reported);
+        report(&w, &mut reported);
         assert_eq!(reported, BTreeSet::from(["new-a".into(), "new-b".into()]));
         // new-a is scaled down: its name goes too.
         w.nodes = Some(vec![ready_node("old", 0), ready_node("new-b", 500)]);
-        report_full_nodes(&w.snapshot(), &mut reported);
+        report(&w, &mut reported);
         assert_eq!(reported, BTreeSet::from(["new-b".to_string()]));
         // Also when nothing else is reported (siblings no longer watched) or the
         // node view is gone.
         w.siblings = None;
         w.nodes = Some(vec![ready_node("old", 0)]);
-        report_full_nodes(&w.snapshot(), &mut reported);
+        report(&w, &mut reported);
         assert!(reported.is_empty(), "{reported:?}");
         reported.insert("new-c".into());
         w.nodes = None;
-        report_full_nodes(&w.snapshot(), &mut reported);
+        report(&w, &mut reported);
         assert!(reported.is_empty(), "{reported:?}");
     }
 }

@@ -20,16 +20,26 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
 use crate::config::Mode;
+use crate::logging::quote;
 use selfdestruct_decision::Outcome;
 
 /// Time limit of every request (a watch: until its answer starts), applied by the
 /// client's layer in `connect`.
 pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// A failed API call.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// The cause of a failed call, kept as the error it was (shared: an
+/// [`ApiError`] is cloned into outcomes and logs).
+pub type Cause = std::sync::Arc<dyn std::error::Error + Send + Sync>;
+
+/// A failed API call. Its `Display` says only what failed at this level; the
+/// causes are its `source()` chain, formatted once where the error is logged
+/// ([`crate::logging::Chain`]). Server text in it (a `Status`'s reason and
+/// message, a body) is [`quote`]d: control characters escaped, at most
+/// [`crate::logging::QUOTE_LIMIT`] bytes.
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum ApiError {
-    /// The server answered with an error status.
+    /// The server answered with an error status (or a 2xx carrying a `Status`
+    /// of `Failure`: its code).
     #[error("HTTP {code} {reason}: {message}")]
     Status {
         /// HTTP status code.
@@ -42,14 +52,29 @@ pub enum ApiError {
         retry_after: Option<Duration>,
     },
     /// The request did not get an answer.
-    #[error("request failed: {0}")]
-    Transport(String),
+    #[error("request failed")]
+    Transport(#[source] Cause),
     /// No answer in time.
     #[error("no answer within {}s", .0.as_secs())]
     Timeout(Duration),
+    /// An answer longer than the client layer reads (`connect`): refused as a
+    /// transport error.
+    #[error("answer refused: longer than {limit} bytes")]
+    TooLarge {
+        /// The most bytes read of this answer.
+        limit: usize,
+    },
     /// A 2xx answer that is not what was asked for.
-    #[error("unexpected answer: {0}")]
-    Decode(String),
+    #[error("unexpected answer")]
+    Decode(#[source] Cause),
+    /// A 2xx answer with another pod than the one asked for.
+    #[error("unexpected answer: asked for pod {asked:?}, got {got:?}")]
+    OtherPod {
+        /// The own pod's name.
+        asked: String,
+        /// The name in the answer.
+        got: Option<String>,
+    },
 }
 
 impl ApiError {
@@ -59,6 +84,16 @@ impl ApiError {
             ApiError::Status { code, .. } => Some(*code),
             _ => None,
         }
+    }
+
+    /// A transport error caused by `e`.
+    pub fn transport(e: impl std::error::Error + Send + Sync + 'static) -> Self {
+        ApiError::Transport(std::sync::Arc::new(e))
+    }
+
+    /// A decoding error caused by `e`.
+    pub fn decode(e: impl std::error::Error + Send + Sync + 'static) -> Self {
+        ApiError::Decode(std::sync::Arc::new(e))
     }
 }
 
@@ -80,7 +115,9 @@ pub fn outcome_of(result: &Result<(), ApiError>) -> Outcome {
             429 => Outcome::Busy {
                 retry_after: *retry_after,
             },
-            401 | 403 | 422 => Outcome::Denied,
+            // 401: the credentials expired or were rotated (a token file is
+            // read again): retried like a server error.
+            403 | 422 => Outcome::Denied,
             _ => Outcome::Failed,
         },
         Err(_) => Outcome::Failed,
@@ -118,12 +155,17 @@ fn pods(namespace: &str) -> kube::core::Request {
     kube::core::Request::new(Pod::url_path(&(), Some(&segment(namespace))))
 }
 
+/// Builds a new client with its credentials read again (see
+/// [`PodApi::with_renewal`]); `None` when it cannot be built.
+pub(crate) type Renewal = std::sync::Arc<dyn Fn() -> Option<Client> + Send + Sync>;
+
 /// The API calls on the own pod.
 #[derive(Clone)]
 pub(crate) struct PodApi {
     client: Client,
     namespace: String,
     name: String,
+    renewal: Option<Renewal>,
 }
 
 impl PodApi {
@@ -133,6 +175,25 @@ impl PodApi {
             client,
             namespace: namespace.to_string(),
             name: name.to_string(),
+            renewal: None,
+        }
+    }
+
+    /// With a way to build a new client when the server refuses the
+    /// credentials (401): kube reads a token file again only once the token it
+    /// holds is 50 s old.
+    pub(crate) fn with_renewal(self, renewal: Renewal) -> Self {
+        PodApi {
+            renewal: Some(renewal),
+            ..self
+        }
+    }
+
+    /// After a 401: a new client, its credentials read again, for the next
+    /// call (the watches keep theirs, which kube refreshes on its own).
+    pub(crate) fn renew_credentials(&mut self) {
+        if let Some(client) = self.renewal.as_ref().and_then(|renew| renew()) {
+            self.client = client;
         }
     }
 
@@ -145,15 +206,14 @@ impl PodApi {
     pub(crate) async fn get(&self) -> Result<Pod, ApiError> {
         let req = pods(&self.namespace)
             .get(&segment(&self.name), &kube::api::GetParams::default())
-            .map_err(|e| ApiError::Transport(e.to_string()))?;
+            .map_err(ApiError::transport)?;
         let body = request(&self.client, req).await?;
-        let pod: Pod =
-            serde_json::from_slice(&body).map_err(|e| ApiError::Decode(e.to_string()))?;
+        let pod: Pod = serde_json::from_slice(&body).map_err(ApiError::decode)?;
         if pod.metadata.name.as_deref() != Some(self.name.as_str()) {
-            return Err(ApiError::Decode(format!(
-                "asked for pod {:?}, got {:?}",
-                self.name, pod.metadata.name
-            )));
+            return Err(ApiError::OtherPod {
+                asked: self.name.clone(),
+                got: pod.metadata.name,
+            });
         }
         Ok(pod)
     }
@@ -184,8 +244,7 @@ impl PodApi {
                     },
                     delete_options: Some(options),
                 };
-                let body =
-                    serde_json::to_vec(&eviction).map_err(|e| ApiError::Decode(e.to_string()))?;
+                let body = serde_json::to_vec(&eviction).map_err(ApiError::decode)?;
                 pods(&self.namespace).create_subresource(
                     "eviction",
                     &name,
@@ -194,14 +253,13 @@ impl PodApi {
                 )
             }
             Mode::Delete => {
-                let body =
-                    serde_json::to_vec(&options).map_err(|e| ApiError::Decode(e.to_string()))?;
+                let body = serde_json::to_vec(&options).map_err(ApiError::decode)?;
                 pods(&self.namespace)
                     .delete(&name, &kube::api::DeleteParams::default())
                     .map(|r| r.map(|_| body))
             }
         }
-        .map_err(|e| ApiError::Transport(e.to_string()))?;
+        .map_err(ApiError::transport)?;
         request(&self.client, req).await?;
         Ok(())
     }
@@ -313,11 +371,29 @@ pub(crate) async fn request(client: &Client, req: Request<Vec<u8>>) -> Result<Ve
         .await
         .map_err(from_kube)?
         .to_bytes();
-    if status.is_success() {
-        Ok(body.to_vec())
-    } else {
-        Err(status_error(status, &body, retry_after))
+    if !status.is_success() {
+        return Err(status_error(status, &body, retry_after));
     }
+    match failure_carried(&body) {
+        Some(code) => Err(status_error(code, &body, retry_after)),
+        None => Ok(body.to_vec()),
+    }
+}
+
+/// The code a 2xx answer's body carries when it is a `Status` of `Failure`
+/// (client-go's `Result.Into` returns such a `Status` as the error it
+/// describes; an aggregated API server or a proxy may answer so). A code that
+/// is no error code (none, 2xx) counts as 500.
+pub fn failure_carried(body: &[u8]) -> Option<StatusCode> {
+    let status: Status = serde_json::from_slice(body).ok()?;
+    if !status.is_failure() {
+        return None;
+    }
+    let code = StatusCode::from_u16(status.code).ok();
+    Some(
+        code.filter(|c| c.is_client_error() || c.is_server_error())
+            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+    )
 }
 
 /// An error of the kube client as an [`ApiError`]: the server's `Status`
@@ -325,9 +401,9 @@ pub(crate) async fn request(client: &Client, req: Request<Vec<u8>>) -> Result<Ve
 /// transport error with its causes.
 pub fn from_kube(e: kube::Error) -> ApiError {
     match e {
-        kube::Error::Service(e) if e.is::<ApiError>() => match e.downcast::<ApiError>() {
+        kube::Error::Service(e) => match e.downcast::<ApiError>() {
             Ok(ours) => *ours,
-            Err(e) => ApiError::Transport(transport_text(&*e)),
+            Err(e) => ApiError::transport(kube::Error::Service(e)),
         },
         kube::Error::Api(s) => ApiError::Status {
             code: s.code,
@@ -337,26 +413,11 @@ pub fn from_kube(e: kube::Error) -> ApiError {
                 .map(|d| u64::from(d.retry_after_seconds))
                 .filter(|s| *s > 0)
                 .map(Duration::from_secs),
-            reason: s.reason,
-            message: s.message,
+            reason: quote(&s.reason),
+            message: quote(&s.message),
         },
-        e => ApiError::Transport(transport_text(&e)),
+        e => ApiError::transport(e),
     }
-}
-
-/// An error and its causes ("client error (Connect): invalid peer certificate: UnknownIssuer").
-pub(crate) fn transport_text(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        let more = c.to_string();
-        if !text.contains(&more) {
-            text.push_str(": ");
-            text.push_str(&more);
-        }
-        cause = c.source();
-    }
-    text
 }
 
 /// A `Retry-After` header's value in seconds (the form kube-apiserver sends);
@@ -369,7 +430,7 @@ pub fn retry_after(value: &[u8]) -> Option<Duration> {
 }
 
 /// The error for a non-2xx answer: the `Status` body's reason and message (the
-/// body itself, cut to 300 bytes, when it is not a `Status`), and the
+/// body itself when it is not a `Status`), [`quote`]d, and the
 /// `Retry-After` header (`retry_after`) or else the `Status`'s
 /// `details.retryAfterSeconds`.
 pub fn status_error(status: StatusCode, body: &[u8], retry_after: Option<Duration>) -> ApiError {
@@ -384,18 +445,16 @@ pub fn status_error(status: StatusCode, body: &[u8], retry_after: Option<Duratio
             .map(Duration::from_secs)
     });
     let message = if parsed.message.is_empty() {
-        String::from_utf8_lossy(&body[..body.len().min(300)])
-            .trim()
-            .to_string()
+        quote(String::from_utf8_lossy(body).trim())
     } else {
-        parsed.message
+        quote(&parsed.message)
     };
     ApiError::Status {
         code: status.as_u16(),
         reason: if parsed.reason.is_empty() {
             status.canonical_reason().unwrap_or("").to_string()
         } else {
-            parsed.reason
+            quote(&parsed.reason)
         },
         message,
         retry_after,
@@ -409,7 +468,9 @@ pub(crate) fn rbac_hint(code: Option<u16>, verb: &str, resource: &str, namespace
             "an admission policy refused to {verb} {resource}: check the ValidatingAdmissionPolicy \
              (a token must be bound to the pod it removes)"
         ),
-        Some(401) => "the API server does not accept the token: is the service-account token mounted and current?"
+        Some(401) => "the API server does not accept the credentials (expired or rotated): \
+             retrying with backoff, a token file read again; \
+             is the service-account token mounted and current?"
             .to_string(),
         _ => format!(
             "the service account may not {verb} {resource} in namespace {namespace}: \
@@ -487,6 +548,49 @@ mod tests {
     }
 
     #[test]
+    fn server_text_is_quoted_escaped_and_cut() {
+        assert_eq!(quote("plain: ünïcode"), "plain: ünïcode");
+        assert_eq!(
+            quote("\x1b[31mred\r\nInjected: line\t."),
+            "\\u{1b}[31mred\\r\\nInjected: line\\t."
+        );
+        let long = "é".repeat(60_000);
+        let q = quote(&long);
+        assert!(q.len() < crate::logging::QUOTE_LIMIT + 40, "{}", q.len());
+        assert!(q.ends_with("... (120000 bytes in all)"), "{q}");
+        let e = status_error(StatusCode::INTERNAL_SERVER_ERROR, long.as_bytes(), None);
+        assert!(e.to_string().len() < crate::logging::QUOTE_LIMIT + 80);
+    }
+
+    #[test]
+    fn a_2xx_carrying_a_failure_status_is_its_code() {
+        let failure = |code: u16| {
+            format!(
+                r#"{{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"TooManyRequests","message":"m","code":{code}}}"#
+            )
+        };
+        let code = failure_carried(failure(429).as_bytes());
+        assert_eq!(code, Some(StatusCode::TOO_MANY_REQUESTS));
+        let e = status_error(code.expect("a code"), failure(429).as_bytes(), None);
+        assert_eq!(outcome_of(&Err(e)), Outcome::Busy { retry_after: None });
+        // No error code carried: a server error.
+        assert_eq!(
+            failure_carried(failure(0).as_bytes()),
+            Some(StatusCode::INTERNAL_SERVER_ERROR)
+        );
+        assert_eq!(
+            failure_carried(failure(200).as_bytes()),
+            Some(StatusCode::INTERNAL_SERVER_ERROR)
+        );
+        // Success, a Pod (whose status is an object), garbage: no error.
+        let success = br#"{"kind":"Status","apiVersion":"v1","status":"Success","code":201}"#;
+        assert_eq!(failure_carried(success), None);
+        let pod = br#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p"},"status":{"phase":"Running"}}"#;
+        assert_eq!(failure_carried(pod), None);
+        assert_eq!(failure_carried(b"<html>"), None);
+    }
+
+    #[test]
     fn names_are_one_escaped_path_segment() {
         assert_eq!(segment("placeholder-0"), "placeholder-0");
         assert_eq!(segment("n?x=1"), "n%3Fx%3D1");
@@ -529,7 +633,8 @@ mod tests {
             (504, Outcome::Failed),
             (400, Outcome::Failed),
             (410, Outcome::Failed),
-            (401, Outcome::Denied),
+            (401, Outcome::Failed),
+            (403, Outcome::Denied),
         ] {
             let e = status_error(
                 StatusCode::from_u16(code).expect("code"),
@@ -543,12 +648,13 @@ mod tests {
             outcome_of(&Err(ApiError::Timeout(REQUEST_TIMEOUT))),
             Outcome::Failed
         );
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
         assert_eq!(
-            outcome_of(&Err(ApiError::Transport("refused".into()))),
+            outcome_of(&Err(ApiError::transport(refused))),
             Outcome::Failed
         );
         // The client layer's time limit comes back as itself, not as a transport error.
         let layer = kube::Error::Service(Box::new(ApiError::Timeout(REQUEST_TIMEOUT)));
-        assert_eq!(from_kube(layer), ApiError::Timeout(REQUEST_TIMEOUT));
+        assert!(matches!(from_kube(layer), ApiError::Timeout(t) if t == REQUEST_TIMEOUT));
     }
 }

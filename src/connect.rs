@@ -57,8 +57,12 @@ pub struct Access {
     pub named: bool,
 }
 
-use crate::api::transport_text as chain;
 use crate::api::{ApiError, REQUEST_TIMEOUT};
+
+/// An error and its causes as one line.
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    crate::logging::Chain(e).to_string()
+}
 
 /// Reads and merges kubeconfig files as kubectl does, and builds kube's
 /// configuration for its current context.
@@ -355,6 +359,28 @@ fn is_watch(uri: &http::Uri) -> bool {
         .is_some_and(|q| q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1"))
 }
 
+/// The most bytes of a non-watch answer for one object (kube-apiserver takes
+/// requests of at most 3 MiB, and etcd stores objects of at most 1.5 MiB).
+/// More is refused as [`ApiError::TooLarge`], a transport error: a hostile or
+/// broken server cannot make the agent read a GiB into memory.
+pub(crate) const MAX_OBJECT_ANSWER: usize = 4 << 20;
+
+/// The most bytes of a list page (a request with `limit=`): 100 real Nodes
+/// are about 1 MiB, 100 Nodes of 640 KiB each still fit.
+pub(crate) const MAX_LIST_ANSWER: usize = 64 << 20;
+
+/// How much of a non-watch answer to `uri` is read at most.
+fn answer_limit(uri: &http::Uri) -> usize {
+    let page = uri
+        .query()
+        .is_some_and(|q| q.split('&').any(|kv| kv.starts_with("limit=")));
+    if page {
+        MAX_LIST_ANSWER
+    } else {
+        MAX_OBJECT_ANSWER
+    }
+}
+
 /// The service error of the client's stack.
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -380,8 +406,9 @@ where
 
     /// Every request gets an answer within [`REQUEST_TIMEOUT`] or fails with
     /// [`ApiError::Timeout`]: a non-watch request (lists too) is read in full
-    /// in that time, a watch gets its response headers in that time (its
-    /// stream is then kube's, ended by the watch's own timeout). kube sets no
+    /// in that time, and up to [`answer_limit`] bytes ([`ApiError::TooLarge`]);
+    /// a watch gets its response headers in that time (its stream is then
+    /// kube's, ended by the watch's own timeout). kube sets no
     /// read timeout, and a server that accepts a request and never answers, or
     /// a pooled connection to a dead peer, would otherwise hold the caller
     /// (the node or sibling watcher) silently for many minutes.
@@ -390,6 +417,7 @@ where
         if !watch && req.method() == http::Method::GET && !self.page_allowed(req.uri()) {
             return Box::pin(async { Err(Box::new(EndlessList) as BoxError) });
         }
+        let limit = answer_limit(req.uri());
         let wait = if watch {
             self.delay(&request_key(req.uri()))
         } else {
@@ -407,9 +435,16 @@ where
                     return Ok(res.map(http_body_util::Either::Right));
                 }
                 let (parts, body) = res.into_parts();
+                let body = http_body_util::Limited::new(body, limit);
                 let bytes = http_body_util::BodyExt::collect(body)
                     .await
-                    .map_err(Into::into)?
+                    .map_err(|e| -> BoxError {
+                        if e.is::<http_body_util::LengthLimitError>() {
+                            Box::new(ApiError::TooLarge { limit })
+                        } else {
+                            e
+                        }
+                    })?
                     .to_bytes();
                 let body = http_body_util::Either::Left(http_body_util::Full::new(bytes));
                 Ok(http::Response::from_parts(parts, body))

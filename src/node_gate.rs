@@ -13,6 +13,7 @@ use tracing::{error, info, warn};
 use crate::api::{ApiError, request, segment};
 use crate::config::{Setting, duration, image_list};
 use crate::jitter::draw;
+use crate::logging::Chain;
 use crate::signals::Stop;
 use selfdestruct_decision::backoff::Backoff;
 use selfdestruct_decision::images::ImageRef;
@@ -159,9 +160,9 @@ fn node_url(name: &str) -> String {
 async fn get_node(client: &Client, name: &str) -> Result<Value, ApiError> {
     let req = http::Request::get(node_url(name))
         .body(Vec::new())
-        .map_err(|e| ApiError::Transport(e.to_string()))?;
+        .map_err(ApiError::transport)?;
     let body = request(client, req).await?;
-    serde_json::from_slice(&body).map_err(|e| ApiError::Decode(e.to_string()))
+    serde_json::from_slice(&body).map_err(ApiError::decode)
 }
 
 /// Sends a JSON patch to the own Node; returns the answer (the patched Node).
@@ -169,7 +170,7 @@ async fn patch_node(client: &Client, name: &str, patch: &Value) -> Result<Vec<u8
     let req = http::Request::patch(node_url(name))
         .header(http::header::CONTENT_TYPE, "application/json-patch+json")
         .body(patch.to_string().into_bytes())
-        .map_err(|e| ApiError::Transport(e.to_string()))?;
+        .map_err(ApiError::transport)?;
     request(client, req).await
 }
 
@@ -312,7 +313,7 @@ async fn open_gate(cfg: &GateConfig, client: &Client) {
                         // The taints changed between read and patch: read again.
                         Err(e) if is_conflict(&e) => {
                             info!(
-                                node = %cfg.node_name, error = %e, attempt = conflicts + 1,
+                                node = %cfg.node_name, error = %Chain(&e), attempt = conflicts + 1,
                                 "taints changed meanwhile; reading the node again"
                             );
                             // At once the first time, then 0.5-1 s doubling up to 30 s,
@@ -347,14 +348,14 @@ fn gate_error(e: &ApiError, step: Step, cfg: &GateConfig, failures: &mut u32) ->
     let node = &cfg.node_name;
     let denied = match e {
         ApiError::Status { code: 401, .. } => {
-            error!(error = %e, node = %node, "the API server does not accept the gate's credentials (401); retrying");
+            error!(error = %Chain(e), node = %node, "the API server does not accept the gate's credentials (401); retrying");
             true
         }
         ApiError::Status {
             code: 403, message, ..
         } if is_admission_denial(message) => {
             error!(
-                error = %e, node = %node, taint = %cfg.taint_key,
+                error = %Chain(e), node = %node, taint = %cfg.taint_key,
                 "an admission policy refused the taint removal: the gate may only remove SELFDESTRUCT_GATE_TAINT from its own node \
                  (check that NODE_NAME is spec.nodeName and that the taint key matches manifests/node-gate/admission-policy.yaml); retrying"
             );
@@ -363,25 +364,25 @@ fn gate_error(e: &ApiError, step: Step, cfg: &GateConfig, failures: &mut u32) ->
         ApiError::Status { code: 403, .. } => {
             let verb = if step == Step::Get { "get" } else { "patch" };
             error!(
-                error = %e, node = %node,
+                error = %Chain(e), node = %node,
                 "not allowed to {verb} the own node: bind the ClusterRole of manifests/node-gate (nodes get, patch) to the gate's service account; retrying"
             );
             true
         }
         ApiError::Status { code: 422, .. } => {
             error!(
-                error = %e, node = %node, taint = %cfg.taint_key,
+                error = %Chain(e), node = %node, taint = %cfg.taint_key,
                 "the taint removal was refused: the gate may only remove SELFDESTRUCT_GATE_TAINT from its own node \
                  (check that NODE_NAME is spec.nodeName and that the taint key matches manifests/node-gate/admission-policy.yaml); retrying"
             );
             true
         }
         ApiError::Status { code: 404, .. } if step == Step::Get => {
-            error!(error = %e, node = %node, "the own node does not exist: NODE_NAME must be the pod's spec.nodeName (Downward API); retrying");
+            error!(error = %Chain(e), node = %node, "the own node does not exist: NODE_NAME must be the pod's spec.nodeName (Downward API); retrying");
             false
         }
         _ => {
-            warn!(error = %e, node = %node, "node request failed; retrying");
+            warn!(error = %Chain(e), node = %node, "node request failed; retrying");
             false
         }
     };
@@ -562,6 +563,6 @@ mod tests {
             "nodes \"n1\" is forbidden: ValidatingAdmissionPolicy 'selfdestruct-node-gate' with binding 'selfdestruct-node-gate' denied request: no"
         )));
         assert!(!is_conflict(&status(403, "forbidden")));
-        assert!(!is_conflict(&ApiError::Transport("refused".into())));
+        assert!(!is_conflict(&ApiError::Timeout(Duration::from_secs(30))));
     }
 }

@@ -3,8 +3,10 @@
 //! object to a small summary as it arrives and sends the summaries to the
 //! agent loop. What is added here is the retry discipline the agent needs:
 //!
-//! - every error backs off (capped, jittered, [`Backoff::TRANSIENT`]; 401/403
-//!   [`Backoff::DENIED`]), and a successful re-list is no recovery: the
+//! - every error backs off (capped, jittered, [`Backoff::TRANSIENT`]; a 403 on
+//!   a list or on opening a watch [`Backoff::DENIED`]; a 401, expired
+//!   credentials that kube reads again, is transient; an ERROR 401/403 in an
+//!   open watch's stream lists again, which checks the permission), and a successful re-list is no recovery: the
 //!   failure count resets only once a watch delivered an object, or after
 //!   [`QUIET`] without an error. A watch that keeps answering 410 Gone
 //!   therefore lists less and less often;
@@ -85,7 +87,7 @@ pub(crate) struct Target {
 /// How an error of the watcher is handled.
 #[derive(Debug, PartialEq, Eq)]
 enum Failure {
-    /// 401/403: the message.
+    /// 403 on a list or on opening a watch: the message.
     Denied(String),
     /// Anything else; `relist`: start again with a list.
     Transient { relist: bool },
@@ -95,8 +97,10 @@ fn api_status(e: &watcher::Error) -> Option<(u16, String)> {
     match e {
         watcher::Error::InitialListFailed(kube::Error::Api(s))
         | watcher::Error::WatchStartFailed(kube::Error::Api(s))
-        | watcher::Error::WatchFailed(kube::Error::Api(s)) => Some((s.code, s.message.clone())),
-        watcher::Error::WatchError(s) => Some((s.code, s.message.clone())),
+        | watcher::Error::WatchFailed(kube::Error::Api(s)) => {
+            Some((s.code, crate::logging::quote(&s.message)))
+        }
+        watcher::Error::WatchError(s) => Some((s.code, crate::logging::quote(&s.message))),
         _ => None,
     }
 }
@@ -114,8 +118,15 @@ fn is_endless_list(e: &watcher::Error) -> bool {
 }
 
 fn classify(e: &watcher::Error) -> Failure {
+    let opening = matches!(
+        e,
+        watcher::Error::InitialListFailed(_) | watcher::Error::WatchStartFailed(_)
+    );
     match api_status(e) {
-        Some((401 | 403, message)) => Failure::Denied(message),
+        Some((403, message)) if opening => Failure::Denied(message),
+        // In an open watch, a 401/403 is no answer about the permission: list
+        // again (a list that is denied is reported then), keeping the view.
+        Some((401 | 403, _)) => Failure::Transient { relist: !opening },
         // kube's watcher lists again after a 410 in the stream, but re-opens
         // the watch from the same resourceVersion after a 410 on opening it.
         Some((410, _)) => Failure::Transient {
@@ -224,7 +235,7 @@ pub(crate) async fn run<K, S>(
             Err(e) => {
                 endless = is_endless_list(&e);
                 let f = classify(&e);
-                let error = crate::api::transport_text(&e);
+                let error = crate::logging::Chain(&e).to_string();
                 match (&f, &e) {
                     (Failure::Denied(_), _) => {}
                     (_, watcher::Error::InitialListFailed(_)) => {
@@ -303,6 +314,16 @@ mod tests {
         assert_eq!(classify(&event), Failure::Transient { relist: false });
         let denied = watcher::Error::InitialListFailed(kube::Error::Api(Box::new(status(403))));
         assert_eq!(classify(&denied), Failure::Denied("m403".into()));
+        let denied = watcher::Error::WatchStartFailed(kube::Error::Api(Box::new(status(403))));
+        assert_eq!(classify(&denied), Failure::Denied("m403".into()));
+        // Expired credentials: kube reads a token file again within a minute.
+        let expired = watcher::Error::InitialListFailed(kube::Error::Api(Box::new(status(401))));
+        assert_eq!(classify(&expired), Failure::Transient { relist: false });
+        // An ERROR in an open watch's stream lists again and keeps the view.
+        for code in [401, 403] {
+            let event = watcher::Error::WatchError(Box::new(status(code)));
+            assert_eq!(classify(&event), Failure::Transient { relist: true });
+        }
         assert_eq!(
             classify(&watcher::Error::NoResourceVersion),
             Failure::Transient { relist: false }

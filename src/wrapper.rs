@@ -22,6 +22,7 @@ use tracing::{debug, error, info, warn};
 use crate::agent::{self, NotReady, Ready};
 use crate::api::{outcome_of, rbac_hint};
 use crate::config::{Config, Mode, OnExit};
+use crate::logging::Chain;
 use crate::signals::{self, Stop, WrapperSignal, WrapperSignals};
 use selfdestruct_decision::Outcome;
 
@@ -192,7 +193,7 @@ async fn delete_own_pod(cfg: &Config, ready: &Ready, code: i32) {
         return;
     }
     if let Err(e) = api.event(uid, "Delete", "SelfDestruct", &reason).await {
-        warn!(error = %e, "could not post the Event (continuing)");
+        warn!(error = %Chain(&e), "could not post the Event (continuing)");
     }
     for attempt in 1..=3u32 {
         let res = api.remove(Mode::Delete, uid, cfg.grace_period).await;
@@ -202,23 +203,23 @@ async fn delete_own_pod(cfg: &Config, ready: &Ready, code: i32) {
                 return;
             }
             (Outcome::Gone, Err(e)) => {
-                info!(outcome = "gone", error = %e, "own pod is already gone or replaced");
+                info!(outcome = "gone", error = %Chain(e), "own pod is already gone or replaced");
                 return;
             }
             (Outcome::Denied, Err(e)) => {
                 warn!(
-                    outcome = "denied", error = %e,
+                    outcome = "denied", error = %Chain(e),
                     hint = %rbac_hint(e.code(), "delete", "pods", namespace),
                     "not allowed to delete own pod; the kubelet restarts the container in place"
                 );
                 return;
             }
             (_, Err(e)) if attempt < 3 => {
-                warn!(outcome = "failed", error = %e, attempt, "delete failed; retrying");
+                warn!(outcome = "failed", error = %Chain(e), attempt, "delete failed; retrying");
                 tokio::time::sleep(Duration::from_secs(u64::from(attempt))).await;
             }
             (_, Err(e)) => {
-                warn!(outcome = "failed", error = %e, "delete failed; giving up");
+                warn!(outcome = "failed", error = %Chain(e), "delete failed; giving up");
                 return;
             }
             (_, Ok(())) => return,

@@ -2,9 +2,12 @@
 //! time (`common::vtime`): long outages (during start-up and during open
 //! watches), every error the API can answer on every call the agent makes,
 //! stalled/dropped watches and a slow server, lists and watches that never
-//! settle, absurd durations, 100-200 agents through a burst of node events. With
-//! the real binary: the own-pod-only admission policy (real tokens per process)
-//! and the node gate's invalid settings (exit codes).
+//! settle, absurd durations, 100-200 agents through a burst of node events,
+//! 401s, an ERROR 403 in an open watch, server text with control characters, an
+//! answer over the size cap, a 200 carrying a failure `Status`, a start time in
+//! the future. With the real binary: the own-pod-only admission policy (real
+//! tokens per process), the node gate's invalid settings (exit codes), a token
+//! rotated on disk, and the log of a node 403.
 
 mod common;
 
@@ -360,18 +363,19 @@ impl Fault {
 
     /// Whether the agent is expected to evict its pod within the case's time
     /// (after two injected faults): false where it correctly stops (404 on its own
-    /// removal; a 409 that is not the uid precondition is retried), backs off for minutes (401/403/422 on its pod), or
+    /// removal; a 409 that is not the uid precondition is retried), backs off for minutes (403/422 on its pod), or
     /// backs off 5-10 s and more (429, whose Retry-After is only a floor under the
     /// backoff; 404 on the GET).
     fn recovers(self, call: Call) -> bool {
         match call {
-            Call::GetOwnPod => !matches!(self, Fault::Code(401 | 403 | 404)),
+            // A 401 (expired credentials) is retried on the transient backoff.
+            Call::GetOwnPod => !matches!(self, Fault::Code(403 | 404)),
             // A 2xx answer (even a garbled one) to its own removal is success to
             // the agent: it stops, and the fake, having only faked the answer,
             // removed nothing.
             Call::Eviction | Call::Delete => !matches!(
                 self,
-                Fault::Code(401 | 403 | 404 | 422 | 429)
+                Fault::Code(403 | 404 | 422 | 429)
                     | Fault::TooManyWithRetryAfter
                     | Fault::Truncated
                     | Fault::WrongObject
@@ -729,6 +733,239 @@ async fn a_list_that_is_never_answered_times_out_and_is_retried() {
 }
 
 // ---------------------------------------------------------------------------
+// Credentials, server text, answer sizes, a Status in a 200, a future start
+// ---------------------------------------------------------------------------
+
+fn unauthorized() -> FaultResponse {
+    FaultResponse::failure(401, "Unauthorized", "Unauthorized")
+}
+
+/// A 401 means expired or rotated credentials (kube reads a token file again
+/// within a minute): the own-pod GET and the eviction are retried on the
+/// transient backoff (0.5-1 s doubling), not the 5-10 minutes of a 403, and the
+/// hint names the credentials, not the RBAC. Four 401s on each took the old
+/// code past 5 minutes.
+#[tokio::test(start_paused = true)]
+async fn a_401_is_retried_on_the_transient_backoff() {
+    let (logs, _guard) = Logs::capture();
+    let s = vtime::placeholders(2).await;
+    s.fake
+        .fail_next(Call::GetOwnPod.matcher(), unauthorized(), 4);
+    s.fake
+        .fail_next(Call::Eviction.matcher(), unauthorized(), 4);
+    let started = tokio::time::Instant::now();
+    let agent = vtime::agent(&s, "placeholder-0", &env(&[]));
+    let done = vtime::request(&s, Duration::from_secs(120), |r| {
+        accepted_removal(r, "placeholder-0")
+    })
+    .await;
+    assert!(
+        done.is_some(),
+        "no eviction within 120 s of four 401s on the GET and four on the eviction:\n{}",
+        logs.text()
+    );
+    assert_eq!(s.fake.counters().faults_injected, 8, "{}", logs.text());
+    let text = logs.text();
+    assert!(text.contains("does not accept the credentials"), "{text}");
+    assert!(!text.contains("bind the Role"), "{text}");
+    assert!(!text.contains("retrying rarely"), "{text}");
+    eprintln!("evicted {:?} after the start", started.elapsed());
+    drop(agent);
+}
+
+/// An ERROR 403 inside an open node watch's stream is no answer about the
+/// permission: the agent lists again (a list that is denied would be reported
+/// then) and keeps its node view, instead of dropping it for 5-10 minutes with
+/// a "cannot list/watch nodes" warning.
+#[tokio::test(start_paused = true)]
+async fn an_error_403_in_an_open_node_watch_lists_again_and_keeps_the_view() {
+    let (logs, _guard) = Logs::capture();
+    let s = vtime::placeholders(2).await;
+    let agent = vtime::agent(&s, "placeholder-0", &[("SELFDESTRUCT_MAX_LIFETIME", "1h")]);
+    assert!(
+        logs.show("watching nodes", Duration::from_secs(10)).await,
+        "{}",
+        logs.text()
+    );
+    let error = json!({"type": "ERROR", "object": {
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": "nodes is forbidden: User \"system:serviceaccount:x:y\" cannot watch resource \"nodes\"",
+        "reason": "Forbidden", "code": 403}});
+    s.fake.fail_next(
+        Call::NodeWatch.matcher(),
+        FaultResponse::raw(200, format!("{error}\n")),
+        1,
+    );
+    let lists = || s.fake.count_requests(|r| Call::NodeList.matches(r));
+    let before = lists();
+    s.fake.drop_watches();
+    assert!(
+        vtime::until(Duration::from_secs(30), || s
+            .fake
+            .counters()
+            .faults_injected
+            >= 1)
+        .await,
+        "the node watch was not re-opened:\n{}",
+        logs.text()
+    );
+    assert!(
+        vtime::until(Duration::from_secs(10), || lists() > before).await,
+        "no node list after the ERROR 403:\n{}",
+        logs.text()
+    );
+    vtime::pass(Duration::from_secs(5)).await;
+    let text = logs.text();
+    assert!(!text.contains("cannot list/watch nodes"), "{text}");
+    assert!(agent.is_running(), "{text}");
+}
+
+/// Server text in the text log: a 500 body with a terminal escape and a CR LF
+/// forges no line and writes no escape character; a 100 KB `Status` message
+/// makes no 100 KB line (it is cut at 1 KiB, its length noted). The eviction
+/// is retried and done.
+#[tokio::test(start_paused = true)]
+async fn server_text_is_escaped_and_cut_in_the_log() {
+    let (logs, _guard) = Logs::capture();
+    let s = vtime::placeholders(2).await;
+    s.fake.fail_next(
+        Call::Eviction.matcher(),
+        FaultResponse::raw(500, "\x1b[31mboom\r\nInjected: log line"),
+        1,
+    );
+    let long = "y".repeat(100_000);
+    s.fake.fail_next(
+        Call::GetOwnPod.matcher(),
+        FaultResponse::failure(500, "InternalError", &long),
+        1,
+    );
+    let agent = vtime::agent(&s, "placeholder-0", &env(&[]));
+    let done = vtime::request(&s, Duration::from_secs(60), |r| {
+        accepted_removal(r, "placeholder-0")
+    })
+    .await;
+    let text = logs.text();
+    assert!(done.is_some(), "{text}");
+    assert_eq!(s.fake.counters().faults_injected, 2, "{text}");
+    assert!(!text.contains('\x1b'), "a raw escape character in the log");
+    assert!(!text.contains('\r'), "a raw carriage return in the log");
+    assert!(
+        !text.lines().any(|l| l.starts_with("Injected")),
+        "a forged log line:\n{text}"
+    );
+    assert!(
+        text.contains(r"\u{1b}[31mboom\r\nInjected: log line"),
+        "{text}"
+    );
+    let longest = text.lines().map(str::len).max().unwrap_or(0);
+    assert!(longest < 4096, "a log line of {longest} bytes");
+    assert!(text.contains("(100000 bytes in all)"), "{text}");
+    drop(agent);
+}
+
+/// A non-watch answer longer than 4 MiB (here a 5 MiB own pod) is refused as a
+/// transport error, logged, retried with backoff; the agent then starts on the
+/// next answer. The old code read any size (a 1 GiB GET: 1 GiB of memory).
+#[tokio::test(start_paused = true)]
+async fn an_answer_over_the_size_cap_is_refused_and_retried() {
+    let (logs, _guard) = Logs::capture();
+    let s = vtime::placeholders(2).await;
+    let pod = s.fake.get_pod(NS, "placeholder-0").expect("the pod");
+    let mut big = serde_json::to_value(&pod).expect("JSON");
+    big["metadata"]["annotations"] = json!({"padding": "x".repeat(5 << 20)});
+    s.fake
+        .fail_next(Call::GetOwnPod.matcher(), FaultResponse::json(200, big), 1);
+    let agent = vtime::agent(&s, "placeholder-0", &env(&[]));
+    assert!(
+        logs.show(
+            "answer refused: longer than 4194304 bytes",
+            Duration::from_secs(10)
+        )
+        .await,
+        "{}",
+        logs.text()
+    );
+    let done = vtime::request(&s, Duration::from_secs(30), |r| {
+        accepted_removal(r, "placeholder-0")
+    })
+    .await;
+    assert!(done.is_some(), "{}", logs.text());
+    drop(agent);
+}
+
+/// An eviction answered 200 with a `Status` of `Failure`, code 429 (as an
+/// aggregated server or a proxy may answer): the 429 it carries, as client-go
+/// reads it. The agent backs off and evicts on a later try; the old code
+/// logged "evicted own pod" and never tried again.
+#[tokio::test(start_paused = true)]
+async fn a_200_carrying_a_failure_status_is_the_error_it_carries() {
+    let (logs, _guard) = Logs::capture();
+    let s = vtime::placeholders(2).await;
+    let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+        "status": "Failure", "reason": "TooManyRequests", "code": 429,
+        "message": "Cannot evict pod as it would violate the pod's disruption budget."});
+    s.fake.fail_next(
+        Call::Eviction.matcher(),
+        FaultResponse::json(200, status),
+        1,
+    );
+    let agent = vtime::agent(&s, "placeholder-0", &env(&[]));
+    let done = vtime::request(&s, Duration::from_secs(60), |r| {
+        accepted_removal(r, "placeholder-0")
+    })
+    .await;
+    let text = logs.text();
+    assert!(
+        done.is_some(),
+        "no eviction after the 200 with a 429 Status:\n{text}"
+    );
+    assert!(text.contains("outcome=\"busy\""), "{text}");
+    assert!(text.contains("HTTP 429 TooManyRequests"), "{text}");
+    assert_eq!(s.fake.count_requests(|r| r.is_eviction()), 2, "{text}");
+    drop(agent);
+}
+
+/// A `startTime` a day ahead (a node clock ahead) no longer turns a 15 s
+/// lifetime into a day: it counts from now, with one warning.
+#[tokio::test(start_paused = true)]
+async fn a_start_time_in_the_future_counts_from_now() {
+    let (logs, _guard) = Logs::capture();
+    let s = vtime::placeholders(2).await;
+    let day = k8s_openapi::jiff::SignedDuration::from_hours(24);
+    let moved = s.fake.modify_pod(NS, "placeholder-0", |p| {
+        let status = p.status.as_mut().expect("a status");
+        let start = status.start_time.as_mut().expect("a start time");
+        start.0 = start.0.checked_add(day).expect("a day later");
+    });
+    assert!(moved);
+    let agent = vtime::agent(
+        &s,
+        "placeholder-0",
+        &[
+            ("SELFDESTRUCT_MIN_LIFETIME", "15s"),
+            ("SELFDESTRUCT_MAX_LIFETIME", "15s"),
+        ],
+    );
+    let started = tokio::time::Instant::now();
+    let done = vtime::request(&s, Duration::from_secs(60), |r| {
+        accepted_removal(r, "placeholder-0")
+    })
+    .await;
+    let text = logs.text();
+    assert!(
+        done.is_some(),
+        "no eviction within 60 s of a 15 s lifetime:\n{text}"
+    );
+    assert!(started.elapsed() >= Duration::from_secs(14), "{text}");
+    assert_eq!(
+        text.matches("start time is in the future").count(),
+        1,
+        "{text}"
+    );
+    drop(agent);
+}
+
+// ---------------------------------------------------------------------------
 // Scale: many agents, one server, a burst of node events
 // ---------------------------------------------------------------------------
 
@@ -878,6 +1115,112 @@ async fn many_agents_through_a_burst_of_node_events_stay_gentle_and_move_one_at_
 // ---------------------------------------------------------------------------
 // The own-pod-only admission policy
 // ---------------------------------------------------------------------------
+
+/// The real binary's log set-up: a node 403 gets one line, the agent's own
+/// ("cannot list/watch nodes"), and not also kube's raw "watch list error with
+/// 403: Api(Status ...)" (kube's watcher logs it before it hands the error on).
+#[test]
+fn a_node_403_is_logged_by_the_agent_and_not_by_kube_too() {
+    let s = Scene::placeholders(1);
+    let no_nodes = Subject::new(&format!("system:serviceaccount:{NS}:placeholder"))
+        .rule(fake_apiserver::Rule::new(
+            &["get", "list", "watch", "delete"],
+            &["pods"],
+            Some(NS),
+        ))
+        .rule(fake_apiserver::Rule::new(
+            &["create"],
+            &["pods/eviction"],
+            Some(NS),
+        ));
+    let mut agent = s.agent_as(
+        "placeholder-0",
+        no_nodes,
+        &[("SELFDESTRUCT_MAX_LIFETIME", "1h")],
+    );
+    assert!(
+        agent.wait_for_log("cannot list/watch nodes", Duration::from_secs(15)),
+        "{}",
+        agent.log()
+    );
+    let (status, _) = agent.terminate();
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", agent.log());
+    let log = agent.log();
+    assert!(!log.contains("error with 403"), "{log}");
+    assert!(!log.contains("error 403:"), "{log}");
+    assert_eq!(agent.count_log("cannot list/watch nodes"), 1, "{log}");
+}
+
+/// A token rotated on disk (a kubeconfig `tokenFile`, read as the in-cluster
+/// token is): the own-pod GET answered 401 with the old token is retried on
+/// the transient backoff with a client built anew, which reads the file again
+/// (kube alone would read it once the token it holds is 50 s old), and the
+/// agent starts and moves with the new token at its next try. Real time and
+/// the real binary: kube's token cache runs on the system clock. The old code
+/// retried a 401 after 5-10 minutes.
+#[test]
+fn a_token_rotated_on_disk_is_used_at_the_next_try() {
+    let s = Scene::placeholders(1);
+    let dir = s.home.join("rotated");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, "an-expired-token").expect("the token");
+    let q = |v: &str| serde_json::Value::String(v.to_string()).to_string();
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {}\n\
+             users:\n- name: sa\n  user:\n    tokenFile: {}\ncontexts:\n- name: fake\n  context:\n    \
+             cluster: fake\n    user: sa\n    namespace: {NS}\ncurrent-context: fake\n",
+            q(&s.fake.url()),
+            q(&token_file.to_string_lossy()),
+        ),
+    )
+    .expect("the kubeconfig");
+    let (uid, node) = s.uid_and_node("placeholder-0");
+    let kc = kubeconfig.to_string_lossy().to_string();
+    let env = [
+        ("KUBECONFIG", kc.as_str()),
+        ("POD_NAME", "placeholder-0"),
+        ("POD_NAMESPACE", NS),
+        ("POD_UID", &uid),
+        ("NODE_NAME", &node),
+        ("SELFDESTRUCT_MIN_AGE", "0"),
+        ("SELFDESTRUCT_MOVE_JITTER", "0"),
+        ("SELFDESTRUCT_START_JITTER", "0"),
+        ("SELFDESTRUCT_MIN_LIFETIME", "1s"),
+        ("SELFDESTRUCT_MAX_LIFETIME", "1s"),
+    ];
+    let mut agent = Proc::spawn(command(bin(), &[], &env, &s.home));
+    assert!(
+        agent.wait_for_log("cannot read own pod", Duration::from_secs(15)),
+        "{}",
+        agent.log()
+    );
+    let rotated = Instant::now();
+    s.fake.add_token(
+        "the-rotated-token",
+        Subject::placeholder_agent(NS, "placeholder").bound_to("placeholder-0"),
+    );
+    std::fs::write(&token_file, "the-rotated-token").expect("the new token");
+    let moved = s.fake.wait_for_request(
+        |r| accepted_removal(r, "placeholder-0"),
+        Duration::from_secs(30),
+    );
+    assert!(
+        moved.is_some(),
+        "no eviction with the rotated token:\n{}",
+        agent.log()
+    );
+    eprintln!(
+        "the rotated token was used {:?} after it was written",
+        rotated.elapsed()
+    );
+    assert!(!agent.log().contains("retrying rarely"), "{}", agent.log());
+    let (status, _) = agent.terminate();
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", agent.log());
+}
 
 #[test]
 fn with_the_admission_policy_a_token_removes_only_its_own_pod() {

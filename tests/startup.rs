@@ -1,4 +1,4 @@
-//! Start-up outcomes (issue "What users meet first", item 3) and the kubeconfigs
+//! Start-up outcomes (what a user meets first) and the kubeconfigs
 //! kube accepts: a `KUBECONFIG` (or `--kubeconfig`) that cannot be used exits 2
 //! with one message naming the file and the cause, before anything else; no API
 //! access at all is a plain pause; a flow-style kubeconfig, an `exec` user and a

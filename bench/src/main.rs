@@ -31,6 +31,9 @@ struct Opts {
     idle: Duration,
     scales: Vec<usize>,
     runs: usize,
+    /// The busy-decisions case: heartbeat window and agents (one SIGTERM each).
+    busy_window: Duration,
+    busy_agents: usize,
     fleet: usize,
     cycle_window: Duration,
     cycle_scale: u64,
@@ -42,10 +45,12 @@ struct Opts {
 fn main() {
     let mut args = std::env::args().skip(1);
     let (mut quick, mut sd, mut pause, mut sleep) = (false, None, None, None);
+    let mut only: Option<String> = None;
     let mut agent_env = Vec::new();
     while let Some(a) = args.next() {
         match a.as_str() {
             "--quick" => quick = true,
+            "--only" => only = args.next(),
             "--selfdestruct" => sd = args.next().map(PathBuf::from),
             "--pause" => pause = args.next().map(PathBuf::from),
             "--sleep" => sleep = args.next().map(PathBuf::from),
@@ -55,7 +60,7 @@ fn main() {
                 agent_env.push((k.to_string(), v.to_string()));
             }
             other => {
-                eprintln!("usage: selfdestruct-bench [--quick] [--agent-env K=V]... --selfdestruct BIN --pause BIN --sleep BIN (got {other})");
+                eprintln!("usage: selfdestruct-bench [--quick] [--only sizes|idle|nodes|wire|busy|latency|requests|fleet[,...]] [--agent-env K=V]... --selfdestruct BIN --pause BIN --sleep BIN (got {other})");
                 std::process::exit(2);
             }
         }
@@ -70,6 +75,8 @@ fn main() {
         idle: Duration::from_secs(if quick { 5 } else { 60 }),
         scales: if quick { vec![100, 1000] } else { vec![100, 1000, 5000] },
         runs: if quick { 10 } else { 30 },
+        busy_window: Duration::from_secs(if quick { 10 } else { 30 }),
+        busy_agents: if quick { 2 } else { 5 },
         fleet: if quick { 50 } else { 200 },
         cycle_window: Duration::from_secs(if quick { 20 } else { 90 }),
         // 600-660 s watches become 12-13 s: longer than the 5 s under which a
@@ -80,20 +87,22 @@ fn main() {
     };
     let started = Instant::now();
     let mut t = Table::default();
-    // SELFDESTRUCT_BENCH_ONLY=wire,node_watch runs only those sections.
-    let only = std::env::var("SELFDESTRUCT_BENCH_ONLY").unwrap_or_default();
-    let run = |name: &str| only.is_empty() || only.split(',').any(|s| s == name);
+    // --only nodes,wire runs only those cases.
+    let run = |case: &str| only.as_deref().is_none_or(|o| o.split(',').any(|c| c == case));
     if run("sizes") {
         sizes(&o, &mut t);
     }
     if run("idle") {
         idle(&o, &mut t);
     }
-    if run("node_watch") {
+    if run("nodes") {
         node_watch(&o, &mut t);
     }
     if run("wire") {
         wire(&o, &mut t);
+    }
+    if run("busy") {
+        busy_decisions(&o, &mut t);
     }
     if run("latency") {
         latency(&o, &mut t);
@@ -618,13 +627,7 @@ fn node_watch(o: &Opts, t: &mut Table) {
         let t0 = Instant::now();
         for i in 0..1000 {
             let name = format!("node-{:05}", (i * 7919) % r.n);
-            r.scene.fake.modify_node(&name, |node| {
-                if let Some(cs) = node.status.as_mut().and_then(|s| s.conditions.as_mut()) {
-                    for c in cs.iter_mut() {
-                        c.last_heartbeat_time = Some(fake_apiserver::objects::time_of(SystemTime::now()));
-                    }
-                }
-            });
+            heartbeat(&r.scene.fake, &name);
         }
         // Wait until the agent has drained the stream: its CPU time stops moving.
         let mut last = sample(r.agent.pid()).sched_ns;
@@ -726,13 +729,7 @@ fn wire(o: &Opts, t: &mut Table) {
         let mut names: Vec<String> = (0..n).map(|i| format!("node-{i:05}")).collect();
         names.extend((0..CANDIDATES).map(|i| format!("new-{i}")));
         for name in &names {
-            sc.fake.modify_node(name, |node| {
-                if let Some(cs) = node.status.as_mut().and_then(|s| s.conditions.as_mut()) {
-                    for c in cs.iter_mut() {
-                        c.last_heartbeat_time = Some(fake_apiserver::objects::time_of(SystemTime::now()));
-                    }
-                }
-            });
+            heartbeat(&sc.fake, name);
         }
         // Until every watch has sent the round: the byte counts stop moving.
         let mut last = [0u64; 3];
@@ -827,6 +824,225 @@ fn serde_json_to_vec<T: serde::Serialize>(v: &T) -> usize {
     let mut c = Counter(0);
     let _ = serde_json::to_writer(&mut c, v);
     c.0
+}
+
+// ---------------------------------------------------------------- busy decisions
+
+/// Bumps the Ready condition's lastHeartbeatTime of `name` (a kubelet's status update).
+fn heartbeat(fake: &FakeCluster, name: &str) {
+    fake.modify_node(name, |node| {
+        if let Some(cs) = node.status.as_mut().and_then(|s| s.conditions.as_mut()) {
+            for c in cs.iter_mut() {
+                c.last_heartbeat_time = Some(fake_apiserver::objects::time_of(SystemTime::now()));
+            }
+        }
+    });
+}
+
+/// On-CPU time of this thread (ns), from /proc/thread-self/schedstat.
+fn thread_cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|x| x.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(0)
+}
+
+/// The agent's work per event without the process around it: the busy case's world
+/// built with the decision's own builder (`old` + `new` nodes, the same 100
+/// placeholders), then the CPU time of one `evaluate` and of one
+/// `Memory::observe_nodes`, each averaged over 3 s of repeats (this binary's
+/// release profile, not the agent's size-optimised one).
+fn decision_cost(old: usize, new: usize) -> (Duration, Duration) {
+    use selfdestruct_decision::builder::{World, at, ready_node, running_sibling};
+    eprintln!("bench: busy decisions: one evaluation in-process");
+    let mut w = World::new();
+    w.policy = selfdestruct_decision::Policy::default();
+    w.own.scheduled_at = Some(at(100));
+    w.own.started_at = Some(at(100));
+    w.own.node_name = Some("old-00000".into());
+    let nodes = (0..old).map(|i| ready_node(&format!("old-{i:05}"), 50));
+    w.nodes = Some(nodes.chain((0..new).map(|i| ready_node(&format!("new-{i:05}"), 500))).collect());
+    let mut siblings: Vec<_> = (0..50).map(|i| running_sibling(&format!("placeholder-{i}"), &format!("old-{:05}", i * 17))).collect();
+    siblings[0].uid = w.own.uid.clone();
+    for i in 0..49 {
+        let mut s = running_sibling(&format!("moved-{i}"), &format!("new-{i:05}"));
+        s.created = Some(at(700));
+        siblings.push(s);
+    }
+    let mut pending = running_sibling("pending-0", "");
+    (pending.node_name, pending.pending, pending.created) = (None, true, Some(at(800)));
+    siblings.push(pending);
+    w.siblings = Some(siblings);
+    // The agent saw the new nodes usable when they appeared (t=500).
+    w.memory.observe_nodes(at(500), &w.own, w.nodes.as_deref());
+    w.now = at(1000);
+    let per = |f: &mut dyn FnMut()| {
+        let (t0, c0, mut n) = (Instant::now(), thread_cpu_ns(), 0u64);
+        while t0.elapsed() < Duration::from_secs(3) || n < 3 {
+            f();
+            n += 1;
+        }
+        Duration::from_nanos((thread_cpu_ns() - c0) / n)
+    };
+    let s = w.snapshot();
+    let evaluation = per(&mut || {
+        std::hint::black_box(selfdestruct_decision::evaluate(&s));
+    });
+    let observe = per(&mut || w.memory.observe_nodes(w.now, &w.own, w.nodes.as_deref()));
+    (evaluation, observe)
+}
+
+/// Every decision over a big node view with many siblings (issue 27, item 2):
+/// 4,800 old nodes and 200 new ones (50 images each), 100 placeholder pods (50 on
+/// old nodes, the agents' own among them; 49 created onto the new nodes after the
+/// agents saw them, which the "full" rule reads; 1 Pending, which holds every move),
+/// node heartbeats at 20 a second. Each agent decides on every heartbeat. Printed: the agents' CPU per
+/// heartbeat and their share of a core, and SIGTERM to exit while the heartbeats go on.
+fn busy_decisions(o: &Opts, t: &mut Table) {
+    let (old, new, rate) = (4800, 200, 20u32);
+    eprintln!("bench: busy decisions: {old} + {new} nodes, 100 siblings, {rate} heartbeats/s: setting up");
+    let fake = FakeCluster::start_with(Config {
+        bookmark_interval: BOOKMARKS,
+        seed: Some(42),
+        ..Config::default()
+    });
+    let node = |name: &str| NodeBuilder::new(name).cpu("64").memory("256Gi").pods(250).realistic_images(50);
+    for i in 0..old {
+        fake.add_node(node(&format!("old-{i:05}")));
+    }
+    // Old to the placeholders: created in an earlier second than they are scheduled in.
+    std::thread::sleep(Duration::from_millis(1100));
+    let template = || PodTemplate::placeholder("placeholder", "10m", "16Mi");
+    fake.add_statefulset(NS, "placeholder", 50, template());
+    // The Pending sibling: same labels, a node selector no node matches.
+    fake.add_statefulset(NS, "pending", 1, template().node_selector("example.com/nowhere", "true"));
+    assert!(fake.wait_for(|c| c.pods(NS).len() >= 51, Duration::from_secs(60)), "placeholders were not created");
+    assert!(fake.wait_pods_ready(NS, 50, Duration::from_secs(60)), "placeholders did not start");
+    for i in 0..new {
+        fake.add_node(node(&format!("new-{i:05}")).label("example.com/pool", "new"));
+    }
+    fake.add_token(TOKEN, Subject::placeholder_agent(NS, "placeholder"));
+    let dir = o.work.join("busy");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let sc = Scene { kubeconfig: fake.write_kubeconfig(&dir, TOKEN, NS), fake };
+    let settings = [("SELFDESTRUCT_START_JITTER", "0"), ("SELFDESTRUCT_NODE_SETTLE", "1s"), ("SELFDESTRUCT_MIN_AGE", "0s")];
+    let agents: Vec<Proc> = (0..o.busy_agents)
+        .map(|i| spawn(o, &format!("busy-{i}"), &o.selfdestruct, &[], &sc.env(&format!("placeholder-{i}"), &settings)))
+        .collect();
+    for a in &agents {
+        // Held by the Pending sibling once a new node has settled: every decision
+        // now runs the full rule over the new nodes.
+        assert!(a.wait_log("sibling pending-0 is Pending", Duration::from_secs(120)), "agent did not hold: {}", a.log());
+    }
+    // Creation times have second precision: the next second is after the agents
+    // noted the new nodes usable.
+    std::thread::sleep(Duration::from_millis(1100));
+    // 49 siblings created after the agents saw the new nodes, placed on them (as
+    // the scheduler places re-created placeholders: the new nodes are the emptiest;
+    // here by a node selector, the agents read only where a sibling runs).
+    sc.fake.add_statefulset(NS, "moved", 49, template().node_selector("example.com/pool", "new"));
+    assert!(sc.fake.wait_pods_ready(NS, 99, Duration::from_secs(60)), "re-created siblings did not start");
+    let on_new = sc.fake.pods(NS).iter().filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| n.starts_with("new-"))).count();
+    std::thread::sleep(Duration::from_secs(2));
+    let names: Vec<String> = (0..old).map(|i| format!("old-{i:05}")).chain((0..new).map(|i| format!("new-{i:05}"))).collect();
+    let period = Duration::from_secs(1) / rate;
+    let stop = AtomicBool::new(false);
+    let sent = std::sync::atomic::AtomicUsize::new(0);
+    let pids: Vec<u32> = agents.iter().map(|a| a.pid()).collect();
+    let cpu = |pids: &[u32]| -> Vec<u64> { pids.iter().map(|p| sample(*p).sched_ns).collect() };
+    let beats = |until: &AtomicBool| {
+        let t0 = Instant::now();
+        let mut n = 0u32;
+        while !until.load(Ordering::SeqCst) {
+            let i = sent.fetch_add(1, Ordering::SeqCst);
+            heartbeat(&sc.fake, &names[(i * 7919) % names.len()]);
+            n += 1;
+            if let Some(wait) = (t0 + period * n).checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+        }
+    };
+    let (window, cpu_window, cpu_drained, drained, latencies) = std::thread::scope(|scope| {
+        // 1. CPU: heartbeats for the window, then until the agents have drained the stream.
+        eprintln!("bench: busy decisions: {} s of heartbeats", o.busy_window.as_secs());
+        let c0 = cpu(&pids);
+        let w = scope.spawn(|| beats(&stop));
+        std::thread::sleep(o.busy_window);
+        stop.store(true, Ordering::SeqCst);
+        w.join().expect("heartbeats");
+        let window = sent.load(Ordering::SeqCst);
+        let c1 = cpu(&pids);
+        let mut last = c1.clone();
+        let drained = wait_until(Duration::from_secs(30), || {
+            std::thread::sleep(Duration::from_millis(500));
+            let now = cpu(&pids);
+            let still = now == last;
+            last = now;
+            still
+        });
+        // 2. SIGTERM, one agent a second, while the heartbeats go on.
+        eprintln!("bench: busy decisions: SIGTERM during heartbeats");
+        let again = AtomicBool::new(false);
+        let latencies = std::thread::scope(|inner| {
+            let w = inner.spawn(|| beats(&again));
+            // A static C pause beside each agent: the floor of SIGTERM to exit on
+            // this machine under the same load.
+            let pauses: Vec<Proc> = (0..agents.len()).map(|i| spawn(o, &format!("busy-pause-{i}"), &o.pause, &[], &[])).collect();
+            let mut latencies = Vec::new();
+            for (a, p) in agents.into_iter().zip(pauses) {
+                std::thread::sleep(Duration::from_millis(1000 + 37 * latencies.len() as u64));
+                latencies.push((a.term(), p.term().0));
+            }
+            again.store(true, Ordering::SeqCst);
+            w.join().expect("heartbeats");
+            latencies
+        });
+        let per = |a: &[u64], b: &[u64]| -> Vec<u64> { a.iter().zip(b).map(|(x, y)| y - x).collect() };
+        (window, per(&c0, &c1), per(&c0, &last), drained, latencies)
+    });
+    let (evaluation, observe) = decision_cost(old, new);
+    t.section(&format!(
+        "busy decisions: {old} old + {new} new nodes (50 images each), 100 placeholders ({on_new} on new nodes, 1 Pending), {rate} heartbeats/s; {} agents",
+        cpu_window.len()
+    ));
+    let median_ms = |v: &[u64]| {
+        let mut v = v.to_vec();
+        v.sort();
+        v[v.len() / 2] as f64 / 1e6
+    };
+    let secs = o.busy_window.as_secs_f64();
+    let share: Vec<u64> = cpu_window.iter().map(|c| (*c as f64 / 1e6 / secs / 10.0).round() as u64).collect();
+    t.row(
+        &format!("CPU per heartbeat, median agent ({window} heartbeats in {secs:.0} s)"),
+        // Not drained: the agents are behind, the figure so far is a lower bound.
+        format!("{}{:.3} ms", if drained { "" } else { "not drained after 30 s: >= " }, median_ms(&cpu_drained) / window as f64),
+        dash(),
+        dash(),
+        "",
+        None,
+    );
+    t.row(
+        "  in-process: one evaluation (decide + full nodes) / Memory::observe_nodes",
+        format!("{:.3} ms / {:.3} ms", evaluation.as_secs_f64() * 1e3, observe.as_secs_f64() * 1e3),
+        dash(),
+        dash(),
+        "",
+        None,
+    );
+    t.row("  share of a core during the heartbeats, per agent", format!("{share:?} %"), dash(), dash(), "", None);
+    let times: Vec<Duration> = latencies.iter().map(|((d, _), _)| *d).collect();
+    let floor: Vec<Duration> = latencies.iter().map(|(_, d)| *d).collect();
+    let codes_ok = latencies.iter().all(|((_, c), _)| *c == Some(0));
+    let max = times.iter().max().copied().unwrap_or_default();
+    let floor_max = floor.iter().max().copied().unwrap_or_default();
+    t.row(
+        "SIGTERM to exit during the heartbeats: median (max)",
+        format!("{} ({}), exit 0: {codes_ok}", ms(median(times.clone())), ms(max)),
+        format!("{} ({})", ms(median(floor.clone())), ms(floor_max)),
+        dash(),
+        "<= 5 ms",
+        Some(median(times.clone()) <= Duration::from_millis(5)),
+    );
 }
 
 // ---------------------------------------------------------------- latency

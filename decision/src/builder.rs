@@ -1,5 +1,5 @@
-//! Decision inputs for tests, built in one place: the unit tests here, the
-//! agent's property tests and the simulator's tests all start from these.
+//! Decision inputs for tests, built in one place: the decision's unit tables and
+//! property tests (decision/tests/) and the simulator's tests all start from these.
 //!
 //! A [`World`] owns everything a [`Snapshot`] borrows; its defaults are a quiet
 //! cluster (the own pod on `old` since t=0, one old node, no lifetime, the node

@@ -117,14 +117,16 @@ impl OwnPod {
             .node_selector
             .iter()
             .all(|(k, v)| node.labels.get(k) == Some(v));
-        let name_fields: BTreeMap<String, String> =
-            [("metadata.name".to_string(), node.name.clone())].into();
-        let affinity_ok = self.affinity.is_empty()
-            || self.affinity.iter().any(|t| {
+        let affinity_ok = self.affinity.is_empty() || {
+            // Built only for a pod with affinity terms: this runs for every node per event.
+            let name_fields: BTreeMap<String, String> =
+                [("metadata.name".to_string(), node.name.clone())].into();
+            self.affinity.iter().any(|t| {
                 (!t.labels.is_empty() || !t.fields.is_empty())
                     && t.labels.iter().all(|r| r.matches(&node.labels))
                     && t.fields.iter().all(|r| r.matches(&name_fields))
-            });
+            })
+        };
         selector_ok && affinity_ok
     }
 

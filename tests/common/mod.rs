@@ -3,6 +3,9 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+// The proptest configuration lives with the decision's property tests (a crate
+// this one depends on); tests/parser_fuzz.rs shares it.
+#[path = "../../decision/tests/common/mod.rs"]
 pub mod props;
 pub mod vtime;
 

@@ -1,6 +1,7 @@
-//! Shared scaffolding of the property tests (tests/decision_props.rs,
-//! tests/parser_fuzz.rs): the proptest configuration. The decision's inputs
-//! come from the core's builder (`selfdestruct_decision::builder`).
+//! Shared scaffolding of the property tests (decision/tests/decision_props.rs,
+//! and the root crate's tests/parser_fuzz.rs, which includes this file as its
+//! `common::props`): the proptest configuration. The decision's inputs come from
+//! the core's builder (`selfdestruct_decision::builder`).
 
 use proptest::test_runner::Config as PtConfig;
 

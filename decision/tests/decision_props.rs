@@ -1,28 +1,29 @@
 //! Property tests of the pure decision (`selfdestruct_decision::decide`) over
-//! arbitrary snapshots built from `selfdestruct::model` types.
+//! arbitrary worlds built from `selfdestruct_decision::model` types (run by
+//! `cargo test -p selfdestruct-decision`).
 //!
 //! The `Decision` type carries no target: a move is always of the own pod. So
 //! these check the structural guarantees instead: nothing once finished or
-//! terminating, a node trigger is never the own node nor a node that was
-//! already Ready when the own pod was scheduled, no move while a sibling is
-//! Pending or terminating, the move cap, `min_age` and the backoff hold, every
-//! time-based wake-up lies in the future (no hot loop), and the same snapshot
-//! always gives the same decision. Case counts are small for CI
-//! (`PROPTEST_CASES` raises them for a longer local run).
+//! terminating, a node trigger is never the own node nor a node created before
+//! the own pod was scheduled, no move while a sibling is Pending or terminating,
+//! the move cap, `min_age` and the backoff hold, every time-based wake-up lies in
+//! the future (no hot loop), and the same snapshot always gives the same
+//! decision. Case counts are small for CI (`PROPTEST_CASES` raises them for a
+//! longer local run).
 
 mod common;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
-use common::props::proptest_config;
+use common::proptest_config;
 use proptest::prelude::*;
 use proptest::test_runner::TestRunner;
 use selfdestruct_decision::builder::{HOUR, OWN, OWN_UID, World, at};
 use selfdestruct_decision::images::ImageRef;
 use selfdestruct_decision::model::{NodeSummary, OwnPod, Readiness, Sibling, Taint, Toleration};
 use selfdestruct_decision::{
-    Armed, Decision, Hold, Memory, Outcome, Policy, Snapshot, Trigger, decide,
+    Armed, Decision, Hold, Memory, Outcome, Policy, Reject, Snapshot, Trigger, decide, evaluate,
 };
 
 /// Times within about six hours of T0: enough to cross every boundary
@@ -396,6 +397,141 @@ fn every_decision_keeps_the_structural_guarantees() {
     // The generator must reach every kind of decision, or the checks prove little.
     for kind in ["move", "arm", "hold", "wait"] {
         assert!(seen.contains_key(kind), "no {kind} generated: {seen:?}");
+    }
+}
+
+/// The full rule as first written: for every sibling, a scan of every node to see
+/// whether the sibling's node is old. The reference of the indexed rule.
+fn full_by_scanning(w: &World, node: &NodeSummary) -> Option<String> {
+    let (siblings, nodes) = (w.siblings.as_ref()?, w.nodes.as_ref()?);
+    let scheduled = w.own.scheduled_at?;
+    let since = node.ready.since?;
+    let usable = w
+        .memory
+        .usable_since
+        .get(&node.name)
+        .map_or(since, |t| since.max(*t));
+    let old = |name: &str| {
+        w.own.node_name.as_deref() == Some(name)
+            || nodes
+                .iter()
+                .any(|o| o.name == name && o.created.is_some_and(|c| c < scheduled))
+    };
+    let is_self = |s: &Sibling| s.name == w.own.name || (!s.uid.is_empty() && s.uid == w.own.uid);
+    siblings
+        .iter()
+        .find(|s| {
+            !is_self(s)
+                && s.created.is_some_and(|c| c > usable)
+                && s.node_name
+                    .as_deref()
+                    .is_some_and(|n| n != node.name && old(n))
+        })
+        .map(|s| s.name.clone())
+}
+
+/// `w` with its nodes Ready, schedulable and settled, no placement rule or image to
+/// pass, the own pod scheduled at `scheduled` (or when its node `with` was created),
+/// and its siblings created late: most verdicts reach the full rule.
+fn reaching_the_full_rule(mut w: World, scheduled: SystemTime, with: Option<usize>) -> World {
+    w.now = at(25_000);
+    w.own.scheduled_at = Some(scheduled);
+    w.own.node_selector.clear();
+    w.own.affinity.clear();
+    w.policy.required_images.clear();
+    for n in w.nodes.iter_mut().flatten() {
+        n.ready.ready = true;
+        n.ready.since = n.ready.since.or(n.created);
+        n.created = n.created.or(n.ready.since);
+        n.taints.clear();
+        n.unschedulable = false;
+    }
+    // Or in the second a node was created (that node is new, not old).
+    let node_at = |i: usize| w.nodes.as_ref()?.get(i)?.created;
+    if let Some(created) = with.and_then(node_at) {
+        w.own.scheduled_at = Some(created);
+    }
+    // Mostly created after the nodes became usable (by t=20,000), now and then not;
+    // those on no node of the view placed on the own node (old by definition).
+    w.own.node_name = w.own.node_name.or(Some("node-5".into()));
+    let in_view: Vec<String> = w.nodes.iter().flatten().map(|n| n.name.clone()).collect();
+    for s in w.siblings.iter_mut().flatten() {
+        s.created = Some(
+            s.created
+                .map_or(at(24_000), |c| c + Duration::from_secs(5_000)),
+        );
+        if !s.node_name.as_ref().is_some_and(|n| in_view.contains(n)) {
+            s.node_name = w.own.node_name.clone();
+        }
+    }
+    w
+}
+
+/// The full rule looks its siblings up once per evaluation: on random worlds (nodes
+/// seen usable from a random time) every node's verdict names the sibling the
+/// reference scan finds, a node it passes has none, and the evaluation reports as
+/// full exactly the nodes whose verdict is full, with the decision of [`decide`].
+#[test]
+fn the_indexed_full_rule_agrees_with_a_scan_of_every_node() {
+    let mut runner = TestRunner::new(proptest_config(512));
+    let seen = std::cell::RefCell::new(BTreeMap::<&str, u32>::new());
+    runner
+        .run(
+            &(
+                world(),
+                time(),
+                prop::option::of(0usize..6),
+                time(),
+                prop::bool::weighted(0.8),
+            ),
+            |(mut w, scheduled, with, observed, focus)| {
+                if focus {
+                    w = reaching_the_full_rule(w, scheduled, with);
+                }
+                w.memory.observe_nodes(observed, &w.own, w.nodes.as_deref());
+                let snap = w.snapshot();
+                let mut full = Vec::new();
+                for node in w.nodes.iter().flatten() {
+                    let verdict = snap.node_verdict(node);
+                    let kind = match &verdict {
+                        Ok(_) => {
+                            prop_assert_eq!(full_by_scanning(&w, node), None, "{:#?}", w);
+                            "passed"
+                        }
+                        Err(Reject::Full { sibling }) => {
+                            let reference = full_by_scanning(&w, node);
+                            prop_assert_eq!(reference.as_ref(), Some(sibling), "{:#?}", w);
+                            full.push((node.name.as_str(), sibling.clone()));
+                            "full"
+                        }
+                        Err(_) => "other",
+                    };
+                    *seen.borrow_mut().entry(kind).or_default() += 1;
+                }
+                let evaluation = evaluate(&snap);
+                prop_assert_eq!(&evaluation.decision, &decide(&snap));
+                let looked = w.policy.move_to_new_nodes && !w.memory.finished && !w.own.terminating;
+                let reported: Vec<(&str, String)> = evaluation
+                    .full
+                    .iter()
+                    .map(|f| (f.node.name.as_str(), f.sibling.clone()))
+                    .collect();
+                if looked {
+                    prop_assert_eq!(reported, full, "{:#?}", w);
+                } else {
+                    prop_assert!(reported.is_empty());
+                }
+                Ok(())
+            },
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    let seen = seen.into_inner();
+    eprintln!("verdicts seen: {seen:?}");
+    for kind in ["passed", "full"] {
+        assert!(
+            seen.contains_key(kind),
+            "no {kind} verdict generated: {seen:?}"
+        );
     }
 }
 
