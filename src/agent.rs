@@ -14,7 +14,7 @@ use crate::api::{ApiError, PodApi, outcome_of, rbac_hint};
 use crate::candidates::{Candidates, Touched};
 use crate::clock::Clock;
 use crate::config::{Config, Mode, Siblings};
-use crate::connect::{self, Access, AccessError};
+use crate::connect::{self, Access, AccessError, ClientError};
 use crate::identity::{self, Source};
 use crate::logging::Chain;
 use crate::signals::{Signals, Stop};
@@ -33,10 +33,12 @@ use selfdestruct_decision::{
 /// Exit code for invalid configuration.
 pub const EXIT_CONFIG: i32 = 2;
 
-/// Runs until SIGTERM/SIGINT (exit code 0) or a configuration error (2).
-pub async fn run(cfg: Config, signals: Signals) -> i32 {
+/// Runs until SIGTERM/SIGINT (exit code 0) or a configuration error (2), on the
+/// API `access` that `main` discovered (a named kubeconfig that cannot be used
+/// was refused there).
+pub async fn run(cfg: Config, access: Result<Access, AccessError>, signals: Signals) -> i32 {
     let mut signals = Stop::Signals(signals);
-    let ready = prepare(&cfg, &mut signals).await;
+    let ready = prepare(&cfg, access, &mut signals).await;
     finish(ready, cfg, signals).await
 }
 
@@ -46,7 +48,7 @@ pub async fn run(cfg: Config, signals: Signals) -> i32 {
 /// server); the binary runs [`run`], which differs only in where the client, the
 /// clock and the stop come from.
 pub async fn run_with(client: kube::Client, cfg: Config, clock: Clock, mut stop: Stop) -> i32 {
-    let ready = prepare_on(&cfg, &mut stop, Some(client), clock).await;
+    let ready = prepare_on(&cfg, &mut stop, ApiSource::Given(client), clock).await;
     finish(ready, cfg, stop).await
 }
 
@@ -58,7 +60,7 @@ async fn finish(ready: Result<Ready, NotReady>, cfg: Config, mut signals: Stop) 
             pause(signals.terminated()).await
         }
         Err(NotReady::NoClient(e)) => {
-            error!(error = %e, "cannot build an API client from the kubeconfig: running as a plain pause container");
+            error!(error = %Chain(&*e), "cannot build an API client from the kubeconfig: running as a plain pause container");
             pause(signals.terminated()).await
         }
         Err(NotReady::Stopped(sig)) => stop(sig),
@@ -68,9 +70,10 @@ async fn finish(ready: Result<Ready, NotReady>, cfg: Config, mut signals: Stop) 
     }
 }
 
-/// A kubeconfig the user named cannot be used: a configuration error.
-pub fn bad_kubeconfig(e: &str) -> i32 {
-    eprintln!("selfdestruct: {e}");
+/// A kubeconfig the user named cannot be used: a configuration error. Says so
+/// on one line, with every cause.
+pub fn bad_kubeconfig(e: &(dyn std::error::Error + 'static)) -> i32 {
+    eprintln!("selfdestruct: {}", Chain(e));
     EXIT_CONFIG
 }
 
@@ -78,13 +81,13 @@ pub fn bad_kubeconfig(e: &str) -> i32 {
 
 /// Why [`prepare`] found no own pod to act on.
 pub(crate) enum NotReady {
-    /// No API access at all (no kubeconfig, no service-account token): the reason.
-    NoApi(String),
-    /// A kubeconfig that no client can be built from: the error.
-    NoClient(String),
-    /// The kubeconfig named by `KUBECONFIG` or `--kubeconfig` cannot be used
-    /// (exit code [`EXIT_CONFIG`]): the message naming the file and the cause.
-    BadKubeconfig(String),
+    /// No API access at all (no kubeconfig, no service-account token).
+    NoApi(AccessError),
+    /// Access that no client can be built from.
+    NoClient(Box<dyn std::error::Error + Send + Sync>),
+    /// No client can be built from the kubeconfig named by `KUBECONFIG` or
+    /// `--kubeconfig` (exit code [`EXIT_CONFIG`]).
+    BadKubeconfig(ClientError),
     /// `stop` fired first (SIGTERM/SIGINT): the signal's name.
     Stopped(&'static str),
     /// The own pod cannot be identified; already logged (exit code [`EXIT_CONFIG`]).
@@ -92,6 +95,14 @@ pub(crate) enum NotReady {
     /// The pod under the own name is a successor, not ours (already logged; see
     /// [`identity::NotOurs`]). Nothing may be done to it.
     NotOurs,
+}
+
+/// Where [`prepare`]'s API client comes from.
+enum ApiSource {
+    /// A client given (in-process tests).
+    Given(kube::Client),
+    /// The access `main` discovered, to build one from.
+    Discovered(Box<Result<Access, AccessError>>),
 }
 
 /// The own pod, read once, with an API client bound to it: what the decision
@@ -103,29 +114,38 @@ pub(crate) struct Ready {
     clock: Clock,
 }
 
-/// Finds API access, the own identity and reads the own pod (retrying), unless
-/// `stop` fires first.
-pub(crate) async fn prepare(cfg: &Config, stop: &mut Stop) -> Result<Ready, NotReady> {
-    prepare_on(cfg, stop, None, Clock::system()).await
+/// Builds a client on `access`, finds the own identity and reads the own pod
+/// (retrying), unless `stop` fires first.
+pub(crate) async fn prepare(
+    cfg: &Config,
+    access: Result<Access, AccessError>,
+    stop: &mut Stop,
+) -> Result<Ready, NotReady> {
+    prepare_on(
+        cfg,
+        stop,
+        ApiSource::Discovered(Box::new(access)),
+        Clock::system(),
+    )
+    .await
 }
 
-/// [`prepare`] on a `client` given (in-process) or, with `None`, on the API
-/// access discovered from the environment.
+/// [`prepare`] on a client given (in-process) or built from the discovered access.
 async fn prepare_on(
     cfg: &Config,
     stop: &mut Stop,
-    given: Option<kube::Client>,
+    source: ApiSource,
     clock: Clock,
 ) -> Result<Ready, NotReady> {
     let process_start = clock.now();
     // The client given, or the access to build one from.
-    let access = match given {
-        Some(client) => Err(client),
-        None => Ok(api_access(cfg).await.map_err(|e| match e {
-            AccessError::Missing(why) => NotReady::NoApi(why),
-            AccessError::Named(why) => NotReady::BadKubeconfig(why),
-            AccessError::Invalid(why) => NotReady::NoClient(why),
-        })?),
+    let access = match source {
+        ApiSource::Given(client) => Err(client),
+        ApiSource::Discovered(access) => match *access {
+            Ok(access) => Ok(access),
+            Err(e) if e.is_missing() => return Err(NotReady::NoApi(e)),
+            Err(e) => return Err(NotReady::NoClient(Box::new(e))),
+        },
     };
     let namespace_hint = match &access {
         Ok(access) => access.namespace.as_deref(),
@@ -143,16 +163,20 @@ async fn prepare_on(
         .and_then(|access| token_file_renewal(access, &id.namespace));
     let client = match access {
         Err(given) => given,
-        Ok(access) => connect::client(&access, &id.namespace).map_err(|e| {
-            if access.named {
-                NotReady::BadKubeconfig(format!(
-                    "{}: no API client can be built from it: {e}",
-                    access.source
-                ))
-            } else {
-                NotReady::NoClient(e)
-            }
-        })?,
+        Ok(access) => {
+            debug!(source = %access.source, server = %access.config.cluster_url, "API access");
+            let built = tokio::select! {
+                sig = stop.terminated() => return Err(NotReady::Stopped(sig)),
+                built = connect::client_retrying(&access, &id.namespace) => built,
+            };
+            built.map_err(|e| {
+                if access.named {
+                    NotReady::BadKubeconfig(e)
+                } else {
+                    NotReady::NoClient(Box::new(e))
+                }
+            })?
+        }
     };
     let mut api = PodApi::new(client, &id.namespace, &id.name);
     if let Some(renewal) = renewal {
@@ -185,7 +209,7 @@ fn token_file_renewal(access: &Access, namespace: &str) -> Option<crate::api::Re
     };
     let namespace = namespace.to_string();
     Some(std::sync::Arc::new(move || {
-        connect::client(&access, &namespace).ok()
+        connect::client_now(&access, &namespace).ok()
     }))
 }
 
@@ -231,29 +255,30 @@ impl Ready {
 
 // --- end of the shared start-up ---
 
-/// Runs `node-gate` mode: without API access, a plain pause.
+/// Runs `node-gate` mode on the API `access` `main` discovered: without API
+/// access, a plain pause.
 pub async fn run_gate(
     gate: crate::node_gate::GateConfig,
-    cfg: Config,
+    access: Result<Access, AccessError>,
     mut signals: Signals,
 ) -> i32 {
-    let client = match api_access(&cfg).await {
-        Err(AccessError::Named(e)) => return bad_kubeconfig(&e),
-        Err(e) => Err(e.to_string()),
-        Ok(a) => match connect::client(&a, "default") {
-            Err(e) if a.named => {
-                return bad_kubeconfig(&format!(
-                    "{}: no API client can be built from it: {e}",
-                    a.source
-                ));
+    let built = match access {
+        Err(e) => Err(Box::new(e) as Box<dyn std::error::Error + Send + Sync>),
+        Ok(a) => {
+            let built = tokio::select! {
+                sig = signals.terminated() => return stop(sig),
+                built = connect::client_retrying(&a, "default") => built,
+            };
+            match built {
+                Err(e) if a.named => return bad_kubeconfig(&e),
+                built => built.map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>),
             }
-            client => client,
-        },
+        }
     };
-    let client = match client {
+    let client = match built {
         Ok(c) => c,
         Err(why) => {
-            info!(reason = %why, "no API access: the node gate cannot remove its taint; running as a plain pause container");
+            info!(reason = %Chain(&*why), "no API access: the node gate cannot remove its taint; running as a plain pause container");
             return pause(signals.terminated()).await;
         }
     };
@@ -270,17 +295,6 @@ async fn pause(terminated: impl Future<Output = &'static str>) -> i32 {
 fn stop(signal: &str) -> i32 {
     info!(signal, "received {signal}, exiting");
     0
-}
-
-async fn api_access(cfg: &Config) -> Result<Access, AccessError> {
-    let access = connect::discover(
-        |k| std::env::var_os(k),
-        cfg.args.identity.kubeconfig.as_deref(),
-        &cfg.args.identity.service_account_dir,
-    )
-    .await?;
-    debug!(source = %access.source, server = %access.config.cluster_url, "API access");
-    Ok(access)
 }
 
 /// Reads the own pod, retrying with backoff. `None` means a fatal identification error.

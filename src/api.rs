@@ -180,8 +180,8 @@ impl PodApi {
     }
 
     /// With a way to build a new client when the server refuses the
-    /// credentials (401): kube reads a token file again only once the token it
-    /// holds is 50 s old.
+    /// credentials (401): a token file is read again only once the token held
+    /// is 50 s old (`token_file.rs`).
     pub(crate) fn with_renewal(self, renewal: Renewal) -> Self {
         PodApi {
             renewal: Some(renewal),

@@ -1,22 +1,32 @@
 //! API access: a [`kube::Config`] from a kubeconfig (local runs) or the
 //! in-cluster service account, in the order of `kube::Config::infer()`, with
-//! two differences the start-up outcomes need:
+//! a few differences the start-up outcomes need:
 //!
 //! - a kubeconfig the user named (`KUBECONFIG`, `--kubeconfig`) that cannot be
-//!   used is an error ([`AccessError::Invalid`]), never a fall-through to the
+//!   used is an error ([`AccessError::Named`]), never a fall-through to the
 //!   in-cluster account;
 //! - the service-account folder can be another one than
 //!   `/var/run/secrets/kubernetes.io/serviceaccount` (tests, unusual mounts):
 //!   the in-cluster account is then described to kube as a kubeconfig naming
-//!   the folder's `ca.crt` and `token` files, so kube reads, verifies and
-//!   refreshes them as it does for its own in-cluster config.
+//!   the folder's `ca.crt` and `token` files, so kube reads and verifies them
+//!   as it does for its own in-cluster config;
+//! - nothing here can hold the thread that serves the signals: a kubeconfig
+//!   file is read on a blocking thread, at most [`KUBECONFIG_MAX_BYTES`], and a
+//!   client (whose build runs a kubeconfig's `exec` credential plugin, a
+//!   blocking `Command::output()` in kube) is built on one too; both within
+//!   [`CREDENTIALS_TIMEOUT`];
+//! - a token file is re-read and trimmed of surrounding white space, as
+//!   client-go does (`token_file.rs`);
+//! - an `exec` plugin runs non-interactively (no terminal in a pod): its
+//!   standard error is captured into the error, not mixed into the log.
 //!
 //! Everything else (YAML, exec plugins, client certificates, `tls-server-name`,
-//! `proxy-url`, token-file refresh, TLS) is kube's.
+//! `proxy-url`, TLS) is kube's.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::future::Future;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -27,21 +37,135 @@ use tokio::time::Instant;
 
 use selfdestruct_decision::backoff::Backoff;
 
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::config::{ExecInteractiveMode, KubeConfigOptions, Kubeconfig};
+
+/// The largest kubeconfig file read (a kubeconfig with a few clusters'
+/// certificates is some KiB): a larger one, or an endless one such as
+/// `/dev/zero`, is refused without holding more than this in memory.
+pub const KUBECONFIG_MAX_BYTES: u64 = 4 << 20;
+
+/// How long reading the kubeconfig files, or building a client from them (which
+/// runs their `exec` credential plugin), may take. A plugin that has not
+/// answered by then is left running on its blocking thread; the client build is
+/// retried with backoff ([`client_retrying`]).
+pub const CREDENTIALS_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Why a kubeconfig file cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum KubeconfigError {
+    /// It cannot be opened or read.
+    #[error("cannot read {}", .path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// It is larger than [`KUBECONFIG_MAX_BYTES`].
+    #[error("{} is larger than {} bytes", .0.display(), KUBECONFIG_MAX_BYTES)]
+    TooLarge(PathBuf),
+    /// It was not read within [`CREDENTIALS_TIMEOUT`] (a FIFO nobody writes, a hung mount).
+    #[error("{} was not read within {}s", .0.display(), CREDENTIALS_TIMEOUT.as_secs())]
+    NotRead(PathBuf),
+    /// kube refuses it (its YAML, the merge, the context, the cluster, a certificate).
+    #[error(transparent)]
+    Kube(#[from] kube::config::KubeconfigError),
+    /// The current context's user is missing (kube would take it for no
+    /// credentials; kubectl refuses it).
+    #[error("the user {user:?} of context {context:?} is not in users")]
+    UnknownUser {
+        /// The user's name.
+        user: String,
+        /// The current context.
+        context: String,
+    },
+    /// The in-cluster account cannot be described as a kubeconfig.
+    #[error("cannot describe it as a kubeconfig")]
+    Describe(#[source] serde_json::Error),
+}
 
 /// Why there is no API access.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum AccessError {
     /// Neither a kubeconfig nor an in-cluster service account: a plain pause.
-    #[error("{0}")]
-    Missing(String),
+    #[error(
+        "no kubeconfig and no in-cluster service account (KUBECONFIG and \
+         KUBERNETES_SERVICE_HOST are not set, no ~/.kube/config)"
+    )]
+    Missing,
+    /// In a cluster, but without a service-account token: a plain pause.
+    #[error(
+        "in a cluster, but no service-account token at {} (the pod or its service account \
+         sets automountServiceAccountToken: false): it can make no API request; set \
+         automountServiceAccountToken: true and bind the Role of rbac/ (node-gate: the \
+         ClusterRole of manifests/node-gate/) to the pod's service account",
+        .0.display()
+    )]
+    NoToken(PathBuf),
     /// A kubeconfig the user named (`KUBECONFIG`, `--kubeconfig`) cannot be used:
-    /// a configuration error (exit 2). The message names the file and the cause.
-    #[error("{0}")]
-    Named(String),
-    /// One was found but cannot be used (the message says why).
-    #[error("{0}")]
-    Invalid(String),
+    /// a configuration error (exit 2).
+    #[error("{what}={files}: the kubeconfig cannot be used")]
+    Named {
+        /// `KUBECONFIG` or `--kubeconfig`.
+        what: &'static str,
+        /// The files it names.
+        files: String,
+        /// Why.
+        #[source]
+        source: KubeconfigError,
+    },
+    /// `~/.kube/config` cannot be used.
+    #[error("kubeconfig {}", .path.display())]
+    Home {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: KubeconfigError,
+    },
+    /// In a cluster, with a token, but without the cluster's CA.
+    #[error("in a cluster, but no cluster CA at {}", .0.display())]
+    NoCa(PathBuf),
+    /// The in-cluster service account cannot be used.
+    #[error("in-cluster service account")]
+    InCluster(#[source] KubeconfigError),
+}
+
+impl AccessError {
+    /// Nothing to use at all (no kubeconfig, no token): a plain pause, not a fault.
+    pub fn is_missing(&self) -> bool {
+        matches!(self, AccessError::Missing | AccessError::NoToken(_))
+    }
+
+    /// A kubeconfig the user named cannot be used: a configuration error.
+    pub fn is_named(&self) -> bool {
+        matches!(self, AccessError::Named { .. })
+    }
+}
+
+/// Why no API client was built.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// kube cannot build one (certificates, the `exec` plugin's failure or answer).
+    #[error("{from}: no API client can be built from it")]
+    Build {
+        /// Where the access came from ([`Access::source`]).
+        from: String,
+        /// kube's error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Not built within [`CREDENTIALS_TIMEOUT`]: an `exec` credential plugin
+    /// that does not answer.
+    #[error(
+        "{from}: no API client was built within {}s (its exec credential plugin has not answered)",
+        CREDENTIALS_TIMEOUT.as_secs()
+    )]
+    TimedOut {
+        /// Where the access came from ([`Access::source`]).
+        from: String,
+    },
 }
 
 /// API access: the kube configuration and where it came from.
@@ -59,18 +183,46 @@ pub struct Access {
 
 use crate::api::{ApiError, REQUEST_TIMEOUT};
 
-/// An error and its causes as one line.
-fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    crate::logging::Chain(e).to_string()
+/// Reads one kubeconfig file, at most [`KUBECONFIG_MAX_BYTES`]. Blocking (a
+/// FIFO's open waits for a writer): run it on a blocking thread.
+fn read_kubeconfig(path: &Path) -> Result<Kubeconfig, KubeconfigError> {
+    let read = |source| KubeconfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(read)?;
+    let meta = file.metadata().map_err(read)?;
+    if meta.is_file() {
+        if meta.len() > KUBECONFIG_MAX_BYTES {
+            return Err(KubeconfigError::TooLarge(path.to_path_buf()));
+        }
+        // kube reads it and resolves its relative file names against its folder.
+        return Ok(Kubeconfig::read_from(path)?);
+    }
+    // A pipe or a device: read no more than the cap.
+    let mut text = String::new();
+    file.take(KUBECONFIG_MAX_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(read)?;
+    if text.len() as u64 > KUBECONFIG_MAX_BYTES {
+        return Err(KubeconfigError::TooLarge(path.to_path_buf()));
+    }
+    Ok(Kubeconfig::from_yaml(&text)?)
 }
 
 /// Reads and merges kubeconfig files as kubectl does, and builds kube's
 /// configuration for its current context.
-async fn from_files(paths: &[PathBuf]) -> Result<Access, String> {
+async fn from_files(paths: &[PathBuf]) -> Result<Access, KubeconfigError> {
     let mut merged = Kubeconfig::default();
     for p in paths {
-        let kc = Kubeconfig::read_from(p).map_err(|e| chain(&e))?;
-        merged = merged.merge(kc).map_err(|e| chain(&e))?;
+        let path = p.clone();
+        let read = tokio::task::spawn_blocking(move || read_kubeconfig(&path));
+        let kc = match tokio::time::timeout(CREDENTIALS_TIMEOUT, read).await {
+            Ok(Ok(kc)) => kc?,
+            // The blocking thread panicked (not expected) or the file was not read in time.
+            Ok(Err(_)) | Err(_) => return Err(KubeconfigError::NotRead(p.clone())),
+        };
+        merged = merged.merge(kc)?;
     }
     let current = merged.current_context.clone().unwrap_or_default();
     let context = merged.contexts.iter().find(|c| c.name == current);
@@ -78,14 +230,14 @@ async fn from_files(paths: &[PathBuf]) -> Result<Access, String> {
     // kube takes a user that is not there for no credentials; kubectl refuses it.
     let user = context.and_then(|c| c.user.as_deref()).unwrap_or_default();
     if !user.is_empty() && !merged.auth_infos.iter().any(|a| a.name == user) {
-        return Err(format!(
-            "the user {user:?} of context {current:?} is not in users"
-        ));
+        return Err(KubeconfigError::UnknownUser {
+            user: user.to_string(),
+            context: current,
+        });
     }
     let namespace = context.and_then(|c| c.namespace.clone());
-    let config = kube::Config::from_custom_kubeconfig(merged, &KubeConfigOptions::default())
-        .await
-        .map_err(|e| chain(&e))?;
+    let config =
+        kube::Config::from_custom_kubeconfig(merged, &KubeConfigOptions::default()).await?;
     let source = paths.iter().map(|p| p.display().to_string());
     let source = format!("kubeconfig {}", source.collect::<Vec<_>>().join(":"));
     Ok(Access {
@@ -100,6 +252,7 @@ async fn from_files(paths: &[PathBuf]) -> Result<Access, String> {
 /// `KUBECONFIG` (every file must be usable: it was asked for); else
 /// `~/.kube/config` if it exists; else the in-cluster service account
 /// (`KUBERNETES_SERVICE_HOST`/`_PORT`, token and CA in `service_account_dir`).
+/// Reads files on blocking threads, so the caller's thread stays free.
 pub async fn discover(
     env: impl Fn(&str) -> Option<OsString>,
     flag: Option<&Path>,
@@ -120,30 +273,28 @@ pub async fn discover(
                 named: true,
                 ..access
             })
-            .map_err(|e| {
-                let files = std::env::join_paths(&named).unwrap_or_default();
-                AccessError::Named(format!(
-                    "{what}={}: the kubeconfig cannot be used: {e}",
-                    files.to_string_lossy()
-                ))
+            .map_err(|source| AccessError::Named {
+                what,
+                files: std::env::join_paths(&named)
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .into_owned(),
+                source,
             });
     }
     let home = env("HOME").map(|h| PathBuf::from(h).join(".kube").join("config"));
     if let Some(path) = home.filter(|p| p.is_file()) {
         let paths = [path];
-        return from_files(&paths)
-            .await
-            .map_err(|e| AccessError::Invalid(format!("kubeconfig {}: {e}", paths[0].display())));
+        return from_files(&paths).await.map_err(|source| {
+            let [path] = paths;
+            AccessError::Home { path, source }
+        });
     }
     let host = env("KUBERNETES_SERVICE_HOST").and_then(|h| h.into_string().ok());
     let port = env("KUBERNETES_SERVICE_PORT").and_then(|p| p.into_string().ok());
     match host.filter(|h| !h.is_empty()) {
         Some(host) => in_cluster(&host, port.as_deref(), service_account_dir).await,
-        None => Err(AccessError::Missing(
-            "no kubeconfig and no in-cluster service account (KUBECONFIG and \
-             KUBERNETES_SERVICE_HOST are not set, no ~/.kube/config)"
-                .to_string(),
-        )),
+        None => Err(AccessError::Missing),
     }
 }
 
@@ -155,20 +306,11 @@ pub async fn in_cluster(
 ) -> Result<Access, AccessError> {
     let token = sa_dir.join("token");
     if !token.is_file() {
-        return Err(AccessError::Missing(format!(
-            "in a cluster, but no service-account token at {} (the pod or its service account \
-             sets automountServiceAccountToken: false): it can make no API request; set \
-             automountServiceAccountToken: true and bind the Role of rbac/ (node-gate: the \
-             ClusterRole of manifests/node-gate/) to the pod's service account",
-            token.display()
-        )));
+        return Err(AccessError::NoToken(token));
     }
     let ca = sa_dir.join("ca.crt");
     if !ca.is_file() {
-        return Err(AccessError::Invalid(format!(
-            "in a cluster, but no cluster CA at {}",
-            ca.display()
-        )));
+        return Err(AccessError::NoCa(ca));
     }
     let host = if host.contains(':') && !host.starts_with('[') {
         format!("[{host}]")
@@ -182,10 +324,10 @@ pub async fn in_cluster(
         "contexts": [{"name": "in-cluster", "context": {"cluster": "in-cluster", "user": "in-cluster"}}],
         "current-context": "in-cluster",
     }))
-    .map_err(|e| AccessError::Invalid(format!("in-cluster service account: {e}")))?;
+    .map_err(|e| AccessError::InCluster(KubeconfigError::Describe(e)))?;
     let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await
-        .map_err(|e| AccessError::Invalid(format!("in-cluster service account: {}", chain(&e))))?;
+        .map_err(|e| AccessError::InCluster(e.into()))?;
     // As kube's own in-cluster config: re-read the CA when it rotates.
     config.root_cert_file = Some(ca);
     Ok(Access {
@@ -196,8 +338,54 @@ pub async fn in_cluster(
     })
 }
 
-/// The kube client for `access`, with `default_namespace`.
-pub(crate) fn client(access: &Access, default_namespace: &str) -> Result<kube::Client, String> {
+/// The kube client for `access`, with `default_namespace`, built on a blocking
+/// thread within [`CREDENTIALS_TIMEOUT`] (see the module's note).
+pub async fn client(access: &Access, default_namespace: &str) -> Result<kube::Client, ClientError> {
+    client_within(access, default_namespace, CREDENTIALS_TIMEOUT).await
+}
+
+/// [`client`] with another time limit than [`CREDENTIALS_TIMEOUT`] (tests).
+pub async fn client_within(
+    access: &Access,
+    default_namespace: &str,
+    limit: Duration,
+) -> Result<kube::Client, ClientError> {
+    let (config, token_file) = client_config(access, default_namespace);
+    let from = access.source.clone();
+    // kube runs the exec plugin (if any) while it builds the client.
+    let build = tokio::task::spawn_blocking(move || kube::client::ClientBuilder::try_from(config));
+    let builder = match tokio::time::timeout(limit, build).await {
+        Ok(Ok(built)) => built.map_err(|source| ClientError::Build { from, source })?,
+        Ok(Err(_)) | Err(_) => return Err(ClientError::TimedOut { from }),
+    };
+    Ok(builder
+        .with_layer(&token_file)
+        .with_layer(&PaceWatchesLayer)
+        .build())
+}
+
+/// [`client`] built at once on this thread, credentials read again: for access
+/// with a token file (see `token_file.rs`), whose build runs no plugin. After a
+/// 401 (`api::Renewal`), so a token rotated on disk is used at the next try.
+pub(crate) fn client_now(
+    access: &Access,
+    default_namespace: &str,
+) -> Result<kube::Client, ClientError> {
+    let (config, token_file) = client_config(access, default_namespace);
+    let from = access.source.clone();
+    let builder = kube::client::ClientBuilder::try_from(config)
+        .map_err(|source| ClientError::Build { from, source })?;
+    Ok(builder
+        .with_layer(&token_file)
+        .with_layer(&PaceWatchesLayer)
+        .build())
+}
+
+/// kube's configuration for a client of `access`, and the token file's layer.
+fn client_config(
+    access: &Access,
+    default_namespace: &str,
+) -> (kube::Config, crate::token_file::TokenFileLayer) {
     let mut config = access.config.clone();
     default_namespace.clone_into(&mut config.default_namespace);
     // Every retry is the agent's own, with its backoff: kube's retry layer
@@ -209,8 +397,37 @@ pub(crate) fn client(access: &Access, default_namespace: &str) -> Result<kube::C
     if config.cluster_url.scheme_str() == Some("http") && config.root_cert.is_none() {
         config.root_cert = Some(Vec::new());
     }
-    let builder = kube::client::ClientBuilder::try_from(config).map_err(|e| chain(&e))?;
-    Ok(builder.with_layer(&PaceWatchesLayer).build())
+    // No terminal in a pod: the plugin's standard error is captured (and
+    // quoted in kube's error), not written into the log stream.
+    if let Some(exec) = &mut config.auth_info.exec {
+        exec.interactive_mode = Some(ExecInteractiveMode::Never);
+    }
+    let token_file = crate::token_file::TokenFileLayer::take_from(&mut config.auth_info);
+    (config, token_file)
+}
+
+/// [`client`], retrying (with backoff) while an `exec` plugin does not answer
+/// in time; any other error is returned. Cancel-safe: race it with the signals.
+pub async fn client_retrying(
+    access: &Access,
+    default_namespace: &str,
+) -> Result<kube::Client, ClientError> {
+    let mut failures = 0u32;
+    loop {
+        match client(access, default_namespace).await {
+            Err(e @ ClientError::TimedOut { .. }) => {
+                let wait = Backoff::TRANSIENT.delay(failures, crate::jitter::draw());
+                failures = failures.saturating_add(1);
+                tracing::warn!(
+                    error = %crate::logging::Chain(&e),
+                    retry_in = %selfdestruct_decision::duration::format(wait),
+                    "cannot build an API client yet; retrying"
+                );
+                tokio::time::sleep(wait).await;
+            }
+            built => return built,
+        }
+    }
 }
 
 /// A kube client over `service` with the agent's own layer of `client` (the

@@ -23,5 +23,6 @@ pub mod node_gate;
 pub mod pdb;
 pub mod signals;
 pub mod summarize;
+mod token_file;
 mod watch;
 pub mod wrapper;

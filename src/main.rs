@@ -1,13 +1,18 @@
 //! `selfdestruct`: see the README. Parses the configuration (exit 2 if invalid),
-//! installs signal handlers, and runs the agent on a current-thread runtime; with
-//! `-- CMD [ARGS...]`, runs CMD as its child instead (the entrypoint wrapper,
-//! `src/wrapper.rs`).
+//! installs the signal handlers, discovers the API access once (a kubeconfig
+//! the user named that cannot be used exits 2), and runs the agent on a
+//! current-thread runtime; with `-- CMD [ARGS...]`, runs CMD as its child
+//! instead (the entrypoint wrapper, `src/wrapper.rs`). Nothing that can block
+//! (reading a kubeconfig, its `exec` credential plugin) runs on the runtime's
+//! thread, which serves the signals (`src/connect.rs`).
+
+use std::future::Future;
 
 use clap::Parser;
 use selfdestruct::agent;
 use selfdestruct::config::{self, Cli, Command, Config};
-use selfdestruct::connect::{self, AccessError};
-use selfdestruct::signals::Signals;
+use selfdestruct::connect::{self, Access, AccessError};
+use selfdestruct::signals::{Signals, WrapperSignals};
 
 fn main() {
     let cli = Cli::parse();
@@ -30,10 +35,14 @@ fn main() {
     };
     // `selfdestruct --` alone: a wrapper with nothing to run is a mistake, not a pause.
     let wrapped = !cli.exec.is_empty() || std::env::args_os().skip(1).any(|a| a == "--");
-    if wrapped && cli.exec.is_empty() {
-        fail(&"nothing to run after -- (usage: selfdestruct [OPTIONS] -- CMD [ARGS...])");
-    }
-    if wrapped && gate.is_some() {
+    let command = match cli.exec.split_first() {
+        Some((program, args)) => Some((program.clone(), args.to_vec())),
+        None if wrapped => {
+            fail(&"nothing to run after -- (usage: selfdestruct [OPTIONS] -- CMD [ARGS...])")
+        }
+        None => None,
+    };
+    if command.is_some() && gate.is_some() {
         fail(&"node-gate runs no command: drop the -- CMD part");
     }
     selfdestruct::logging::init(cfg.args.log_format, cfg.log_level);
@@ -54,32 +63,60 @@ fn main() {
         }
     };
     let code = runtime.block_on(async {
-        // A kubeconfig the user named but that cannot be used is a configuration
-        // error, found before anything else starts.
-        if let Err(AccessError::Named(e)) = connect::discover(
-            |k| std::env::var_os(k),
-            cfg.args.identity.kubeconfig.as_deref(),
-            &cfg.args.identity.service_account_dir,
-        )
-        .await
-        {
-            return agent::bad_kubeconfig(&e);
+        // The handlers come first: a SIGTERM while a kubeconfig is read exits 0.
+        if let Some((program, args)) = command {
+            let mut signals = match WrapperSignals::install() {
+                Ok(s) => s,
+                Err(e) => return cannot_install(&e),
+            };
+            let access = match discover(&cfg, signals.terminated()).await {
+                Ok(access) => access,
+                Err(code) => return code,
+            };
+            return selfdestruct::wrapper::run(cfg, program, args, access, signals).await;
         }
-        if wrapped {
-            return selfdestruct::wrapper::run(cfg, cli.exec).await;
-        }
-        let signals = match Signals::install() {
+        let mut signals = match Signals::install() {
             Ok(s) => s,
-            Err(e) => {
-                eprintln!("selfdestruct: cannot install signal handlers: {e}");
-                return 1;
-            }
+            Err(e) => return cannot_install(&e),
+        };
+        let access = match discover(&cfg, signals.terminated()).await {
+            Ok(access) => access,
+            Err(code) => return code,
         };
         match gate {
-            Some(g) => agent::run_gate(g, cfg, signals).await,
-            None => agent::run(cfg, signals).await,
+            Some(g) => agent::run_gate(g, access, signals).await,
+            None => agent::run(cfg, access, signals).await,
         }
     });
     // Exit at once: nothing is left to flush, and the runtime's shutdown would wait for tasks.
     std::process::exit(code);
+}
+
+fn cannot_install(e: &std::io::Error) -> i32 {
+    eprintln!("selfdestruct: cannot install signal handlers: {e}");
+    1
+}
+
+/// The API access, found once, unless `terminated` resolves first; `Err` is the
+/// exit code: 0 on SIGTERM/SIGINT, 2 when a kubeconfig the user named (a
+/// configuration error, found before anything else starts) cannot be used.
+async fn discover(
+    cfg: &Config,
+    terminated: impl Future<Output = &'static str>,
+) -> Result<Result<Access, AccessError>, i32> {
+    let discovery = connect::discover(
+        |k| std::env::var_os(k),
+        cfg.args.identity.kubeconfig.as_deref(),
+        &cfg.args.identity.service_account_dir,
+    );
+    tokio::select! {
+        sig = terminated => {
+            tracing::info!(signal = sig, "received {sig}, exiting");
+            Err(0)
+        }
+        access = discovery => match access {
+            Err(e) if e.is_named() => Err(agent::bad_kubeconfig(&e)),
+            access => Ok(access),
+        },
+    }
 }

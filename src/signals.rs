@@ -169,8 +169,9 @@ pub(crate) enum WrapperSignal {
 }
 
 /// The entrypoint wrapper's handlers: every signal of [`FORWARDED`], and SIGCHLD.
-/// Installed before the child is started, so nothing is missed.
-pub(crate) struct WrapperSignals {
+/// Installed first (by `main`, before anything reads a kubeconfig, and so before
+/// the child is started), so nothing is missed.
+pub struct WrapperSignals {
     forward: Vec<(libc::c_int, &'static str, Signal)>,
     child: Signal,
 }
@@ -204,6 +205,25 @@ impl WrapperSignals {
             biased;
             _ = self.child.recv() => WrapperSignal::Child,
             (sig, _, _) = any => sig,
+        }
+    }
+
+    /// Resolves with the signal's name on SIGTERM or SIGINT, for when there is
+    /// no child to forward them to (before it is started, after it ended); as
+    /// PID 1 reaps zombies meanwhile, and ignores the other signals. Cancel-safe.
+    pub async fn terminated(&mut self) -> &'static str {
+        loop {
+            match self.recv().await {
+                WrapperSignal::Forward(num, name)
+                    if num == libc::SIGTERM || num == libc::SIGINT =>
+                {
+                    return name;
+                }
+                WrapperSignal::Child if is_pid1() => {
+                    reap_zombies();
+                }
+                WrapperSignal::Forward(..) | WrapperSignal::Child => {}
+            }
         }
     }
 }

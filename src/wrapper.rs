@@ -11,7 +11,8 @@
 //! the child's exit does. With `SELFDESTRUCT_ON_EXIT=delete`, a child that exits
 //! on its own takes the pod with it (a delete with the uid precondition), so its
 //! controller re-creates it, possibly elsewhere, instead of the kubelet restarting
-//! the container in place.
+//! the container in place; that takes at most [`DELETE_LIMIT`], and SIGTERM or
+//! SIGINT during it exits at once.
 
 use std::ffi::OsString;
 use std::time::Duration;
@@ -22,6 +23,7 @@ use tracing::{debug, error, info, warn};
 use crate::agent::{self, NotReady, Ready};
 use crate::api::{outcome_of, rbac_hint};
 use crate::config::{Config, Mode, OnExit};
+use crate::connect::{Access, AccessError};
 use crate::logging::Chain;
 use crate::signals::{self, Stop, WrapperSignal, WrapperSignals};
 use selfdestruct_decision::Outcome;
@@ -35,26 +37,27 @@ pub(crate) const EXIT_CANNOT_EXEC: i32 = 126;
 /// `SELFDESTRUCT_ON_EXIT=delete` gives up.
 const DELETE_SETUP_WAIT: Duration = Duration::from_secs(10);
 
-/// Runs `argv` as the child, to its end; returns the exit code to exit with.
-pub async fn run(cfg: Config, argv: Vec<OsString>) -> i32 {
-    // The handlers come first, so no signal (and no SIGCHLD) is missed.
-    let mut signals = match WrapperSignals::install() {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("selfdestruct: cannot install signal handlers: {e}");
-            return 1;
-        }
-    };
-    let Some((program, args)) = argv.split_first() else {
-        error!("nothing to run after --");
-        return crate::agent::EXIT_CONFIG;
-    };
+/// How long `SELFDESTRUCT_ON_EXIT=delete` may take in all (reading the own pod,
+/// the Event, the delete and its retries) before the wrapper exits without it.
+const DELETE_LIMIT: Duration = Duration::from_secs(20);
+
+/// Runs `program` with `args` as the child, to its end; returns the exit code to
+/// exit with. `access` is the API access `main` discovered (a named kubeconfig
+/// that cannot be used was refused there), `signals` the handlers it installed
+/// first.
+pub async fn run(
+    cfg: Config,
+    program: OsString,
+    args: Vec<OsString>,
+    access: Result<Access, AccessError>,
+    mut signals: WrapperSignals,
+) -> i32 {
+    let argv = std::iter::once(&program).chain(&args);
     let command = argv
-        .iter()
         .map(|a| a.to_string_lossy())
         .collect::<Vec<_>>()
         .join(" ");
-    let child = match std::process::Command::new(program).args(args).spawn() {
+    let child = match std::process::Command::new(&program).args(&args).spawn() {
         Ok(c) => c,
         Err(e) => {
             let code = if e.kind() == std::io::ErrorKind::NotFound {
@@ -83,7 +86,7 @@ pub async fn run(cfg: Config, argv: Vec<OsString>) -> i32 {
 
     // The agent side publishes the own pod here once it has read it.
     let (known, mut own_pod) = watch::channel(None);
-    let agent_side = agent_side(cfg.clone(), known);
+    let agent_side = agent_side(cfg.clone(), access, known);
     tokio::pin!(agent_side);
 
     let mut terminating = None;
@@ -134,20 +137,23 @@ pub async fn run(cfg: Config, argv: Vec<OsString>) -> i32 {
                 "not deleting the own pod: it is being stopped already ({sig})"
             ),
             None => {
-                // The child may have ended before the own pod was read: give the
-                // agent side (still running) a moment to finish reading it.
-                let read = tokio::time::timeout(DELETE_SETUP_WAIT, async {
-                    tokio::select! {
-                        () = &mut agent_side => None,
-                        own = own_pod.wait_for(Option::is_some) => own.ok().and_then(|o| o.clone()),
-                    }
-                })
-                .await;
-                match read.ok().flatten() {
-                    Some(ready) => delete_own_pod(&cfg, &ready, code).await,
-                    None => warn!(
-                        "SELFDESTRUCT_ON_EXIT=delete: the own pod is unknown (no API access, see above): \
-                         cannot delete it; the kubelet restarts the container in place"
+                // Bounded in all, and SIGTERM/SIGINT end it at once: the child is gone,
+                // nothing else keeps the container.
+                let deletion = tokio::time::timeout(
+                    DELETE_LIMIT,
+                    delete_on_exit(&cfg, &mut agent_side, &mut own_pod, code),
+                );
+                tokio::select! {
+                    done = deletion => if done.is_err() {
+                        warn!(
+                            "SELFDESTRUCT_ON_EXIT=delete: the own pod was not deleted within {}s: \
+                             exiting without it; the kubelet restarts the container in place",
+                            DELETE_LIMIT.as_secs()
+                        );
+                    },
+                    sig = signals.terminated() => info!(
+                        signal = sig,
+                        "received {sig} while deleting the own pod: exiting with the child's code"
                     ),
                 }
             }
@@ -156,23 +162,48 @@ pub async fn run(cfg: Config, argv: Vec<OsString>) -> i32 {
     code
 }
 
+/// `SELFDESTRUCT_ON_EXIT=delete` after the child exited with `code`: waits for
+/// the own pod to be read (the child may have ended first), then deletes it.
+async fn delete_on_exit(
+    cfg: &Config,
+    agent_side: &mut (impl Future<Output = ()> + Unpin),
+    own_pod: &mut watch::Receiver<Option<Ready>>,
+    code: i32,
+) {
+    // The agent side (still running) gets a moment to finish reading it.
+    let read = tokio::time::timeout(DELETE_SETUP_WAIT, async {
+        tokio::select! {
+            () = agent_side => None,
+            own = own_pod.wait_for(Option::is_some) => own.ok().and_then(|o| o.clone()),
+        }
+    })
+    .await;
+    match read.ok().flatten() {
+        Some(ready) => delete_own_pod(cfg, &ready, code).await,
+        None => warn!(
+            "SELFDESTRUCT_ON_EXIT=delete: the own pod is unknown (no API access, see above): \
+             cannot delete it; the kubelet restarts the container in place"
+        ),
+    }
+}
+
 /// The agent's decision loop, never returning: it reads the own pod (and
 /// publishes it in `known`), then runs until the wrapper drops it. Without API
 /// access it says once what it cannot do.
-async fn agent_side(cfg: Config, known: watch::Sender<Option<Ready>>) {
+async fn agent_side(
+    cfg: Config,
+    access: Result<Access, AccessError>,
+    known: watch::Sender<Option<Ready>>,
+) {
     let mut never = Stop::Never;
-    match agent::prepare(&cfg, &mut never).await {
+    match agent::prepare(&cfg, access, &mut never).await {
         Ok(ready) => {
             known.send_replace(Some(ready.clone()));
             ready.run(cfg, &mut never).await;
         }
-        Err(NotReady::NoApi(why) | NotReady::NoClient(why) | NotReady::BadKubeconfig(why)) => {
-            info!(
-                reason = %why,
-                "no API access: running the command as a plain init (signals forwarded, zombies reaped, \
-                 its exit code kept), but cannot move the pod (lifetime, new nodes) or delete it on exit"
-            )
-        }
+        Err(NotReady::NoApi(why)) => no_api(&why),
+        Err(NotReady::NoClient(why)) => no_api(&*why),
+        Err(NotReady::BadKubeconfig(why)) => no_api(&why),
         Err(NotReady::Fatal | NotReady::NotOurs) => warn!(
             "cannot identify the own pod (see above): running the command as a plain init, \
              but cannot move the pod or delete it on exit"
@@ -180,6 +211,15 @@ async fn agent_side(cfg: Config, known: watch::Sender<Option<Ready>>) {
         Err(NotReady::Stopped(_)) => {}
     }
     std::future::pending::<()>().await
+}
+
+/// Says once what the wrapper cannot do without API access, and why.
+fn no_api(why: &(dyn std::error::Error + 'static)) {
+    info!(
+        reason = %Chain(why),
+        "no API access: running the command as a plain init (signals forwarded, zombies reaped, \
+         its exit code kept), but cannot move the pod (lifetime, new nodes) or delete it on exit"
+    );
 }
 
 /// `SELFDESTRUCT_ON_EXIT=delete`: deletes the own pod with the uid precondition,

@@ -419,3 +419,211 @@ fn tunnel(
     let _ = down_write.shutdown(std::net::Shutdown::Write);
     let _ = pump.join();
 }
+
+/// The identity settings of a pod `p` in the scene's namespace.
+const POD: &[(&str, &str)] = &[("POD_NAME", "p"), ("POD_NAMESPACE", NS)];
+
+#[test]
+fn a_hanging_exec_plugin_does_not_hold_sigterm() {
+    // Issue 27, item 1: the plugin ran on the thread that serves the signals.
+    let home = tempdir("hanging-plugin");
+    let (kubeconfig, pidfile) = hanging_plugin_kubeconfig(&home);
+    let kc = kubeconfig.display().to_string();
+    let mut env = vec![("KUBECONFIG", kc.as_str())];
+    env.extend_from_slice(POD);
+    let mut p = Proc::spawn(command(bin(), &[], &env, &home));
+    let started = wait_until(Duration::from_secs(20), || plugin_started(&pidfile));
+    let (status, _) = p.terminate();
+    kill_plugin(&pidfile);
+    assert!(started, "the plugin never ran:\n{}", p.log());
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", p.log());
+}
+
+#[test]
+fn building_a_client_whose_exec_plugin_hangs_gives_up_in_time() {
+    let home = tempdir("hanging-plugin-client");
+    let (kubeconfig, pidfile) = hanging_plugin_kubeconfig(&home);
+    let env = |k: &str| (k == "KUBECONFIG").then(|| kubeconfig.clone().into_os_string());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let built = runtime.block_on(async {
+        let access = selfdestruct::connect::discover(env, None, &home)
+            .await
+            .expect("the kubeconfig is usable");
+        // A generous bound for the test; the client's own limit is 1 s.
+        tokio::time::timeout(
+            Duration::from_secs(60),
+            selfdestruct::connect::client_within(&access, NS, Duration::from_secs(1)),
+        )
+        .await
+    });
+    kill_plugin(&pidfile);
+    match built {
+        Ok(Err(e @ selfdestruct::connect::ClientError::TimedOut { .. })) => {
+            let text = e.to_string();
+            assert!(
+                text.contains(&kubeconfig.display().to_string()) && text.contains("exec"),
+                "names the kubeconfig and the plugin: {text}"
+            );
+        }
+        Ok(Ok(_)) => panic!("a client without credentials"),
+        Ok(Err(e)) => panic!("another error: {e}"),
+        Err(_) => panic!("the client's time limit did not end the build"),
+    }
+}
+
+/// Whether process `pid` catches `sig` (its handler is installed), from /proc.
+fn catches(pid: u32, sig: libc::c_int) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1 << (sig - 1)) != 0)
+}
+
+#[test]
+fn sigterm_while_the_kubeconfig_is_a_fifo_nobody_writes_exits_0() {
+    // Issue 27, item 11: the kubeconfig was read before the handlers were installed.
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::OpenOptionsExt;
+    for args in [&[][..], &["--", "sleep", "60"][..]] {
+        let home = tempdir("fifo");
+        let fifo = home.join("kubeconfig");
+        let name = std::ffi::CString::new(fifo.as_os_str().as_bytes()).expect("path");
+        // SAFETY: mkfifo on a NUL-terminated path in the test's own folder.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0, "mkfifo");
+        let shown = fifo.display().to_string();
+        let mut p = Proc::spawn(command(bin(), args, &[("KUBECONFIG", &shown)], &home));
+        // It reads the FIFO: a writer can open it without waiting. The writer
+        // stays open and writes nothing, so the read goes on.
+        let mut writer = None;
+        let reading = wait_until(Duration::from_secs(10), || {
+            writer = std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&fifo)
+                .ok();
+            writer.is_some()
+        });
+        assert!(reading, "{args:?}: the FIFO was never opened:\n{}", p.log());
+        assert!(
+            catches(p.pid(), libc::SIGTERM),
+            "{args:?}: reads the kubeconfig before it handles SIGTERM:\n{}",
+            p.log()
+        );
+        let (status, _) = p.terminate();
+        drop(writer);
+        assert_eq!(
+            status.and_then(|s| s.code()),
+            Some(0),
+            "{args:?}:\n{}",
+            p.log()
+        );
+    }
+}
+
+#[test]
+fn an_endless_kubeconfig_is_read_only_up_to_the_cap_and_exits_2() {
+    // Issue 27, item 11: KUBECONFIG=/dev/zero grew to 5 GB in 4 s.
+    use std::os::unix::process::CommandExt;
+    let home = tempdir("dev-zero");
+    let mut cmd = command(bin(), &[], &[("KUBECONFIG", "/dev/zero")], &home);
+    // Bounded memory: with 1 GiB of address space, reading /dev/zero to its end fails.
+    // SAFETY: setrlimit is async-signal-safe; the closure touches nothing else.
+    unsafe {
+        cmd.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: 1 << 30,
+                rlim_max: 1 << 30,
+            };
+            if libc::setrlimit(libc::RLIMIT_AS, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut p = Proc::spawn(cmd);
+    let status = p
+        .wait_exit(Duration::from_secs(30))
+        .unwrap_or_else(|| panic!("no exit:\n{}", p.log()));
+    assert_eq!(status.code(), Some(2), "{}", p.log());
+    let log = p.log();
+    let line = log
+        .lines()
+        .find(|l| l.starts_with("selfdestruct:"))
+        .unwrap_or_else(|| panic!("no message:\n{log}"));
+    assert!(
+        line.contains("KUBECONFIG=/dev/zero") && line.contains("larger than"),
+        "names the variable and the cause: {line}"
+    );
+}
+
+#[test]
+fn a_token_file_with_a_trailing_newline_works() {
+    // Issue 27, item 12: kube sent the newline, and every request failed.
+    let token = "token-from-a-file";
+    let (s, uid) = scene_with_token(token);
+    let file = s.home.join("token-with-newline");
+    std::fs::write(&file, format!("{token}\n")).expect("write");
+    let kubeconfig = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: {}\n\
+         users:\n- name: u\n  user:\n    tokenFile: {}\n\
+         contexts:\n- name: c\n  context:\n    cluster: t\n    user: u\n    namespace: {NS}\n\
+         current-context: c\n",
+        s.fake.url(),
+        file.display()
+    );
+    evicts_itself_with(&s, &uid, "token-file-kubeconfig", &kubeconfig);
+}
+
+#[test]
+fn a_failing_exec_plugin_is_one_json_line_with_json_logging() {
+    // Issue 27, nit: the plugin's standard error went to ours as raw lines.
+    let home = tempdir("plugin-stderr");
+    let script = home.join("failing-plugin.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\necho 'plugin: first line' >&2\necho 'plugin: second line' >&2\nexit 1\n",
+    )
+    .expect("write");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    // ~/.kube/config: not named, so a client that cannot be built is a plain pause.
+    std::fs::create_dir_all(home.join(".kube")).expect("mkdir");
+    std::fs::write(
+        home.join(".kube").join("config"),
+        format!(
+            "clusters:\n- name: t\n  cluster:\n    server: http://127.0.0.1:1\n\
+             users:\n- name: u\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n\
+             \x20     command: {}\n\
+             contexts:\n- name: c\n  context:\n    cluster: t\n    user: u\n\
+             current-context: c\n",
+            script.display()
+        ),
+    )
+    .expect("write");
+    let mut env = vec![("SELFDESTRUCT_LOG_FORMAT", "json")];
+    env.extend_from_slice(POD);
+    let mut p = Proc::spawn(command(bin(), &[], &env, &home));
+    assert!(
+        p.wait_for_log("running as a plain pause", Duration::from_secs(20)),
+        "{}",
+        p.log()
+    );
+    let (status, _) = p.terminate();
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", p.log());
+    let log = p.log();
+    for line in log.lines() {
+        assert!(
+            serde_json::from_str::<serde_json::Value>(line).is_ok(),
+            "not a JSON line: {line:?}\n{log}"
+        );
+    }
+    assert!(
+        log.lines()
+            .any(|l| l.contains("plugin: first line") && l.contains("plugin: second line")),
+        "the plugin's error is in the log:\n{log}"
+    );
+}

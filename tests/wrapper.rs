@@ -354,3 +354,90 @@ fn a_sidecar_gives_any_pod_a_lifetime_and_honours_its_pdb() {
     assert!(s.evictions().len() <= 4, "no hot loop on 429");
     s.assert_only_own_mutations(&[("web-0", &uid)]);
 }
+
+#[test]
+fn a_hanging_exec_plugin_holds_neither_the_childs_exit_nor_its_signals() {
+    // Issue 27, item 1: the plugin ran on the thread that waits for the child
+    // and forwards the signals.
+    let child_exits = "sleep 1; exit 3";
+    let child_traps = trapping("TERM");
+    for script in [child_exits, child_traps.as_str()] {
+        let home = tempdir("wrap-hanging-plugin");
+        let (kubeconfig, pidfile) = hanging_plugin_kubeconfig(&home);
+        let kc = kubeconfig.display().to_string();
+        let env = [
+            ("KUBECONFIG", kc.as_str()),
+            ("POD_NAME", "p"),
+            ("POD_NAMESPACE", NS),
+        ];
+        let mut p = Proc::spawn(command(bin(), &["--", "sh", "-c", script], &env, &home));
+        let started = wait_until(Duration::from_secs(20), || plugin_started(&pidfile));
+        if script == child_traps {
+            assert!(
+                wait_until(Duration::from_secs(10), || said(&p, "child ready")),
+                "{}",
+                p.log()
+            );
+            p.signal(libc::SIGTERM);
+        }
+        let status = p.wait_exit(Duration::from_secs(10));
+        kill_plugin(&pidfile);
+        assert!(started, "the plugin never ran:\n{}", p.log());
+        let status = status.unwrap_or_else(|| panic!("{script}: no exit:\n{}", p.log()));
+        if script == child_traps {
+            assert!(said(&p, "child got TERM"), "{}", p.log());
+            assert_eq!(status.code(), Some(7), "{}", p.log());
+        } else {
+            assert_eq!(status.code(), Some(3), "{}", p.log());
+        }
+    }
+}
+
+#[test]
+fn on_exit_delete_is_bounded_in_time_and_ended_by_sigterm() {
+    // Issue 27, item 7: three unanswered 30 s DELETEs, and SIGTERM ignored meanwhile.
+    let s = Scene::placeholders(2);
+    s.fake.fail_next(
+        fake_apiserver::Matcher::custom(|r| r.method == "DELETE"),
+        fake_apiserver::FaultResponse::NeverAnswer,
+        100,
+    );
+    let unanswered_delete = |pod: &'static str| {
+        move |r: &fake_apiserver::RecordedRequest| {
+            r.is_pod_delete() && r.path.ends_with(pod) && r.status == 0
+        }
+    };
+    let delete_on_exit = [("SELFDESTRUCT_ON_EXIT", "delete")];
+    // Nothing answers: the wrapper gives up within its limit (20 s) and exits
+    // with the child's code. With SIGTERM during the delete: at once, with it too.
+    for (pod, sigterm) in [("/placeholder-0", false), ("/placeholder-1", true)] {
+        let mut p = wrapper_in(
+            &s,
+            pod.trim_start_matches('/'),
+            Subject::placeholder_agent(NS, "placeholder"),
+            &["--", "sh", "-c", "sleep 1; exit 5"],
+            &delete_on_exit,
+        );
+        assert!(
+            s.fake
+                .wait_for_request(unanswered_delete(pod), Duration::from_secs(20))
+                .is_some(),
+            "no delete:\n{}",
+            p.log()
+        );
+        if sigterm {
+            p.signal(libc::SIGTERM);
+        }
+        let bound = if sigterm { 10 } else { 40 };
+        let status = p
+            .wait_exit(Duration::from_secs(bound))
+            .unwrap_or_else(|| panic!("no exit (SIGTERM: {sigterm}):\n{}", p.log()));
+        assert_eq!(status.code(), Some(5), "{}", p.log());
+        let said = if sigterm {
+            "while deleting the own pod"
+        } else {
+            "was not deleted within"
+        };
+        assert!(p.log().contains(said), "{}", p.log());
+    }
+}

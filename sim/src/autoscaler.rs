@@ -12,6 +12,9 @@
 //! empty nodes all at once, at most one node with placeholders per scan. Nothing
 //! is removed within `delay_after_add` of a scale-up, while any pod is Pending,
 //! or below the minimum node count.
+//!
+//! A CapacityBuffer's chunks are Pending pods to scale-up as long as they fit nowhere, and
+//! scale-down keeps a node unless all chunks still fit on the nodes that stay.
 
 use crate::cluster::{Node, Phase};
 use crate::scenario::{AutoscalerConfig, Ms, Resources};
@@ -43,7 +46,22 @@ pub fn nodes_to_add(
     u32::try_from(want.min(room)).unwrap_or(u32::MAX)
 }
 
-/// Updates every node's `unneeded_since` and returns the nodes to drain now.
+/// How many nodes to add for `pending` Pending pods that each need a whole empty node
+/// (node-sized balloons): one per pod beyond the empty nodes Ready or being provisioned.
+pub fn nodes_for_whole_node_pods(nodes: &[Node], pending: u64, cfg: &AutoscalerConfig) -> u32 {
+    let empty = nodes
+        .iter()
+        .filter(|n| {
+            matches!(n.phase, Phase::Provisioning | Phase::Ready) && n.used == Resources::default()
+        })
+        .count() as u64;
+    let existing = nodes.iter().filter(|n| n.exists()).count() as u64;
+    let room = u64::from(cfg.max_nodes).saturating_sub(existing);
+    u32::try_from(pending.saturating_sub(empty).min(room)).unwrap_or(u32::MAX)
+}
+
+/// Updates every node's `unneeded_since` and returns the nodes to drain now. `reserve` pods of
+/// size `pod` (a CapacityBuffer's chunks) must still fit on the nodes that stay.
 pub fn scale_down(
     nodes: &mut [Node],
     pod: &Resources,
@@ -51,6 +69,7 @@ pub fn scale_down(
     now: Ms,
     last_scale_up: Option<Ms>,
     any_pending: bool,
+    reserve: u64,
 ) -> Vec<usize> {
     let mut slots: Vec<u64> = nodes
         .iter()
@@ -79,7 +98,7 @@ pub fn scale_down(
             .filter(|&j| j != c && !unneeded[j])
             .map(|j| slots[j])
             .sum();
-        if need > available {
+        if need + reserve > available {
             continue;
         }
         unneeded[c] = true;
@@ -186,17 +205,17 @@ mod tests {
         let sc = Scenario::binder();
         let cfg = &sc.autoscaler;
         let mut ns = nodes(&[(90, 0), (1, 0), (0, 5), (0, 0)]);
-        let out = scale_down(&mut ns, &sc.user, cfg, 0, None, false);
+        let out = scale_down(&mut ns, &sc.user, cfg, 0, None, false, 0);
         assert!(out.is_empty(), "not unneeded long enough");
         assert!(ns[1].unneeded_since.is_none());
         assert!(ns[2].unneeded_since.is_some() && ns[3].unneeded_since.is_some());
-        let out = scale_down(&mut ns, &sc.user, cfg, cfg.unneeded_time, None, false);
+        let out = scale_down(&mut ns, &sc.user, cfg, cfg.unneeded_time, None, false, 0);
         assert_eq!(out, vec![3, 2]);
         let mut ns = nodes(&[(90, 0), (1, 0), (0, 5), (0, 0)]);
-        scale_down(&mut ns, &sc.user, cfg, 0, None, false);
-        let out = scale_down(&mut ns, &sc.user, cfg, cfg.unneeded_time, Some(1), false);
+        scale_down(&mut ns, &sc.user, cfg, 0, None, false, 0);
+        let out = scale_down(&mut ns, &sc.user, cfg, cfg.unneeded_time, Some(1), false, 0);
         assert!(out.is_empty(), "just scaled up");
-        let out = scale_down(&mut ns, &sc.user, cfg, cfg.unneeded_time, None, true);
+        let out = scale_down(&mut ns, &sc.user, cfg, cfg.unneeded_time, None, true, 0);
         assert!(out.is_empty(), "pods pending");
     }
 
@@ -208,10 +227,35 @@ mod tests {
             ..sc.autoscaler.clone()
         };
         let mut ns = nodes(&[(98, 0), (0, 25)]);
-        scale_down(&mut ns, &sc.user, &cfg, 0, None, false);
+        scale_down(&mut ns, &sc.user, &cfg, 0, None, false, 0);
         assert!(ns[1].unneeded_since.is_none());
         let mut ns = nodes(&[(70, 0), (0, 25)]);
-        scale_down(&mut ns, &sc.user, &cfg, 0, None, false);
+        scale_down(&mut ns, &sc.user, &cfg, 0, None, false, 0);
         assert!(ns[1].unneeded_since.is_some());
+    }
+
+    #[test]
+    fn a_buffer_keeps_the_node_its_chunks_need() {
+        let sc = Scenario::binder();
+        let cfg = AutoscalerConfig {
+            min_nodes: 1,
+            ..sc.autoscaler.clone()
+        };
+        // 70 users on one node leave 30 slots: 25 chunks fit without the empty node, 35 do not.
+        let mut ns = nodes(&[(70, 0), (0, 0)]);
+        scale_down(&mut ns, &sc.user, &cfg, 0, None, false, 25);
+        assert!(ns[1].unneeded_since.is_some());
+        let mut ns = nodes(&[(70, 0), (0, 0)]);
+        scale_down(&mut ns, &sc.user, &cfg, 0, None, false, 35);
+        assert!(ns[1].unneeded_since.is_none());
+    }
+
+    #[test]
+    fn a_balloon_needs_an_empty_node() {
+        let sc = Scenario::binder();
+        let cfg = &sc.autoscaler;
+        let ns = nodes(&[(10, 0), (0, 0)]);
+        assert_eq!(nodes_for_whole_node_pods(&ns, 1, cfg), 0);
+        assert_eq!(nodes_for_whole_node_pods(&ns, 3, cfg), 2);
     }
 }

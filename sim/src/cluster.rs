@@ -6,7 +6,7 @@ use std::time::SystemTime;
 
 use selfdestruct_decision::model::{NodeSummary, Readiness, Taint};
 
-use crate::scenario::{Ms, Resources};
+use crate::scenario::{Ms, Resources, UserPlacement};
 
 /// The startup taint of the node readiness gate (`selfdestruct node-gate`'s default):
 /// removed once the user image is on the node. The cluster autoscaler treats taints
@@ -215,6 +215,29 @@ pub fn most_allocated(nodes: &[Node], req: &Resources) -> Option<usize> {
     best.map(|(i, _)| i)
 }
 
+/// Picks the node for a user: the emptiest node that fits (LeastAllocated, the default
+/// scheduler); ties go to the older node.
+pub fn least_allocated_for_users(nodes: &[Node], req: &Resources) -> Option<usize> {
+    let mut best: Option<(usize, f64)> = None;
+    for (i, n) in nodes.iter().enumerate() {
+        if n.takes_users() && n.fits(req) {
+            let score = n.allocated_with(req);
+            if best.is_none_or(|(_, b)| score < b) {
+                best = Some((i, score));
+            }
+        }
+    }
+    best.map(|(i, _)| i)
+}
+
+/// Picks the node for a user with the users' scorer.
+pub fn place_user(nodes: &[Node], req: &Resources, placement: UserPlacement) -> Option<usize> {
+    match placement {
+        UserPlacement::MostAllocated => most_allocated(nodes, req),
+        UserPlacement::LeastAllocated => least_allocated_for_users(nodes, req),
+    }
+}
+
 /// Picks the node where a user preempts one placeholder: among nodes where
 /// removing one placeholder makes room, the one that ends up most allocated.
 pub fn preemption_node(nodes: &[Node], req: &Resources, placeholder: &Resources) -> Option<usize> {
@@ -311,6 +334,14 @@ mod tests {
         let mut gated = nodes.clone();
         gated[1].gated = true;
         assert_eq!(most_allocated(&gated, &req), Some(0));
+        assert_eq!(
+            place_user(&nodes, &req, UserPlacement::LeastAllocated),
+            Some(0)
+        );
+        assert_eq!(
+            place_user(&nodes, &req, UserPlacement::MostAllocated),
+            Some(1)
+        );
         let full = vec![node(0, 100, 0), node(1, 95, 5), node(2, 98, 2)];
         assert_eq!(most_allocated(&full, &req), None);
         assert_eq!(preemption_node(&full, &req, &req), Some(1));

@@ -13,9 +13,10 @@ use selfdestruct_decision::{Decision, Outcome, Trigger};
 use crate::autoscaler;
 use crate::cluster::{self, Node, Phase, User};
 use crate::metrics::{Log, MoveReason, MoveRecord, Sample, Summary, summarise};
+use crate::peers;
 use crate::placeholders::{Agent, Placeholder, PodState, sim_ms_ceil, system_time};
 use crate::random::{Random, Stream};
-use crate::scenario::{Arrival, HOUR, MIN, Ms, SEC, Scenario, Setup};
+use crate::scenario::{Arrival, HOUR, MIN, Ms, Peer, Resources, SEC, Scenario, Setup};
 
 /// A preempting user starts this long after the bind (the victim's termination).
 const PREEMPTION_DELAY: Ms = SEC;
@@ -64,6 +65,8 @@ enum Event {
     Recreate(usize),
     Wake(usize, u64),
     Scan,
+    /// The rebalancer's loop or a descheduler run.
+    PeerScan,
     Sample,
 }
 
@@ -95,6 +98,20 @@ struct Engine<'a> {
     last_scale_up: Option<Ms>,
     last_recount: Ms,
     log: Log,
+    /// Requests of one placeholder pod (a user's; a node's for balloons).
+    placeholder_size: Resources,
+    /// The rebalancer's view: nodes it has seen Ready.
+    known_ready: Vec<bool>,
+}
+
+/// How many placeholder pods a row runs: none for a buffer, whole-node balloons for
+/// `replicas` users' worth of room, else `replicas`.
+pub fn placeholder_pods(sc: &Scenario, setup: &Setup) -> u32 {
+    match setup.peer {
+        Peer::Buffer => 0,
+        Peer::NodeBalloon => peers::balloons_for(setup.replicas, sc.pods_per_node()),
+        _ => setup.replicas,
+    }
 }
 
 impl<'a> Engine<'a> {
@@ -105,6 +122,7 @@ impl<'a> Engine<'a> {
         seed: u64,
         check: bool,
     ) -> Self {
+        let pods = placeholder_pods(sc, setup) as usize;
         Engine {
             sc,
             setup,
@@ -123,10 +141,8 @@ impl<'a> Engine<'a> {
                 })
                 .collect(),
             pending_users: VecDeque::new(),
-            placeholders: (0..setup.replicas as usize)
-                .map(|i| Placeholder::new(i, 0))
-                .collect(),
-            landing: vec![None; setup.replicas as usize],
+            placeholders: (0..pods).map(|i| Placeholder::new(i, 0)).collect(),
+            landing: vec![None; pods],
             node_rng: Random::new(seed, Stream::Nodes),
             agent_rng: Random::new(seed, Stream::Agents),
             sched_dirty: true,
@@ -135,6 +151,12 @@ impl<'a> Engine<'a> {
             last_scale_up: None,
             last_recount: 0,
             log: Log::default(),
+            placeholder_size: if setup.peer == Peer::NodeBalloon {
+                sc.node
+            } else {
+                sc.user
+            },
+            known_ready: Vec::new(),
         }
     }
 
@@ -161,6 +183,11 @@ impl<'a> Engine<'a> {
             self.push(self.arrivals[0].at, Event::Arrival(0));
         }
         self.push(self.sc.autoscaler.scan, Event::Scan);
+        match self.setup.peer {
+            Peer::Rebalancer => self.push(self.sc.peers.rebalancer_interval, Event::PeerScan),
+            Peer::PodLifeTime => self.push(self.sc.peers.descheduler_interval, Event::PeerScan),
+            _ => {}
+        }
         self.push(self.sc.warmup, Event::Sample);
         self.settle();
         let end = self.sc.end();
@@ -290,6 +317,19 @@ impl<'a> Engine<'a> {
                 self.autoscale();
                 self.push(self.now + self.sc.autoscaler.scan, Event::Scan);
             }
+            Event::PeerScan => {
+                let every = match self.setup.peer {
+                    Peer::Rebalancer => {
+                        self.rebalance();
+                        self.sc.peers.rebalancer_interval
+                    }
+                    _ => {
+                        self.deschedule();
+                        self.sc.peers.descheduler_interval
+                    }
+                };
+                self.push(self.now + every.max(1), Event::PeerScan);
+            }
             Event::Sample => {
                 self.sample();
                 if self.now + MIN < self.sc.end() {
@@ -325,10 +365,12 @@ impl<'a> Engine<'a> {
     fn schedule(&mut self) {
         let pod = self.sc.user;
         while let Some(&u) = self.pending_users.front() {
-            if let Some(n) = cluster::most_allocated(&self.nodes, &pod) {
+            if let Some(n) = cluster::place_user(&self.nodes, &pod, self.sc.user_placement) {
                 self.pending_users.pop_front();
                 self.bind_user(u, n, false);
-            } else if let Some(n) = cluster::preemption_node(&self.nodes, &pod, &pod) {
+            } else if let Some(n) =
+                cluster::preemption_node(&self.nodes, &pod, &self.placeholder_size)
+            {
                 let victim = self.victim_on(n);
                 if let Some(v) = victim {
                     self.evict(v);
@@ -356,7 +398,7 @@ impl<'a> Engine<'a> {
         pending.sort_unstable();
         let spreading = self.sc.default_spreading.then_some(self.sc.spread_weight);
         for (_, p) in pending {
-            match cluster::least_allocated(&self.nodes, &pod, spreading) {
+            match cluster::least_allocated(&self.nodes, &self.placeholder_size, spreading) {
                 Some(n) => self.bind_placeholder(p, n),
                 None => break,
             }
@@ -402,7 +444,7 @@ impl<'a> Engine<'a> {
     fn bind_placeholder(&mut self, p: usize, n: usize) {
         let now = self.now;
         let node = &mut self.nodes[n];
-        node.account(&self.sc.user, true);
+        node.account(&self.placeholder_size, true);
         node.placeholders += 1;
         let node_name = node.name.clone();
         let warm = node.image;
@@ -417,14 +459,16 @@ impl<'a> Engine<'a> {
             created,
             bound_at: now,
         };
-        ph.agent = Some(Agent::start(
-            ph,
-            &node_name,
-            now,
-            self.setup.gate,
-            &self.setup.policy,
-            draw,
-        ));
+        ph.agent = self.setup.runs_agent().then(|| {
+            Agent::start(
+                ph,
+                &node_name,
+                now,
+                self.setup.gate,
+                &self.setup.policy,
+                draw,
+            )
+        });
         if let Some(m) = self.landing[p].take() {
             self.log.moves[m].landed = Some(node_name);
             self.log.moves[m].landed_warm = Some(warm);
@@ -439,7 +483,7 @@ impl<'a> Engine<'a> {
             return;
         };
         let n = &mut self.nodes[node];
-        n.account(&self.sc.user, false);
+        n.account(&self.placeholder_size, false);
         n.placeholders -= 1;
         let until = self.now + self.sc.recreate_delay;
         let ph = &mut self.placeholders[p];
@@ -545,15 +589,19 @@ impl<'a> Engine<'a> {
     }
 
     fn log_move(&mut self, p: usize, trigger: &Trigger) {
-        let PodState::Running { node, .. } = self.placeholders[p].state else {
-            return;
-        };
         let reason = match trigger {
             Trigger::Lifetime { .. } => MoveReason::Lifetime,
             Trigger::NewNode { node, .. } => MoveReason::NewNode {
                 node: node.clone(),
                 image_on_node: self.nodes.iter().any(|n| &n.name == node && n.image),
             },
+        };
+        self.log_move_for(p, reason);
+    }
+
+    fn log_move_for(&mut self, p: usize, reason: MoveReason) {
+        let PodState::Running { node, .. } = self.placeholders[p].state else {
+            return;
         };
         self.landing[p] = Some(self.log.moves.len());
         self.log.moves.push(MoveRecord {
@@ -566,6 +614,49 @@ impl<'a> Engine<'a> {
         });
     }
 
+    // ----- peers -----
+
+    /// The rebalancer's loop: when a node has appeared since the last scan, delete every
+    /// running placeholder at once (a delete: the PDB does not apply).
+    fn rebalance(&mut self) {
+        // The first scan learns the nodes that were there before it started.
+        let first = self.known_ready.is_empty();
+        if !peers::rebalancer_scan(&self.nodes, &mut self.known_ready) || first {
+            return;
+        }
+        for p in 0..self.placeholders.len() {
+            if matches!(self.placeholders[p].state, PodState::Running { .. }) {
+                self.log_move_for(p, MoveReason::Rebalancer);
+                self.evict(p);
+            }
+        }
+    }
+
+    /// One descheduler run of PodLifeTime through the eviction API.
+    fn deschedule(&mut self) {
+        let started: Vec<Option<Ms>> = self
+            .placeholders
+            .iter()
+            .map(|p| match p.state {
+                PodState::Running { bound_at, .. } => Some(bound_at),
+                _ => None,
+            })
+            .collect();
+        let unavailable = started.iter().filter(|s| s.is_none()).count() as u32;
+        let run = peers::podlifetime_run(
+            &started,
+            self.now,
+            self.sc.peers.max_pod_lifetime,
+            unavailable,
+            1,
+        );
+        self.log.refused += run.refused.len() as u64;
+        for p in run.evicted {
+            self.log_move_for(p, MoveReason::PodLifeTime);
+            self.evict(p);
+        }
+    }
+
     // ----- autoscaler -----
 
     fn autoscale(&mut self) {
@@ -574,9 +665,29 @@ impl<'a> Engine<'a> {
             .iter()
             .filter(|p| matches!(p.state, PodState::Pending { .. }))
             .count();
-        let pending = (self.pending_users.len() + pending_placeholders) as u64;
+        let chunks = if self.setup.peer == Peer::Buffer {
+            self.setup.replicas
+        } else {
+            0
+        };
         let cfg = &self.sc.autoscaler;
-        let add = autoscaler::nodes_to_add(&self.nodes, pending, &self.sc.user, &self.sc.node, cfg);
+        let (user_sized, whole_node) = if self.setup.peer == Peer::NodeBalloon {
+            (self.pending_users.len() as u64, pending_placeholders as u64)
+        } else {
+            ((self.pending_users.len() + pending_placeholders) as u64, 0)
+        };
+        // A buffer's chunks are Pending pods to the autoscaler while they fit nowhere.
+        let add = autoscaler::nodes_to_add(
+            &self.nodes,
+            user_sized + u64::from(chunks),
+            &self.sc.user,
+            &self.sc.node,
+            cfg,
+        ) + autoscaler::nodes_for_whole_node_pods(&self.nodes, whole_node, cfg);
+        let existing = self.nodes.iter().filter(|n| n.exists()).count() as u32;
+        let add = add.min(cfg.max_nodes.saturating_sub(existing));
+        let unplaced_chunks = peers::unplaced_chunks(&self.nodes, chunks, &self.sc.user);
+        let pending = user_sized + whole_node + unplaced_chunks;
         for _ in 0..add {
             let spread = self.sc.delay_spread;
             let ready =
@@ -610,6 +721,7 @@ impl<'a> Engine<'a> {
             self.now,
             self.last_scale_up,
             pending > 0,
+            u64::from(chunks),
         );
         for n in drain {
             self.drain(n);
@@ -645,16 +757,21 @@ impl<'a> Engine<'a> {
 
     fn check_invariants(&mut self) {
         let pod = self.sc.user;
+        let ph = self.placeholder_size;
         let mut bad = Vec::new();
         for n in &self.nodes {
             let pods = u64::from(n.users + n.placeholders);
+            let want = Resources {
+                cpu_m: u64::from(n.users) * pod.cpu_m + u64::from(n.placeholders) * ph.cpu_m,
+                mem_mib: u64::from(n.users) * pod.mem_mib + u64::from(n.placeholders) * ph.mem_mib,
+            };
             if n.overcommitted() {
                 bad.push(format!(
                     "{} over-committed: {:?} > {:?}",
                     n.name, n.used, n.alloc
                 ));
             }
-            if n.used.cpu_m != pods * pod.cpu_m || n.used.mem_mib != pods * pod.mem_mib {
+            if n.used != want {
                 bad.push(format!("{} accounts {:?} for {pods} pods", n.name, n.used));
             }
             if n.phase == Phase::Removed && pods > 0 {
@@ -716,11 +833,174 @@ impl<'a> Engine<'a> {
             s.users += n.users;
             s.placeholders += n.placeholders;
         }
-        s.placeholders_pending = self.setup.replicas - s.placeholders;
+        s.placeholders_pending = self.placeholders.len() as u32 - s.placeholders;
         self.log.samples.push(s);
     }
 }
 
 fn node_name(i: usize) -> String {
     format!("node-{i:03}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::static_policy;
+
+    fn setup(peer: Peer, replicas: u32) -> Setup {
+        Setup {
+            name: "peer".into(),
+            replicas,
+            policy: static_policy(),
+            gate: false,
+            peer,
+        }
+    }
+
+    /// A node with `users` user pods' requests (the users themselves are not modelled here).
+    fn node_with(sc: &Scenario, i: usize, users: u32) -> Node {
+        let mut n = Node::initial(node_name(i), sc.node, 0);
+        for _ in 0..users {
+            n.account(&sc.user, true);
+        }
+        n.users = users;
+        n
+    }
+
+    fn running(e: &Engine) -> usize {
+        e.placeholders
+            .iter()
+            .filter(|p| matches!(p.state, PodState::Running { .. }))
+            .count()
+    }
+
+    #[test]
+    fn the_rebalancer_deletes_every_placeholder_within_one_scan() {
+        let sc = Scenario::small();
+        let row = setup(Peer::Rebalancer, 4);
+        let mut e = Engine::new(&sc, &row, &[], 1, true);
+        e.nodes.push(node_with(&sc, 0, 9));
+        e.nodes.push(node_with(&sc, 1, 9));
+        e.schedule();
+        assert_eq!(running(&e), 4);
+        e.now = 10 * SEC;
+        e.rebalance();
+        assert_eq!(running(&e), 4, "the first scan only learns the nodes");
+        e.nodes.push(node_with(&sc, 2, 0));
+        e.now = 20 * SEC;
+        e.rebalance();
+        assert_eq!(running(&e), 0, "all deleted in the scan that saw the node");
+        assert_eq!(e.log.moves.len(), 4);
+        assert!(e.log.moves.iter().all(|m| m.at == 20 * SEC));
+        assert!(e.placeholders.iter().all(|p| p.agent.is_none()));
+        // re-created, they all go to the new (emptiest) node
+        e.now = 30 * SEC;
+        for p in 0..4 {
+            e.handle(Event::Recreate(p));
+        }
+        e.schedule();
+        assert_eq!(e.nodes[2].placeholders, 4);
+        e.rebalance();
+        assert_eq!(running(&e), 4, "no new node: nothing deleted");
+    }
+
+    #[test]
+    fn a_node_balloon_is_preempted_whole() {
+        let sc = Scenario::binder();
+        let row = setup(Peer::NodeBalloon, 25);
+        let arrivals = [Arrival {
+            at: 0,
+            session: HOUR,
+        }];
+        let mut e = Engine::new(&sc, &row, &arrivals, 1, true);
+        assert_eq!(
+            e.placeholders.len(),
+            1,
+            "25 users' room is one 100-user balloon"
+        );
+        e.nodes.push(node_with(&sc, 0, 100));
+        e.nodes.push(node_with(&sc, 1, 0));
+        e.schedule();
+        assert_eq!(e.nodes[1].placeholders, 1);
+        assert_eq!(
+            e.nodes[1].free().fits_times(&sc.user),
+            0,
+            "the balloon fills it"
+        );
+        e.pending_users.push_back(0);
+        e.schedule();
+        assert_eq!(e.log.preemptions.len(), 1);
+        assert!(e.users[0].preempted && e.users[0].node == Some(1));
+        assert_eq!(running(&e), 0);
+        assert_eq!(
+            e.nodes[1].free().fits_times(&sc.user),
+            99,
+            "one preemption freed the whole node"
+        );
+    }
+
+    #[test]
+    fn the_buffer_runs_no_pod_and_scales_up_when_a_chunk_no_longer_fits() {
+        let sc = Scenario::binder();
+        let row = setup(Peer::Buffer, 25);
+        let mut e = Engine::new(&sc, &row, &[], 1, true);
+        assert!(e.placeholders.is_empty());
+        e.nodes.push(node_with(&sc, 0, 75));
+        e.nodes.push(node_with(&sc, 1, 100));
+        e.autoscale();
+        assert!(
+            e.log.scale_ups.is_empty(),
+            "25 chunks fit into 25 free slots"
+        );
+        e.nodes[0].account(&sc.user, true);
+        e.nodes[0].users += 1;
+        e.autoscale();
+        assert_eq!(
+            e.log.scale_ups,
+            vec![(0, 1)],
+            "the 25th chunk no longer fits"
+        );
+        e.autoscale();
+        assert_eq!(
+            e.log.scale_ups.len(),
+            1,
+            "the booting node holds the chunks"
+        );
+        // a whole day: no placeholder pod, no decision, no eviction
+        let arrivals = sc.arrivals(1);
+        let run = simulate(&sc, &row, &arrivals, 1, true);
+        assert!(
+            run.log
+                .samples
+                .iter()
+                .all(|s| s.placeholders == 0 && s.placeholders_pending == 0)
+        );
+        assert_eq!(run.log.decide_calls, 0);
+        assert!(run.log.moves.is_empty() && run.log.preemptions.is_empty());
+        assert!(
+            run.summary.violations.is_empty(),
+            "{:?}",
+            run.summary.violations
+        );
+    }
+
+    #[test]
+    fn podlifetime_runs_show_the_pdbs_refusals() {
+        let sc = Scenario::binder();
+        let row = setup(Peer::PodLifeTime, 25);
+        let run = simulate(&sc, &row, &sc.arrivals(1), 1, true);
+        assert!(run.summary.refused_evictions > 0, "429s show");
+        assert!(
+            run.log
+                .moves
+                .iter()
+                .all(|m| m.reason == MoveReason::PodLifeTime
+                    && m.at % sc.peers.descheduler_interval == 0)
+        );
+        assert!(
+            run.summary.violations.is_empty(),
+            "{:?}",
+            run.summary.violations
+        );
+    }
 }

@@ -8,6 +8,7 @@ pub mod autoscaler;
 pub mod cluster;
 pub mod engine;
 pub mod metrics;
+pub mod peers;
 pub mod placeholders;
 pub mod plot;
 pub mod random;

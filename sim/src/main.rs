@@ -17,7 +17,8 @@ use selfdestruct_sim::trace::{ReadOptions, Trace};
 #[command(
     name = "simulate",
     about = "Simulates placeholder pods running the selfdestruct agent and compares policies on the same user arrivals.",
-    after_help = "Rows: none, static, timer, new-node, new-node+images, gate, gate+new-node, configured \
+    after_help = "Rows: none, static, timer, new-node, new-node+images, gate, gate+new-node, \
+                  the peers buffer, buffer+gate, rebalancer, node-balloon, podlifetime (docs/peers.md), configured \
                   (the policy flags below, defaulting to the agent's own defaults). Durations: 90s, 15m, 1h30m, 0. \
                   Same seed and flags give byte-identical output. \
                   --arrivals replays launches instead of the scenario's arrivals (its cluster, session model and delays stay): \
@@ -28,7 +29,11 @@ use selfdestruct_sim::trace::{ReadOptions, Trace};
 )]
 struct Args {
     /// Built-in scenario
-    #[arg(long, value_name = "binder|small|burst", default_value = "binder")]
+    #[arg(
+        long,
+        value_name = "binder|small|burst|general",
+        default_value = "binder"
+    )]
     scenario: String,
     /// Random seed (arrivals, node delays, agent draws)
     #[arg(long, value_name = "N", default_value_t = 1)]
@@ -178,6 +183,20 @@ struct Args {
     /// Autoscaler --scale-down-unneeded-time
     #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Scenario")]
     unneeded_time: Option<Duration>,
+    /// The users' scheduler: most-allocated (JupyterHub's user-scheduler) or least-allocated (the default scheduler) [scenario default: most-allocated; general: least-allocated]
+    #[arg(long, value_name = "most-allocated|least-allocated", value_parser = user_placement, help_heading = "Scenario")]
+    user_placement: Option<scenario::UserPlacement>,
+
+    // ----- the peers -----
+    /// The descheduler's run period for the podlifetime row (its --descheduling-interval)
+    #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Peers")]
+    descheduling_interval: Option<Duration>,
+    /// PodLifeTime's maxPodLifeTimeSeconds for the podlifetime row
+    #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Peers")]
+    max_pod_lifetime: Option<Duration>,
+    /// The rebalancer's loop period for the rebalancer row
+    #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Peers")]
+    rebalancer_interval: Option<Duration>,
 
     // ----- the configured policy (the agent's settings) -----
     /// SELFDESTRUCT_MIN_LIFETIME [unset: no timer]
@@ -217,6 +236,15 @@ struct Args {
 fn duration(s: &str) -> Result<Duration, String> {
     selfdestruct_decision::duration::parse(s)
         .map_err(|e| format!("expected a duration such as 90s, 15m or 1h30m ({e})"))
+}
+
+fn user_placement(s: &str) -> Result<scenario::UserPlacement, String> {
+    scenario::UserPlacement::by_name(s.trim()).ok_or_else(|| {
+        format!(
+            "expected one of {}",
+            scenario::UserPlacement::NAMES.join(", ")
+        )
+    })
 }
 
 fn percent(s: &str) -> Result<f64, String> {
@@ -387,6 +415,33 @@ fn scenario(a: &Args) -> Result<Scenario, String> {
     if let Some(d) = a.unneeded_time {
         sc.autoscaler.unneeded_time = ms(d);
     }
+    if let Some(p) = a.user_placement {
+        sc.user_placement = p;
+    }
+    for (name, v, slot) in [
+        (
+            "descheduling-interval",
+            a.descheduling_interval,
+            &mut sc.peers.descheduler_interval,
+        ),
+        (
+            "max-pod-lifetime",
+            a.max_pod_lifetime,
+            &mut sc.peers.max_pod_lifetime,
+        ),
+        (
+            "rebalancer-interval",
+            a.rebalancer_interval,
+            &mut sc.peers.rebalancer_interval,
+        ),
+    ] {
+        if let Some(d) = v {
+            if d.is_zero() {
+                return Err(format!("--{name} must be positive"));
+            }
+            *slot = ms(d);
+        }
+    }
     sc.default_spreading = a.default_spreading;
     if let Some(w) = a.spread_weight {
         if !(w.is_finite() && w >= 0.0) {
@@ -425,6 +480,7 @@ fn configured(a: &Args, sc: &Scenario, replicas: u32, name: &str) -> Result<Setu
             min_age: a.min_age,
         },
         gate: a.gate,
+        peer: scenario::Peer::Selfdestruct,
     })
 }
 
@@ -503,6 +559,7 @@ fn main() -> ExitCode {
                     replicas: r,
                     policy: scenario::static_policy(),
                     gate: false,
+                    peer: scenario::Peer::Selfdestruct,
                 });
                 match configured(&args, &sc, r, &format!("{r} configured")) {
                     Ok(c) => rows.push(c),

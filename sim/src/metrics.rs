@@ -18,9 +18,13 @@ pub enum MoveReason {
         /// The node held the user image at the move.
         image_on_node: bool,
     },
+    /// datahub's rebalancer deleted it (a node appeared).
+    Rebalancer,
+    /// The descheduler's PodLifeTime evicted it.
+    PodLifeTime,
 }
 
-/// One eviction initiated by an agent.
+/// One eviction initiated by an agent (or by a peer's controller).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct MoveRecord {
     /// When.

@@ -13,7 +13,7 @@ use std::fmt::Write;
 use serde::Serialize;
 
 use crate::metrics::Summary;
-use crate::scenario::{Arrival, Scenario, Setup, static_policy};
+use crate::scenario::{Arrival, Peer, Scenario, Setup, static_policy};
 use crate::{RowResult, run_rows_on};
 
 /// What a replica count must achieve.
@@ -89,6 +89,8 @@ pub struct Recommendation {
     pub manifest_policy: Option<String>,
     /// The `manifests/statefulset.yaml` line.
     pub manifest_line: Option<String>,
+    /// A ready-to-apply PodTemplate and CapacityBuffer when the buffer row meets the target.
+    pub capacity_buffer: Option<String>,
 }
 
 struct Search {
@@ -160,6 +162,7 @@ pub fn recommend(
         replicas: 0,
         policy: static_policy(),
         gate: false,
+        peer: Peer::Selfdestruct,
     };
     let mut none = None;
     // Start at the rule of thumb (launches in one node-ready time at the busiest rate): large
@@ -231,6 +234,11 @@ pub fn recommend(
     let manifest_line = manifest
         .and_then(|f| f.replicas)
         .map(|r| format!("replicas: {r}"));
+    let capacity_buffer = found
+        .iter()
+        .find(|f| f.policy == "buffer")
+        .and_then(|f| f.replicas)
+        .map(|r| capacity_buffer_yaml(sc, r));
     Recommendation {
         target,
         range,
@@ -239,7 +247,43 @@ pub fn recommend(
         policies: found,
         manifest_policy,
         manifest_line,
+        capacity_buffer,
     }
+}
+
+/// A PodTemplate of one user pod's requests and a CapacityBuffer
+/// (`autoscaling.x-k8s.io/v1beta1`, the CRD's storage version) keeping `replicas` of them free.
+pub fn capacity_buffer_yaml(sc: &Scenario, replicas: u32) -> String {
+    let cpu = sc.user.cpu_m;
+    let mem = sc.user.mem_mib;
+    format!(
+        "apiVersion: v1
+kind: PodTemplate
+metadata:
+  name: user-chunk
+  namespace: buffers
+template:
+  spec:
+    containers:
+    - name: chunk
+      image: registry.k8s.io/pause:3.10
+      resources:
+        requests:
+          cpu: {cpu}m
+          memory: {mem}Mi
+---
+apiVersion: autoscaling.x-k8s.io/v1beta1
+kind: CapacityBuffer
+metadata:
+  name: users
+  namespace: buffers
+spec:
+  provisioningStrategy: buffer.x-k8s.io/active-capacity
+  podTemplateRef:
+    name: user-chunk
+  replicas: {replicas}
+"
+    )
 }
 
 fn round2(x: f64) -> f64 {
@@ -341,6 +385,12 @@ pub fn table(rec: &Recommendation) -> String {
             );
         }
         _ => {}
+    }
+    if let Some(yaml) = &rec.capacity_buffer {
+        let _ = writeln!(
+            out,
+            "\nA CapacityBuffer instead (the buffer row; no placeholder pods; cluster-autoscaler with\n--capacity-buffer-controller-enabled and --capacity-buffer-pod-injection-enabled):\n---\n{yaml}"
+        );
     }
     out
 }

@@ -8,7 +8,7 @@ use selfdestruct_decision::duration::format as fmt_duration;
 use serde::Serialize;
 
 use crate::metrics::Summary;
-use crate::scenario::{Load, MIN, Ms, Scenario, Setup};
+use crate::scenario::{Load, MIN, Ms, Scenario, Setup, UserPlacement};
 
 /// A duration in seconds, compactly: `0s`, `7s`, `6m12s`.
 pub fn secs(s: f64) -> String {
@@ -143,12 +143,16 @@ pub fn header(sc: &Scenario, seeds: &[u64]) -> String {
     };
     let _ = writeln!(
         out,
-        "  users:        {load}; sessions lognormal mean {} (sigma {}, cap {}); {:.2} CPU / {:.1} GiB each, MostAllocated",
+        "  users:        {load}; sessions lognormal mean {} (sigma {}, cap {}); {:.2} CPU / {:.1} GiB each, placed {}",
         dur(sc.session_mean),
         sc.session_sigma,
         dur(sc.session_cap),
         sc.user.cpu_m as f64 / 1000.0,
-        sc.user.mem_mib as f64 / 1024.0
+        sc.user.mem_mib as f64 / 1024.0,
+        match sc.user_placement {
+            UserPlacement::MostAllocated => "MostAllocated (JupyterHub's user-scheduler)",
+            UserPlacement::LeastAllocated => "LeastAllocated (the default scheduler)",
+        }
     );
     let _ = writeln!(
         out,
@@ -171,6 +175,16 @@ pub fn header(sc: &Scenario, seeds: &[u64]) -> String {
         ca.utilisation * 100.0,
         dur(ca.unneeded_time),
         dur(ca.delay_after_add)
+    );
+    let p = &sc.peers;
+    let _ = writeln!(
+        out,
+        "  peers:        buffer = {} user-sized chunks kept free by the autoscaler (no pods); rebalancer deletes every placeholder when a node appears (scan {}); node-balloon = {} whole-node placeholder(s); podlifetime evicts placeholders older than {} every {} (PDB applies)",
+        sc.replicas,
+        dur(p.rebalancer_interval),
+        crate::peers::balloons_for(sc.replicas, sc.pods_per_node()),
+        dur(p.max_pod_lifetime),
+        dur(p.descheduler_interval)
     );
     out
 }
@@ -343,6 +357,42 @@ pub fn what_this_says(rows: &[Summary]) -> String {
                 movers.join("; ")
             ));
         }
+    }
+    let peers: Vec<String> = [
+        "buffer",
+        "buffer+gate",
+        "rebalancer",
+        "node-balloon",
+        "podlifetime",
+    ]
+    .iter()
+    .filter_map(|n| get(n))
+    .map(|r| {
+        format!(
+            "{} {} cold, {} delayed, {:.1} node-h, {:.1} evictions/h{}{}",
+            r.policy,
+            r.cold,
+            r.delayed,
+            r.node_hours,
+            r.evictions_per_hour,
+            if r.burst_60s > 1 {
+                format!(" (up to {} in a minute)", r.burst_60s)
+            } else {
+                String::new()
+            },
+            if r.refused_evictions > 0 {
+                format!(
+                    ", {} evictions refused by the PDB (429)",
+                    r.refused_evictions
+                )
+            } else {
+                String::new()
+            }
+        )
+    })
+    .collect();
+    if !peers.is_empty() {
+        s.push(format!("Peers (docs/peers.md): {}.", peers.join("; ")));
     }
     if let Some(bad) = rows
         .iter()

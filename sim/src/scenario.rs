@@ -116,6 +116,85 @@ pub struct AutoscalerConfig {
     pub max_nodes: u32,
 }
 
+/// Who manages the headroom in a row.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Peer {
+    /// Placeholder pods whose container is the selfdestruct agent (or the stock pause
+    /// container, with the static policy).
+    #[default]
+    Selfdestruct,
+    /// A CapacityBuffer: no pods, chunks simulated by the autoscaler.
+    Buffer,
+    /// Placeholders all deleted when a new node appears.
+    Rebalancer,
+    /// Placeholders that each request a whole node.
+    NodeBalloon,
+    /// Placeholders evicted by the descheduler's PodLifeTime once older than a fixed age.
+    PodLifeTime,
+}
+
+impl Peer {
+    /// Whether the placeholders run the selfdestruct agent.
+    pub fn runs_agent(self) -> bool {
+        self == Peer::Selfdestruct
+    }
+}
+
+/// The peers' settings (scenario-level: the same for every row).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct PeerConfig {
+    /// The rebalancer's loop period (PR #1050: every 10 s).
+    pub rebalancer_interval: Ms,
+    /// The descheduler's run period (`--descheduling-interval`).
+    pub descheduler_interval: Ms,
+    /// `maxPodLifeTimeSeconds`.
+    pub max_pod_lifetime: Ms,
+}
+
+impl Default for PeerConfig {
+    fn default() -> Self {
+        PeerConfig {
+            rebalancer_interval: 10 * SEC,
+            descheduler_interval: 5 * MIN,
+            max_pod_lifetime: 60 * MIN,
+        }
+    }
+}
+
+/// How the users' scheduler scores nodes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UserPlacement {
+    /// The fullest node that fits (JupyterHub's user-scheduler).
+    #[default]
+    MostAllocated,
+    /// The emptiest node that fits (the default scheduler's LeastAllocated).
+    LeastAllocated,
+}
+
+impl UserPlacement {
+    /// The flag's values.
+    pub const NAMES: [&'static str; 2] = ["most-allocated", "least-allocated"];
+
+    /// From a flag value.
+    pub fn by_name(name: &str) -> Option<UserPlacement> {
+        match name {
+            "most-allocated" | "most" => Some(UserPlacement::MostAllocated),
+            "least-allocated" | "least" => Some(UserPlacement::LeastAllocated),
+            _ => None,
+        }
+    }
+
+    /// The flag value.
+    pub fn name(self) -> &'static str {
+        match self {
+            UserPlacement::MostAllocated => "most-allocated",
+            UserPlacement::LeastAllocated => "least-allocated",
+        }
+    }
+}
+
 /// A simulated cluster and its users.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct Scenario {
@@ -159,11 +238,15 @@ pub struct Scenario {
     pub user_image: String,
     /// Cluster autoscaler.
     pub autoscaler: AutoscalerConfig,
+    /// How users are placed.
+    pub user_placement: UserPlacement,
+    /// The peers' settings.
+    pub peers: PeerConfig,
 }
 
 impl Scenario {
     /// The names accepted by [`Scenario::by_name`].
-    pub const NAMES: [&'static str; 3] = ["binder", "small", "burst"];
+    pub const NAMES: [&'static str; 4] = ["binder", "small", "burst", "general"];
 
     /// A built-in scenario.
     pub fn by_name(name: &str) -> Option<Scenario> {
@@ -171,6 +254,7 @@ impl Scenario {
             "binder" => Some(Scenario::binder()),
             "small" => Some(Scenario::small()),
             "burst" => Some(Scenario::burst()),
+            "general" => Some(Scenario::general()),
             _ => None,
         }
     }
@@ -210,6 +294,8 @@ impl Scenario {
                 min_nodes: 2,
                 max_nodes: 50,
             },
+            user_placement: UserPlacement::MostAllocated,
+            peers: PeerConfig::default(),
         }
     }
 
@@ -263,6 +349,30 @@ impl Scenario {
             ..Scenario::binder()
         }
         .named("burst")
+    }
+
+    /// A general autoscaled cluster, not JupyterHub: workload pods (1 CPU, 3.5 GiB; 15 a node)
+    /// placed by the default scheduler (LeastAllocated), a 90 s image pull, 20-60 launches per
+    /// 10 minutes of 45-minute jobs, 8 placeholders.
+    pub fn general() -> Scenario {
+        Scenario {
+            node: Resources::new(15.89, 58.0),
+            user: Resources::new(1.0, 3.5),
+            load: Load::Daily {
+                low_per_10min: 20.0,
+                high_per_10min: 60.0,
+                peak_hour: 14.0,
+            },
+            session_mean: 45 * MIN,
+            session_sigma: 0.8,
+            session_cap: 4 * HOUR,
+            image_pull: 90 * SEC,
+            replicas: 8,
+            user_image: "registry.example/app:1.0".into(),
+            user_placement: UserPlacement::LeastAllocated,
+            ..Scenario::binder()
+        }
+        .named("general")
     }
 
     fn named(mut self, name: &str) -> Scenario {
@@ -415,6 +525,16 @@ pub struct Setup {
     pub policy: Policy,
     /// New nodes carry a startup taint until the user image is pulled.
     pub gate: bool,
+    /// Who manages the headroom (selfdestruct's placeholders or a peer).
+    pub peer: Peer,
+}
+
+impl Setup {
+    /// Whether the placeholders run the selfdestruct agent: a peer's do not, and neither do
+    /// those of a policy that can never move (the stock pause container: `static`, `gate`).
+    pub fn runs_agent(&self) -> bool {
+        self.peer.runs_agent() && (self.policy.move_to_new_nodes || self.policy.lifetime.is_some())
+    }
 }
 
 /// The agent's own defaults (`selfdestruct --help`), as the core defines them.
@@ -436,13 +556,18 @@ pub fn user_image(sc: &Scenario) -> Vec<ImageRef> {
     ImageRef::parse(&sc.user_image).map_or_else(|_| Vec::new(), |r| vec![r])
 }
 
-/// The rows of the comparison: the seven fixed policies and `configured`.
+/// The rows of the comparison: the seven fixed policies, the five peer rows and `configured`.
 pub fn standard_rows(sc: &Scenario, configured: Setup) -> Vec<Setup> {
     let row = |name: &str, replicas: u32, policy: Policy, gate: bool| Setup {
         name: name.into(),
         replicas,
         policy,
         gate,
+        peer: Peer::Selfdestruct,
+    };
+    let peer = |name: &str, peer: Peer, gate: bool| Setup {
+        peer,
+        ..row(name, sc.replicas, static_policy(), gate)
     };
     let r = sc.replicas;
     vec![
@@ -470,6 +595,11 @@ pub fn standard_rows(sc: &Scenario, configured: Setup) -> Vec<Setup> {
         ),
         row("gate", r, static_policy(), true),
         row("gate+new-node", r, agent_defaults(), true),
+        peer("buffer", Peer::Buffer, false),
+        peer("buffer+gate", Peer::Buffer, true),
+        peer("rebalancer", Peer::Rebalancer, false),
+        peer("node-balloon", Peer::NodeBalloon, false),
+        peer("podlifetime", Peer::PodLifeTime, false),
         configured,
     ]
 }

@@ -29,6 +29,9 @@ fn help_and_invalid_flags() {
         "--recommend",
         "--target-wait",
         "--target-cold",
+        "--user-placement",
+        "--descheduling-interval",
+        "--max-pod-lifetime",
     ] {
         assert!(text.contains(flag), "{flag} in --help");
     }
@@ -42,6 +45,8 @@ fn help_and_invalid_flags() {
         vec!["--min-lifetime", "2h", "--max-lifetime", "1h"],
         vec!["--only", "nothing"],
         vec!["--user-cpu", "100"],
+        vec!["--user-placement", "spread"],
+        vec!["--max-pod-lifetime", "0"],
     ] {
         let out = simulate(&bad);
         assert_eq!(out.status.code(), Some(2), "{bad:?}");
@@ -66,6 +71,11 @@ fn table_json_sweep_and_plot() {
         "new-node+images",
         "gate",
         "gate+new-node",
+        "buffer",
+        "buffer+gate",
+        "rebalancer",
+        "node-balloon",
+        "podlifetime",
         "configured",
     ] {
         assert!(
@@ -73,6 +83,7 @@ fn table_json_sweep_and_plot() {
             "row {row}"
         );
     }
+    assert!(text.contains("placed MostAllocated"), "{text}");
     let mut gated = QUICK.to_vec();
     gated.extend([
         "--only",
@@ -101,7 +112,21 @@ fn table_json_sweep_and_plot() {
     let b = simulate(&args);
     assert_eq!(a.stdout, b.stdout, "same flags, same bytes");
     let doc: serde_json::Value = serde_json::from_slice(&a.stdout).expect("valid JSON");
-    assert_eq!(doc["rows"].as_array().map(Vec::len), Some(8));
+    assert_eq!(
+        doc["rows"].as_array().map(Vec::len),
+        Some(13),
+        "the peer rows too"
+    );
+    // the other placement, the peer rows included: still the same bytes
+    let mut least = QUICK.to_vec();
+    least.extend(["--user-placement", "least-allocated"]);
+    let a = simulate(&least);
+    let b = simulate(&least);
+    assert!(a.status.success());
+    assert_eq!(a.stdout, b.stdout, "same flags, same bytes");
+    let text = String::from_utf8_lossy(&a.stdout);
+    assert!(text.contains("placed LeastAllocated"), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("podlifetime ")));
 
     let svg = std::env::temp_dir().join(format!("simulate-test-{}.svg", std::process::id()));
     let svg_arg = svg.to_string_lossy().to_string();

@@ -6,7 +6,7 @@ use std::process::Command;
 
 use selfdestruct_sim::recommend::{Target, recommend};
 use selfdestruct_sim::scenario::{
-    HOUR, MIN, Resources, SEC, Scenario, Setup, agent_defaults, standard_rows,
+    HOUR, MIN, Peer, Resources, SEC, Scenario, Setup, agent_defaults, standard_rows,
 };
 use selfdestruct_sim::trace::{DAY, ReadOptions, Trace, TraceError};
 
@@ -407,6 +407,7 @@ fn recommend_finds_the_knee_of_a_constant_launch_rate() {
         replicas: 0,
         policy: agent_defaults(),
         gate: false,
+        peer: Peer::Selfdestruct,
     };
     let rows: Vec<Setup> = standard_rows(&sc, configured)
         .into_iter()

@@ -6,7 +6,7 @@ use std::time::Duration;
 use selfdestruct_sim::engine::{RunResult, simulate};
 use selfdestruct_sim::metrics::MoveReason;
 use selfdestruct_sim::scenario::{
-    HOUR, Load, MIN, Resources, Scenario, Setup, agent_defaults, standard_rows, static_policy,
+    HOUR, Load, MIN, Peer, Resources, Scenario, Setup, agent_defaults, standard_rows, static_policy,
 };
 use selfdestruct_sim::{report, run_rows};
 
@@ -20,6 +20,7 @@ fn row(sc: &Scenario, name: &str) -> Setup {
         replicas: sc.replicas,
         policy: agent_defaults(),
         gate: false,
+        peer: Peer::Selfdestruct,
     };
     standard_rows(sc, configured)
         .into_iter()
@@ -94,6 +95,7 @@ fn invariants_hold_for_every_policy_and_scenario() {
                 ..agent_defaults()
             },
             gate: true,
+            peer: Peer::Selfdestruct,
         };
         for setup in standard_rows(&sc, configured) {
             let r = run(&sc, &setup, 3);

@@ -280,3 +280,48 @@ pub fn init_of(unshare: &Proc, timeout: Duration) -> Option<u32> {
     });
     init
 }
+
+/// A kubeconfig in `dir` whose user's `exec` credential plugin never answers
+/// (it sleeps 120 s), for a server never reached; and the file where the
+/// plugin writes its pid once it runs (see [`kill_plugin`]).
+pub fn hanging_plugin_kubeconfig(dir: &Path) -> (PathBuf, PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let pidfile = dir.join("plugin.pid");
+    let script = dir.join("hanging-plugin.sh");
+    let text = format!(
+        "#!/bin/sh\necho $$ > {}\nexec sleep 120\n",
+        pidfile.display()
+    );
+    std::fs::write(&script, text).expect("write the plugin");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let kubeconfig = dir.join("hanging-plugin-kubeconfig");
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: http://127.0.0.1:1\n\
+         users:\n- name: u\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n\
+         \x20     command: {}\n      interactiveMode: Never\n\
+         contexts:\n- name: c\n  context:\n    cluster: t\n    user: u\n    namespace: ns\n\
+         current-context: c\n",
+        script.display()
+    );
+    std::fs::write(&kubeconfig, text).expect("write the kubeconfig");
+    (kubeconfig, pidfile)
+}
+
+/// Whether the plugin of [`hanging_plugin_kubeconfig`] runs (it wrote its pid).
+pub fn plugin_started(pidfile: &Path) -> bool {
+    std::fs::read_to_string(pidfile).is_ok_and(|t| t.trim().parse::<i32>().is_ok())
+}
+
+/// Ends the plugin of [`hanging_plugin_kubeconfig`], if it started: the process
+/// that ran it leaves it behind when it exits.
+pub fn kill_plugin(pidfile: &Path) {
+    if let Some(pid) = std::fs::read_to_string(pidfile)
+        .ok()
+        .and_then(|t| t.trim().parse::<i32>().ok())
+    {
+        // SAFETY: a signal to the test's own plugin process (at worst a gone pid).
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
+    }
+}
