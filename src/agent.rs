@@ -12,6 +12,7 @@ use tracing::{debug, error, info, warn};
 
 use crate::api::Mode;
 use crate::api::{ApiError, PodApi, outcome_of, rbac_hint};
+use crate::candidates::{Candidates, Touched};
 use crate::clock::Clock;
 use crate::config::{Config, Siblings};
 use crate::connect::{self, Access, AccessError, ClientError, EXIT_CONFIG, bad_kubeconfig};
@@ -21,6 +22,7 @@ use crate::signals::{Signals, Stop, pause, stop};
 use crate::watch::{self, Target, Update};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
+use kube::core::PartialObjectMeta;
 use selfdestruct_decision::backoff::Backoff;
 use selfdestruct_decision::duration::format as fmt_duration;
 use selfdestruct_decision::model::{NodeSummary, OwnPod, Sibling};
@@ -297,7 +299,10 @@ struct Agent {
     /// The sibling watch runs but has neither listed nor failed yet: moves wait for it.
     siblings_loading: bool,
     label_keys: BTreeSet<String>,
+    /// The metadata-only watch of every node (the view's first tier).
     node_rx: Option<mpsc::Receiver<Update<NodeSummary>>>,
+    /// The full watches of the candidate nodes (the view's second tier).
+    candidates: Option<Candidates>,
     sibling_rx: Option<mpsc::Receiver<Update<Sibling>>>,
     last_hold: Option<Hold>,
     /// The Warning Event about two PodDisruptionBudgets was posted.
@@ -339,6 +344,7 @@ impl Agent {
             siblings: None,
             siblings_loading: false,
             node_rx: None,
+            candidates: None,
             sibling_rx: None,
             last_hold: None,
             told_multiple_pdbs: false,
@@ -357,19 +363,26 @@ impl Agent {
             let (tx, rx) = mpsc::channel(64);
             let target = Target {
                 selector: self.cfg.args.node_selector.to_string(),
+                fields: String::new(),
                 what: "nodes",
             };
-            // Nodes are summarised as they arrive: only what the decision reads is kept.
+            // Every node as metadata only; the candidates in full (src/candidates.rs).
             let keys = self.label_keys.clone();
-            let images = self.cfg.policy.required_images.clone();
             tokio::spawn(watch::follow(
-                Api::<Node>::all(self.api.client().clone()),
+                Api::<PartialObjectMeta<Node>>::all(self.api.client().clone()),
                 target,
                 tx,
                 start_delay,
-                move |n: Node| crate::summarize::node(n, &keys, &images),
+                move |n: PartialObjectMeta<Node>| {
+                    crate::summarize::node_metadata(n.metadata, &keys)
+                },
             ));
             self.node_rx = Some(rx);
+            self.candidates = Some(Candidates::new(
+                self.api.client().clone(),
+                self.label_keys.clone(),
+                self.cfg.policy.required_images.clone(),
+            ));
         }
         let selector = match &self.cfg.args.sibling_selector {
             Siblings::Off => None,
@@ -397,6 +410,7 @@ impl Agent {
             let (tx, rx) = mpsc::channel(64);
             let target = Target {
                 selector: sel.to_string(),
+                fields: String::new(),
                 what: "sibling pods",
             };
             tokio::spawn(watch::follow(
@@ -414,8 +428,19 @@ impl Agent {
         }
     }
 
-    fn on_node(&mut self, update: Update<NodeSummary>) {
-        match apply_update(&mut self.nodes, update, |n| &n.name) {
+    fn on_node(&mut self, own: &OwnPod, update: Update<NodeSummary>) {
+        let touched = match &update {
+            Update::Upsert(n) => Some(n.name.clone()),
+            Update::Remove(name) => Some(name.clone()),
+            Update::Reset(_) | Update::Forbidden(_) => None,
+            Update::Unlisted(_) => Some(String::new()),
+        };
+        let applied = apply_update(&mut self.nodes, update, |n| &n.name);
+        if let Some(candidates) = &mut self.candidates {
+            let touched = touched.as_deref().map_or(Touched::All, Touched::One);
+            candidates.sync(own, &mut self.nodes, touched);
+        }
+        match applied {
             Applied::Listed { first, count } => {
                 if first {
                     info!(count, "watching nodes: moving to newer nodes is on");
@@ -527,9 +552,14 @@ impl Agent {
                 sig = signals.terminated() => return stop(sig),
                 () = sleep => {}
                 u = recv(&mut self.node_rx) => match u {
-                    Some(u) => self.on_node(u),
+                    Some(u) => self.on_node(&own, u),
                     None => self.node_rx = None,
                 },
+                u = recv_candidate(&mut self.candidates) => {
+                    if let Some(c) = &mut self.candidates {
+                        c.apply(&mut self.nodes, u);
+                    }
+                }
                 u = recv(&mut self.sibling_rx) => match u {
                     Some(u) => self.on_sibling(&mut own, u),
                     None => {
@@ -759,6 +789,13 @@ fn apply_update<S>(
             Applied::Forbidden(msg)
         }
         Update::Unlisted(msg) => Applied::Unlisted(msg),
+    }
+}
+
+async fn recv_candidate(candidates: &mut Option<Candidates>) -> Update<NodeSummary> {
+    match candidates {
+        Some(c) => c.recv().await,
+        None => std::future::pending().await,
     }
 }
 

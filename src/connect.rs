@@ -460,6 +460,19 @@ where
 /// A watch that ends sooner than this was cut, not timed out.
 pub(crate) const MIN_WATCH_LIFE: Duration = Duration::from_secs(5);
 
+/// The most pages one list may take (with the watches' page size of 100:
+/// 10,000 objects, twice the 5,000 Nodes Kubernetes supports). A server whose
+/// `continue` tokens never run out is stopped here, however few objects each
+/// page holds.
+pub(crate) const MAX_LIST_PAGES: u32 = 100;
+
+/// A list that asked for more than [`MAX_LIST_PAGES`] pages.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the list has more than {MAX_LIST_PAGES} pages: it never ends (a continue token that never runs out?)"
+)]
+pub(crate) struct EndlessList;
+
 /// Paces the watch requests of one path: kube's watcher opens the next watch
 /// at once when one ends, and one that a server or proxy ends at once (an
 /// empty or cut answer, which kube's watch reader takes for a normal end)
@@ -477,6 +490,7 @@ impl<S> tower::Layer<S> for PaceWatchesLayer {
         PaceWatches {
             inner,
             opened: Arc::default(),
+            pages: Arc::default(),
         }
     }
 }
@@ -486,6 +500,9 @@ struct PaceWatches<S> {
     inner: S,
     /// Per path: when the last watch was opened, and how many in a row were short.
     opened: Arc<Mutex<HashMap<String, (Instant, u32)>>>,
+    /// Per path and field selector: the pages of the list being read (only
+    /// lists of more than one page are kept).
+    pages: Arc<Mutex<HashMap<String, u32>>>,
 }
 
 impl<S> PaceWatches<S> {
@@ -493,6 +510,9 @@ impl<S> PaceWatches<S> {
     fn delay(&self, path: &str) -> Duration {
         let mut opened = self.opened.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
+        // A watch opened longer ago than MIN_WATCH_LIFE counts as none: the
+        // map holds only recent ones (one per candidate node's watch too).
+        opened.retain(|_, (last, _)| now < *last + MIN_WATCH_LIFE);
         let Some((last, short)) = opened.get_mut(path) else {
             opened.insert(path.to_string(), (now, 0));
             return Duration::ZERO;
@@ -522,6 +542,42 @@ impl<S> PaceWatches<S> {
         }
         *last = now + wait;
         wait
+    }
+}
+
+/// What [`PaceWatches`] paces and counts together: the watches (and list
+/// pages) of one path and field selector (each candidate node's watch is
+/// paced apart from the node watch).
+fn request_key(uri: &http::Uri) -> String {
+    let fields = uri
+        .query()
+        .into_iter()
+        .flat_map(|q| q.split('&'))
+        .find(|kv| kv.starts_with("fieldSelector="));
+    match fields {
+        Some(f) => format!("{}?{f}", uri.path()),
+        None => uri.path().to_string(),
+    }
+}
+
+impl<S> PaceWatches<S> {
+    /// Counts a list request (`uri`) as a page of its list: `false` if it is
+    /// one more than [`MAX_LIST_PAGES`].
+    fn page_allowed(&self, uri: &http::Uri) -> bool {
+        let next_page = uri
+            .query()
+            .into_iter()
+            .flat_map(|q| q.split('&'))
+            .any(|kv| kv.starts_with("continue=") && kv.len() > "continue=".len());
+        let mut pages = self.pages.lock().unwrap_or_else(|p| p.into_inner());
+        let key = request_key(uri);
+        if !next_page {
+            pages.remove(&key);
+            return true;
+        }
+        let n = pages.entry(key).or_insert(1);
+        *n = n.saturating_add(1);
+        *n <= MAX_LIST_PAGES
     }
 }
 
@@ -585,9 +641,12 @@ where
     /// (the node or sibling watcher) silently for many minutes.
     fn call(&mut self, req: http::Request<ReqB>) -> Self::Future {
         let watch = is_watch(req.uri());
+        if !watch && req.method() == http::Method::GET && !self.page_allowed(req.uri()) {
+            return Box::pin(async { Err(Box::new(EndlessList) as BoxError) });
+        }
         let limit = answer_limit(req.uri());
         let wait = if watch {
-            self.delay(req.uri().path())
+            self.delay(&request_key(req.uri()))
         } else {
             Duration::ZERO
         };

@@ -11,6 +11,7 @@
 
 pub mod agent;
 pub mod api;
+mod candidates;
 pub mod clock;
 pub mod config;
 pub mod connect;

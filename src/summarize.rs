@@ -9,7 +9,7 @@ use std::time::SystemTime;
 use k8s_openapi::api::core::v1::{
     Node, NodeSelectorRequirement, Pod, Taint as K8sTaint, Toleration as K8sToleration,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use selfdestruct_decision::images::ImageRef;
 use selfdestruct_decision::model::{
     KUBELET_MAX_IMAGES, NodeSummary, NodeTerm, OwnPod, Readiness, Sibling, Taint, Toleration,
@@ -76,6 +76,25 @@ pub fn own_pod(pod: &Pod) -> OwnPod {
     }
 }
 
+/// A node's summary from its metadata alone (the metadata watch): its name,
+/// creation time and the labels in `label_keys`. What only a full read gives
+/// (readiness, taints, `unschedulable`, images) stays at its default: a node
+/// known so is never Ready to the decision, which needs no more of the nodes
+/// created before the own pod was scheduled.
+pub fn node_metadata(meta: ObjectMeta, label_keys: &BTreeSet<String>) -> NodeSummary {
+    NodeSummary {
+        labels: meta
+            .labels
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(k, _)| label_keys.contains(k))
+            .collect(),
+        name: meta.name.unwrap_or_default(),
+        created: meta.creation_timestamp.as_ref().map(time_of),
+        ..NodeSummary::default()
+    }
+}
+
 /// A node's summary, keeping only the labels in `label_keys` and which of `required` images it holds.
 pub fn node(node: Node, label_keys: &BTreeSet<String>, required: &[ImageRef]) -> NodeSummary {
     let status = node.status.unwrap_or_default();
@@ -103,15 +122,6 @@ pub fn node(node: Node, label_keys: &BTreeSet<String>, required: &[ImageRef]) ->
         .collect();
     let spec = node.spec.unwrap_or_default();
     NodeSummary {
-        labels: node
-            .metadata
-            .labels
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|(k, _)| label_keys.contains(k))
-            .collect(),
-        name: node.metadata.name.unwrap_or_default(),
-        created: node.metadata.creation_timestamp.as_ref().map(time_of),
         unschedulable: spec.unschedulable.unwrap_or(false),
         taints: spec
             .taints
@@ -123,6 +133,7 @@ pub fn node(node: Node, label_keys: &BTreeSet<String>, required: &[ImageRef]) ->
         ready,
         images_present,
         images_truncated: images.len() >= KUBELET_MAX_IMAGES,
+        ..node_metadata(node.metadata, label_keys)
     }
 }
 

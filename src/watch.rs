@@ -28,6 +28,7 @@ use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 
+use crate::connect::{EndlessList, MAX_LIST_PAGES};
 use crate::jitter::draw;
 use selfdestruct_decision::backoff::Backoff;
 
@@ -38,11 +39,20 @@ use selfdestruct_decision::backoff::Backoff;
 /// about 1 MiB of JSON; a 5,000-Node list is 50 requests, made at start-up
 /// and after a 410 only.
 pub(crate) const PAGE_SIZE: u32 = 100;
-/// The most objects one list may hold (1,000 pages): more is a server that
-/// never ends its list.
-pub(crate) const MAX_LIST_OBJECTS: usize = 1000 * PAGE_SIZE as usize;
-/// The longest a watch request asks for (`timeoutSeconds`, minus up to half of it as jitter).
-pub(crate) const WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
+/// The most objects one list may hold (as many as its most pages, full):
+/// more is a server that never ends its list.
+pub(crate) const MAX_LIST_OBJECTS: usize = MAX_LIST_PAGES as usize * PAGE_SIZE as usize;
+/// The longest a watch request asks for (`timeoutSeconds`, minus up to
+/// [`WATCH_JITTER`]): a watch that delivers nothing is re-opened within 11
+/// minutes, as docs/reliability.md says, and the two watches make about 11.4
+/// requests an hour (mean 630 s each).
+pub(crate) const WATCH_TIMEOUT: Duration = Duration::from_secs(660);
+/// The most taken off [`WATCH_TIMEOUT`] at random (a fleet's watches do not end together).
+const WATCH_JITTER: Duration = Duration::from_secs(60);
+/// An endless list (more than [`MAX_LIST_PAGES`] pages, or an object twice)
+/// backs off from this step of [`Backoff::TRANSIENT`] at least (4-8 s): each
+/// attempt cost up to [`MAX_LIST_PAGES`] requests.
+const ENDLESS_LIST_STEP: u32 = 3;
 /// After this long without an error, the next error backs off from the start again.
 pub(crate) const QUIET: Duration = Duration::from_secs(600);
 
@@ -63,11 +73,13 @@ pub(crate) enum Update<T> {
     Unlisted(String),
 }
 
-/// What to watch: a label selector and a name for the log.
+/// What to watch: a label selector, a field selector and a name for the log.
 #[derive(Clone, Debug)]
 pub(crate) struct Target {
     /// Label selector (empty: all).
     pub selector: String,
+    /// Field selector (empty: none), e.g. `metadata.name=node-a`.
+    pub fields: String,
     /// Human name for logs ("nodes", "sibling pods").
     pub what: &'static str,
 }
@@ -93,6 +105,18 @@ fn api_status(e: &watcher::Error) -> Option<(u16, String)> {
     }
 }
 
+/// Whether the client layer stopped a list at its page limit ([`EndlessList`]).
+fn is_endless_list(e: &watcher::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        if c.is::<EndlessList>() {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
+}
+
 fn classify(e: &watcher::Error) -> Failure {
     let opening = matches!(
         e,
@@ -114,7 +138,8 @@ fn classify(e: &watcher::Error) -> Failure {
 
 /// Runs list+watch forever, sending the `summarize`d objects to `tx`. Ends only
 /// when `tx` closes. `start_delay` spreads the first list of a fleet that starts
-/// together.
+/// together. With `K` a `PartialObjectMeta<_>`, kube lists and watches the
+/// objects' metadata only (`as=PartialObjectMetadata`).
 pub(crate) async fn follow<K, S>(
     api: Api<K>,
     target: Target,
@@ -126,16 +151,18 @@ pub(crate) async fn follow<K, S>(
     S: Send + 'static,
 {
     tokio::time::sleep(start_delay).await;
-    // Each watch asks for 15-30 min (kube's default is 290 s: 12 re-opened
-    // watches an hour instead of 2.7); a silently dropped connection is then
-    // noticed after the watch's timeout plus 5 s.
-    let timeout = WATCH_TIMEOUT.as_secs_f64() * (1.0 - 0.5 * draw());
+    // Each watch asks for 10-11 min (kube's default is 290 s); a watch that
+    // stays silent is then re-opened within 11 minutes.
+    let timeout = WATCH_TIMEOUT.as_secs_f64() - WATCH_JITTER.as_secs_f64() * draw();
     let timeout = u32::try_from(timeout as u64).unwrap_or(u32::MAX);
     let mut wc = watcher::Config::default()
         .page_size(PAGE_SIZE)
         .timeout(timeout);
     if !target.selector.is_empty() {
         wc = wc.labels(&target.selector);
+    }
+    if !target.fields.is_empty() {
+        wc = wc.fields(&target.fields);
     }
     let start = || -> BoxStream<'static, watcher::Result<Event<K>>> {
         watcher(api.clone(), wc.clone()).boxed()
@@ -154,6 +181,8 @@ pub(crate) async fn follow<K, S>(
             stream = start();
             continue;
         };
+        // This failure is a list that never ends.
+        let endless;
         let (failure, why) = match event {
             Ok(Event::Init) => {
                 listing = Some((Vec::new(), HashSet::new()));
@@ -175,6 +204,7 @@ pub(crate) async fn follow<K, S>(
                 );
                 listing = None;
                 stream = start();
+                endless = true;
                 let why = "the list repeats an object or never ends".to_string();
                 (Failure::Transient { relist: false }, why)
             }
@@ -203,6 +233,7 @@ pub(crate) async fn follow<K, S>(
                 continue;
             }
             Err(e) => {
+                endless = is_endless_list(&e);
                 let f = classify(&e);
                 let error = crate::logging::Chain(&e).to_string();
                 match (&f, &e) {
@@ -230,6 +261,9 @@ pub(crate) async fn follow<K, S>(
             failures = 0;
         }
         last_failure = Some(Instant::now());
+        if endless {
+            failures = failures.max(ENDLESS_LIST_STEP);
+        }
         let wait = match failure {
             Failure::Denied(msg) => {
                 if !told_denied {

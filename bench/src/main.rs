@@ -60,7 +60,7 @@ fn main() {
                 agent_env.push((k.to_string(), v.to_string()));
             }
             other => {
-                eprintln!("usage: selfdestruct-bench [--quick] [--only sizes|idle|nodes|busy|latency|requests|fleet] [--agent-env K=V]... --selfdestruct BIN --pause BIN --sleep BIN (got {other})");
+                eprintln!("usage: selfdestruct-bench [--quick] [--only sizes|idle|nodes|wire|busy|latency|requests|fleet[,...]] [--agent-env K=V]... --selfdestruct BIN --pause BIN --sleep BIN (got {other})");
                 std::process::exit(2);
             }
         }
@@ -79,13 +79,16 @@ fn main() {
         busy_agents: if quick { 2 } else { 5 },
         fleet: if quick { 50 } else { 200 },
         cycle_window: Duration::from_secs(if quick { 20 } else { 90 }),
-        cycle_scale: 100,
+        // 600-660 s watches become 12-13 s: longer than the 5 s under which a
+        // watch counts as cut (src/connect.rs MIN_WATCH_LIFE).
+        cycle_scale: 50,
         work,
         agent_env,
     };
     let started = Instant::now();
     let mut t = Table::default();
-    let run = |case: &str| only.as_deref().is_none_or(|o| o == case);
+    // --only nodes,wire runs only those cases.
+    let run = |case: &str| only.as_deref().is_none_or(|o| o.split(',').any(|c| c == case));
     if run("sizes") {
         sizes(&o, &mut t);
     }
@@ -94,6 +97,9 @@ fn main() {
     }
     if run("nodes") {
         node_watch(&o, &mut t);
+    }
+    if run("wire") {
+        wire(&o, &mut t);
     }
     if run("busy") {
         busy_decisions(&o, &mut t);
@@ -369,8 +375,13 @@ fn scene(o: &Opts, tag: &str, replicas: i32, nodes: usize, images: usize, bookma
         seed: Some(42),
         ..Config::default()
     });
+    // Created a day before the placeholders are scheduled: old nodes, as on a
+    // running cluster (a node created since counts as new, and is read in full).
+    let day_ago = SystemTime::now() - Duration::from_secs(86_400);
     for i in 0..nodes {
-        fake.add_node(NodeBuilder::new(&format!("node-{i:05}")).cpu("64").memory("256Gi").pods(250).realistic_images(images));
+        let mut node = NodeBuilder::new(&format!("node-{i:05}")).cpu("64").memory("256Gi").pods(250).realistic_images(images);
+        node.created = Some(day_ago);
+        fake.add_node(node);
     }
     fake.add_statefulset(NS, "placeholder", replicas, PodTemplate::placeholder("placeholder", "10m", "16Mi"));
     fake.add_token(TOKEN, Subject::placeholder_agent(NS, "placeholder"));
@@ -535,8 +546,11 @@ struct Watched {
 
 fn node_watch(o: &Opts, t: &mut Table) {
     let mut set: Vec<(usize, usize)> = o.scales.iter().map(|&n| (n, 50)).collect();
-    // The same 1,000 nodes without images: memory must not depend on the Node object size.
+    // The same nodes without images: memory must not depend on the Node object size.
     set.push((1000, 0));
+    if o.scales.contains(&5000) {
+        set.push((5000, 0));
+    }
     let mut runs = Vec::new();
     for (n, images) in set {
         eprintln!("bench: node watch over {n} nodes with {images} images each: setting up");
@@ -590,18 +604,20 @@ fn node_watch(o: &Opts, t: &mut Table) {
         );
     }
     // Memory must not grow with the size of a Node object.
-    let with = runs.iter().position(|r| r.n == 1000 && r.images == 50);
-    let without = runs.iter().position(|r| r.n == 1000 && r.images == 0);
-    if let (Some(w), Some(wo)) = (with, without) {
-        let d = after[w].anon_kib as i64 - after[wo].anon_kib as i64;
-        t.row(
-            "RSS anon steady: 1,000 Nodes with 50 images minus without",
-            format!("{d:+} KiB"),
-            dash(),
-            dash(),
-            "<= +256 KiB",
-            Some(d <= 256),
-        );
+    for n in [1000, 5000] {
+        let with = runs.iter().position(|r| r.n == n && r.images == 50);
+        let without = runs.iter().position(|r| r.n == n && r.images == 0);
+        if let (Some(w), Some(wo)) = (with, without) {
+            let d = after[w].anon_kib as i64 - after[wo].anon_kib as i64;
+            t.row(
+                &format!("RSS anon steady: {n} Nodes with 50 images minus without"),
+                format!("{d:+} KiB"),
+                dash(),
+                dash(),
+                "<= +256 KiB",
+                Some(d <= 256),
+            );
+        }
     }
     // 1,000 node-status updates (heartbeat bump of the Ready condition).
     t.section("1,000 node-status updates on the watch (Ready condition's lastHeartbeatTime bumped)");
@@ -643,6 +659,141 @@ fn node_watch(o: &Opts, t: &mut Table) {
             None,
         );
     }
+}
+
+// ---------------------------------------------------------------- bytes on the wire
+
+/// `metadata.managedFields` of a Node as kube-apiserver v1.36.2 reported it
+/// (node-a of shared/k8s-fixtures/nodes-list-metadata-200.json: the kubelet's,
+/// the controller manager's and kubectl's entries, 1,474 bytes). The fake
+/// keeps no managedFields of its own; they are most of a metadata-only event.
+const MANAGED_FIELDS: &str = include_str!("../node-managed-fields.json");
+
+/// New nodes (created after the placeholders were scheduled) in the wire scenes.
+const CANDIDATES: usize = 3;
+
+/// Bytes on the wire for the node view: every node's kubelet posts its status
+/// once (one 5-minute round at the kubelet's rate when nothing changes, 12 an
+/// hour), measured on the agent's metadata watch and its candidates' full
+/// watches, and on a full watch of every Node (what the agent did before) open
+/// beside them in the same run.
+fn wire(o: &Opts, t: &mut Table) {
+    let scales: Vec<usize> = if o.quick { vec![500] } else { vec![500, 5000] };
+    let managed: serde_json::Value = serde_json::from_str(MANAGED_FIELDS).expect("managedFields JSON");
+    let managed: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry> =
+        serde_json::from_value(managed).expect("managedFields entries");
+    t.section(&format!(
+        "bytes on the wire: one status update of every Node (a kubelet round; 12 an hour), {CANDIDATES} of them new; Nodes of 50 images with managedFields as captured"
+    ));
+    for n in scales {
+        eprintln!("bench: bytes on the wire over {n} nodes: setting up");
+        let sc = scene(o, &format!("wire-{n}"), 3, n, 50, BOOKMARKS);
+        for node in sc.fake.nodes() {
+            let name = node.metadata.name.clone().unwrap_or_default();
+            sc.fake.modify_node(&name, |node| node.metadata.managed_fields = Some(managed.clone()));
+        }
+        let agent = spawn(o, &format!("wire-{n}"), &o.selfdestruct, &[], &sc.env("placeholder-0", &[]));
+        let needle = format!("count={n}");
+        assert!(
+            wait_until(Duration::from_secs(120), || agent.log().lines().any(|l| l.contains("watching nodes") && l.contains(&needle))),
+            "agent did not list {n} nodes: {}",
+            agent.log()
+        );
+        let meta_list: u64 = sum_bytes(&sc.fake, |r| r.metadata_only && !r.watch);
+        let full_list = sc.fake.client(Some(TOKEN)).get("/api/v1/nodes").map(|r| r.body.len() as u64).unwrap_or(0);
+        for i in 0..CANDIDATES {
+            sc.fake.add_node(NodeBuilder::new(&format!("new-{i}")).cpu("64").memory("256Gi").pods(250).realistic_images(50));
+            let name = format!("new-{i}");
+            sc.fake.modify_node(&name, |node| node.metadata.managed_fields = Some(managed.clone()));
+        }
+        let candidate = |r: &RecordedRequest| r.watch && !r.metadata_only && r.query_param("fieldSelector").is_some();
+        assert!(
+            wait_until(Duration::from_secs(60), || sc.fake.count_requests(candidate) >= CANDIDATES),
+            "the agent did not watch the {CANDIDATES} new nodes in full: {}",
+            agent.log()
+        );
+        // The full watch of every Node, as the agent made it before: drained
+        // by a thread (the fake stops sending to a reader that stops reading).
+        let rv = sc.fake.resource_version();
+        let mut full = sc
+            .fake
+            .client(Some(TOKEN))
+            .watch(&format!("/api/v1/nodes?watch=true&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds=3600"))
+            .expect("full watch");
+        let drain = std::thread::spawn(move || while let Ok(Some(_)) = full.next_event(Duration::from_secs(10)) {});
+        std::thread::sleep(Duration::from_millis(500));
+        let meta_watch = |r: &RecordedRequest| r.watch && r.metadata_only;
+        let full_watch = |r: &RecordedRequest| r.watch && !r.metadata_only && r.query_param("fieldSelector").is_none();
+        let before = [sum_bytes(&sc.fake, meta_watch), sum_bytes(&sc.fake, candidate), sum_bytes(&sc.fake, full_watch)];
+        let (agent_cpu0, t0) = (sample(agent.pid()), Instant::now());
+        let mut names: Vec<String> = (0..n).map(|i| format!("node-{i:05}")).collect();
+        names.extend((0..CANDIDATES).map(|i| format!("new-{i}")));
+        for name in &names {
+            heartbeat(&sc.fake, name);
+        }
+        // Until every watch has sent the round: the byte counts stop moving.
+        let mut last = [0u64; 3];
+        loop {
+            std::thread::sleep(Duration::from_millis(500));
+            let now = [sum_bytes(&sc.fake, meta_watch), sum_bytes(&sc.fake, candidate), sum_bytes(&sc.fake, full_watch)];
+            if now == last || t0.elapsed() > Duration::from_secs(120) {
+                break;
+            }
+            last = now;
+        }
+        let agent_cpu = (sample(agent.pid()).sched_ns - agent_cpu0.sched_ns) as f64 / 1e6;
+        let events = names.len() as u64;
+        let meta = last[0] - before[0];
+        let cand = last[1] - before[1];
+        let fullb = last[2] - before[2];
+        let per_meta = meta / events;
+        t.row(
+            &format!("{n} Nodes: bytes per status update, metadata watch (every Node)"),
+            bytes_h(per_meta),
+            dash(),
+            dash(),
+            "<= 4 KB (4,000 B)",
+            Some(per_meta <= 4000),
+        );
+        t.row(
+            &format!("  per status update of a new node, its full watch ({CANDIDATES} new nodes)"),
+            bytes_h(cand / CANDIDATES as u64),
+            dash(),
+            dash(),
+            "",
+            None,
+        );
+        t.row("  per status update, the full watch of every Node (before)", bytes_h(fullb / events), dash(), dash(), "", None);
+        t.row(
+            "  per agent-hour: two tiers / full watch (x12)",
+            format!("{} / {}", bytes_h(12 * (meta + cand)), bytes_h(12 * fullb)),
+            dash(),
+            dash(),
+            "",
+            None,
+        );
+        t.row(
+            "  initial list: metadata (agent, pages of 100) / full (one list)",
+            format!("{} / {}", bytes_h(meta_list), bytes_h(full_list)),
+            dash(),
+            dash(),
+            "",
+            None,
+        );
+        t.row(&format!("  agent CPU for the round of {events} updates"), format!("{agent_cpu:.1} ms"), dash(), dash(), "", None);
+        drop(agent);
+        drop(sc);
+        let _ = drain.join();
+    }
+}
+
+/// Bytes sent on the requests matching `pred` (a watch's so far).
+fn sum_bytes(fake: &FakeCluster, pred: impl Fn(&RecordedRequest) -> bool) -> u64 {
+    fake.requests()
+        .iter()
+        .filter(|r| pred(r))
+        .map(|r| r.bytes_sent.load(Ordering::Relaxed))
+        .sum()
 }
 
 /// Size of one Node as JSON (the first node of the scene).
@@ -1070,8 +1221,8 @@ fn requests_per_hour(o: &Opts, t: &mut Table) -> Vec<String> {
     let mean_timeout = if timeouts.is_empty() { 0.0 } else { timeouts.iter().sum::<u64>() as f64 / timeouts.len() as f64 };
     let per_cycle = |all: usize, w: usize| if w == 0 { 0.0 } else { all as f64 / w as f64 };
     // Steady state: one watch request per cycle; a cycle lasts the requested timeout,
-    // uniform in [900, 1800] s (WATCH_TIMEOUT 1800 s minus up to 50% jitter): mean 1350 s.
-    let model_mean = 1350.0;
+    // uniform in [600, 660] s (WATCH_TIMEOUT 660 s minus up to 60 s of jitter): mean 630 s.
+    let model_mean = 630.0;
     let ph = |pc: f64, mean: f64| pc * 3600.0 / mean;
     let n_pc = per_cycle(nodes_all, nodes_watch);
     let p_pc = per_cycle(pods_all, pods_watch);
@@ -1094,7 +1245,7 @@ fn requests_per_hour(o: &Opts, t: &mut Table) -> Vec<String> {
         None,
     );
     t.row(
-        "requested watch timeout, mean (model: 1350 s)",
+        "requested watch timeout, mean (model: 630 s)",
         format!("{mean_timeout:.0} s ({} watches)", timeouts.len()),
         dash(),
         dash(),

@@ -46,6 +46,7 @@ pub struct Client {
     addr: SocketAddr,
     token: Option<String>,
     timeout: Duration,
+    accept: String,
 }
 
 struct Head {
@@ -147,7 +148,15 @@ impl Client {
             addr,
             token: token.map(str::to_string),
             timeout: Duration::from_secs(10),
+            accept: "application/json".to_string(),
         }
+    }
+
+    /// The `Accept` header (default `application/json`), e.g. kube's
+    /// `application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1`.
+    pub fn with_accept(mut self, accept: &str) -> Self {
+        accept.clone_into(&mut self.accept);
+        self
     }
 
     /// Read timeout for plain requests.
@@ -167,8 +176,8 @@ impl Client {
         stream.set_read_timeout(Some(self.timeout))?;
         stream.set_nodelay(true)?;
         let mut req = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nAccept: application/json\r\nConnection: close\r\n",
-            self.addr
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nAccept: {}\r\nConnection: close\r\n",
+            self.addr, self.accept
         );
         if let Some(t) = &self.token {
             req.push_str(&format!("Authorization: Bearer {t}\r\n"));

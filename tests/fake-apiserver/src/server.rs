@@ -4,6 +4,7 @@
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use http_body_util::BodyExt;
 use hyper::body::{Body, Bytes};
@@ -77,6 +78,10 @@ pub(crate) struct Ctx {
     body: Bytes,
     content_type: Option<String>,
     token: Option<String>,
+    /// `Accept` asks for `PartialObjectMetadata` (or its list).
+    metadata_only: bool,
+    /// Bytes of the answer sent (a watch counts as it streams).
+    sent: Arc<AtomicU64>,
 }
 
 impl Ctx {
@@ -230,6 +235,14 @@ where
         .get(hyper::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .map(|v| v.split(';').next().unwrap_or("").trim().to_string());
+    // kube's metadata_watcher asks for `application/json;as=PartialObjectMetadataList;
+    // g=meta.k8s.io;v=v1` (lists) and `...;as=PartialObjectMetadata;...` (watches).
+    let metadata_only = req
+        .headers()
+        .get_all(hyper::header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("as=PartialObjectMetadata"));
     let body = match http_body_util::Limited::new(req.into_body(), MAX_BODY)
         .collect()
         .await
@@ -280,6 +293,7 @@ where
         tokio::time::sleep(latency).await;
     }
 
+    let sent = Arc::new(AtomicU64::new(0));
     let faulted = fault.is_some();
     let never = matches!(fault, Some(FaultResponse::NeverAnswer));
     let reply = match fault {
@@ -309,6 +323,8 @@ where
                 body: body_bytes,
                 content_type: content_type.clone(),
                 token: token.clone(),
+                metadata_only,
+                sent: sent.clone(),
             };
             Some(match body {
                 Err(e) => Reply::status(Status::failure(
@@ -322,6 +338,13 @@ where
     };
 
     let code = reply.as_ref().map_or(0, |r| r.code);
+    if let Some(Reply {
+        body: ResBody::Full(Some(b)),
+        ..
+    }) = &reply
+    {
+        sent.fetch_add(b.len() as u64, Ordering::Relaxed);
+    }
     {
         let mut st = shared.lock();
         st.counters.requests += 1;
@@ -345,6 +368,8 @@ where
             token,
             user,
             status: code,
+            bytes_sent: sent,
+            metadata_only,
             watch,
             at,
             time,
@@ -661,6 +686,8 @@ fn list_or_watch(shared: &Arc<Shared>, ctx: &Ctx, kind: Kind, ns: &str) -> HResu
             bookmarks: ctx.flag("allowWatchBookmarks"),
             timeout,
             send_initial_events: ctx.flag("sendInitialEvents"),
+            metadata_only: ctx.metadata_only,
+            sent: ctx.sent.clone(),
         };
         shared.lock().counters.watches_started += 1;
         let body = watch::start(shared, kind, filter, params);
@@ -704,17 +731,29 @@ fn list_or_watch(shared: &Arc<Shared>, ctx: &Ctx, kind: Kind, ns: &str) -> HResu
     let rest = matching.len() - take;
     let items: Vec<Value> = matching[..take]
         .iter()
-        .map(|(_, v)| strip_type((***v).clone()))
+        .map(|(_, v)| {
+            if ctx.metadata_only {
+                watch::partial_metadata(v)
+            } else {
+                strip_type((***v).clone())
+            }
+        })
         .collect();
     let mut metadata = json!({"resourceVersion": rv.to_string()});
     if let Some((last, _)) = matching[..take].last().filter(|_| rest > 0) {
         metadata["continue"] = json!(format!("{rv}:{}/{}", last.0, last.1));
         metadata["remainingItemCount"] = json!(rest);
     }
-    let list_kind = format!("{}List", kind.name());
+    // As `nodes-list-metadata-200.json`: a PartialObjectMetadataList whose
+    // items keep their kind and apiVersion.
+    let (list_kind, api_version) = if ctx.metadata_only {
+        ("PartialObjectMetadataList".to_string(), "meta.k8s.io/v1")
+    } else {
+        (format!("{}List", kind.name()), "v1")
+    };
     Ok(Reply::json(
         200,
-        &json!({"kind": list_kind, "apiVersion": "v1", "metadata": metadata, "items": items}),
+        &json!({"kind": list_kind, "apiVersion": api_version, "metadata": metadata, "items": items}),
     ))
 }
 

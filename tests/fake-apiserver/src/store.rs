@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant, SystemTime};
 
 use k8s_openapi::Metadata;
@@ -77,6 +78,11 @@ pub struct RecordedRequest {
     pub user: Option<String>,
     /// Status code answered (0: connection closed by a fault).
     pub status: u16,
+    /// Bytes of the response body sent so far (a watch's grow while it runs).
+    pub bytes_sent: Arc<AtomicU64>,
+    /// Whether the client asked for metadata only (`Accept:
+    /// ...;as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1`).
+    pub metadata_only: bool,
     /// Whether this was a watch.
     pub watch: bool,
     /// When the request arrived.
@@ -97,6 +103,12 @@ impl RecordedRequest {
     /// `true` for `POST .../pods/{name}/eviction`.
     pub fn is_eviction(&self) -> bool {
         self.method == "POST" && self.path.ends_with("/eviction")
+    }
+
+    /// `true` for a list or watch of Nodes that returns them in full (not as
+    /// `PartialObjectMetadata`).
+    pub fn is_full_node_read(&self) -> bool {
+        self.method == "GET" && self.path.starts_with("/api/v1/nodes") && !self.metadata_only
     }
 
     /// `true` for `DELETE .../pods/{name}`.

@@ -1,9 +1,10 @@
 //! Watches: replay from the history, live events as newline-delimited JSON,
 //! bookmarks, timeouts, 410 after compaction, and the stall/drop faults.
 
+use std::borrow::Cow;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -99,23 +100,48 @@ pub(crate) struct WatchParams {
     pub bookmarks: bool,
     pub timeout: Duration,
     pub send_initial_events: bool,
+    /// Objects as `PartialObjectMetadata` (`nodes-watch-metadata.jsonl`).
+    pub metadata_only: bool,
+    /// Counts the bytes sent (the request's [`crate::RecordedRequest::bytes_sent`]).
+    pub sent: Arc<AtomicU64>,
+}
+
+/// An object as `PartialObjectMetadata`: kind, apiVersion `meta.k8s.io/v1`
+/// and its `metadata` only (`nodes-list-metadata-200.json`).
+pub(crate) fn partial_metadata(obj: &Value) -> Value {
+    let metadata = obj.get("metadata").cloned().unwrap_or_else(|| json!({}));
+    json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": metadata})
+}
+
+/// The JSON of `obj` as a watcher with `params` sees it.
+fn object_json<'a>(params: &WatchParams, obj: &Value, json: &'a str) -> Cow<'a, str> {
+    if params.metadata_only {
+        Cow::Owned(partial_metadata(obj).to_string())
+    } else {
+        Cow::Borrowed(json)
+    }
 }
 
 fn line(ty: &str, object_json: &str) -> Bytes {
     Bytes::from(format!("{{\"type\":\"{ty}\",\"object\":{object_json}}}\n"))
 }
 
-fn bookmark(kind: Kind, rv: u64, initial_end: bool) -> Bytes {
+fn bookmark(kind: Kind, params: &WatchParams, rv: u64, initial_end: bool) -> Bytes {
     let mut metadata = json!({"resourceVersion": rv.to_string()});
     if initial_end {
         metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
     }
-    let obj = json!({"kind": kind.name(), "apiVersion": "v1", "metadata": metadata});
+    let (kind, api_version) = if params.metadata_only {
+        ("PartialObjectMetadata", "meta.k8s.io/v1")
+    } else {
+        (kind.name(), "v1")
+    };
+    let obj = json!({"kind": kind, "apiVersion": api_version, "metadata": metadata});
     line("BOOKMARK", &obj.to_string())
 }
 
 /// What a watcher with `filter` sees of a history entry.
-fn transform(filter: &Filter, e: &HistEntry) -> Option<Bytes> {
+fn transform(filter: &Filter, params: &WatchParams, e: &HistEntry) -> Option<Bytes> {
     let now = filter.matches(&e.obj);
     let ty = match e.ty {
         "MODIFIED" => {
@@ -134,7 +160,7 @@ fn transform(filter: &Filter, e: &HistEntry) -> Option<Bytes> {
             other
         }
     };
-    Some(line(ty, &e.json))
+    Some(line(ty, &object_json(params, &e.obj, &e.json)))
 }
 
 /// Starts a watch; the returned body streams events until the timeout, a
@@ -156,7 +182,8 @@ pub(crate) fn start(
                 objs.sort_by(|a, b| a.0.cmp(b.0));
                 for (_, obj) in objs {
                     if filter.matches(obj) {
-                        initial.push(line("ADDED", &obj.to_string()));
+                        let json = obj.to_string();
+                        initial.push(line("ADDED", &object_json(&params, obj, &json)));
                     }
                 }
                 (st.rv, None)
@@ -190,6 +217,7 @@ async fn run(
     let mut drop_rx = shared.drop_tx.subscribe();
     let send = |b: Bytes| {
         let tx = tx.clone();
+        params.sent.fetch_add(b.len() as u64, Ordering::Relaxed);
         async move { tx.send(Chunk::Data(b)).await.is_ok() }
     };
     if let Some(oldest) = expired {
@@ -203,7 +231,7 @@ async fn run(
         }
     }
     let mut synced = cursor;
-    if params.send_initial_events && !send(bookmark(kind, cursor, true)).await {
+    if params.send_initial_events && !send(bookmark(kind, &params, cursor, true)).await {
         return;
     }
     let interval = shared
@@ -240,7 +268,7 @@ async fn run(
             (Ok(entries), rv) => {
                 for e in entries {
                     cursor = e.rv;
-                    if let Some(l) = transform(&filter, &e)
+                    if let Some(l) = transform(&filter, &params, &e)
                         && !send(l).await
                     {
                         return;
@@ -261,13 +289,13 @@ async fn run(
             r = rv_rx.changed() => if r.is_err() { return },
             _ = tokio::time::sleep_until(next_bookmark), if params.bookmarks => {
                 next_bookmark = Instant::now() + interval;
-                if !send(bookmark(kind, synced, false)).await {
+                if !send(bookmark(kind, &params, synced, false)).await {
                     return;
                 }
             }
             _ = tokio::time::sleep_until(deadline) => {
                 if params.bookmarks {
-                    let _ = send(bookmark(kind, synced, false)).await;
+                    let _ = send(bookmark(kind, &params, synced, false)).await;
                 }
                 return;
             }

@@ -98,6 +98,8 @@ fn all_fixtures_are_covered() {
         "eviction-500-two-pdbs.json",
         "nodes-list-200.json",
         "nodes-list-403.json",
+        "nodes-list-metadata-200.json",
+        "nodes-watch-metadata.jsonl",
         "nodes-watch.jsonl",
         "pod-delete-200.json",
         "pod-delete-403-other-namespace.json",
@@ -437,6 +439,69 @@ fn event_create_201() {
     );
     assert_eq!(body["involvedObject"]["uid"], json!(uid));
     assert_eq!(c.events(NS).len(), 1);
+}
+
+/// kube's `metadata_watcher` lists with this `Accept` (and watches with `as=PartialObjectMetadata`).
+const METADATA_LIST: &str =
+    "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+const METADATA_WATCH: &str =
+    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
+
+/// The body of a capture stored without the request/status envelope.
+fn plain_fixture(name: &str) -> Value {
+    let text = std::fs::read_to_string(fixture_dir().join(name)).expect("fixture");
+    serde_json::from_str(&text).expect("fixture JSON")
+}
+
+#[test]
+fn nodes_list_metadata_200() {
+    let c = fixture_cluster();
+    let expected = plain_fixture("nodes-list-metadata-200.json");
+    let r = c
+        .client(Some("admin"))
+        .with_accept(METADATA_LIST)
+        .get("/api/v1/nodes?limit=500")
+        .unwrap();
+    assert_eq!(r.status, 200);
+    let body = r.json();
+    assert_same_shape(&expected, &body, &["managedFields", "annotations"]);
+    assert_eq!(body["kind"], "PartialObjectMetadataList");
+    assert_eq!(body["apiVersion"], "meta.k8s.io/v1");
+    let item = &body["items"][0];
+    assert_eq!(item["kind"], "PartialObjectMetadata");
+    let keys: Vec<&String> = item.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["apiVersion", "kind", "metadata"], "metadata only");
+}
+
+#[test]
+fn nodes_watch_metadata_jsonl() {
+    let c = fixture_cluster();
+    let expected: Vec<Value> =
+        std::fs::read_to_string(fixture_dir().join("nodes-watch-metadata.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+    let rv = c.resource_version();
+    let mut w = c
+        .client(Some("admin"))
+        .with_accept(METADATA_WATCH)
+        .watch(&format!(
+            "/api/v1/nodes?watch=true&resourceVersion={rv}&timeoutSeconds=1"
+        ))
+        .unwrap();
+    assert_eq!(w.status(), 200);
+    // A status-only change (the kubelet's heartbeat) still arrives as MODIFIED.
+    c.set_node_ready("node-a", false);
+    let got = w.collect_until_end(Duration::from_secs(5)).unwrap();
+    let modified = got
+        .iter()
+        .find(|e| e["type"] == "MODIFIED")
+        .expect("a MODIFIED event");
+    assert_same_shape(&expected[0], modified, &["managedFields", "annotations"]);
+    let keys: Vec<&String> = modified["object"].as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["apiVersion", "kind", "metadata"], "metadata only");
+    assert_eq!(modified["object"]["kind"], "PartialObjectMetadata");
 }
 
 #[test]

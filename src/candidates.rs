@@ -1,0 +1,312 @@
+//! The full tier of the two-tier node watch. Every Node is watched as metadata
+//! only (name, creation time, labels: see `agent`); only the *candidates* are
+//! read in full: nodes created at or after the own pod was scheduled that pass
+//! its placement rules (nodeSelector, required node affinity). Those are the
+//! only nodes whose readiness, taints, `unschedulable` and images the decision
+//! reads (`Snapshot::node_verdict` rejects every older node on its creation
+//! time alone, and the Full rule needs only creation times).
+//!
+//! Each candidate gets one watch of its own (`fieldSelector=metadata.name=NAME`,
+//! kube's `watcher`: one list and one watch request), started when the node
+//! becomes a candidate and stopped when it stops being one (its labels change,
+//! it is deleted, the metadata view is lost). The RBAC rules stay `nodes`
+//! `list`, `watch`. The request count is bounded: at most
+//! [`MAX_CANDIDATE_WATCHES`] full watches at once, and at most one opened per
+//! [`CANDIDATE_PACE`] (a fleet that sees five nodes join at once does not open
+//! 5 watches per agent in the same second).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::watch::{self, Target, Update};
+use selfdestruct_decision::images::ImageRef;
+use selfdestruct_decision::model::{NodeSummary, OwnPod};
+
+/// The most candidates read in full at once; more wait for a free slot (a
+/// node not read in full is never Ready to the decision).
+pub(crate) const MAX_CANDIDATE_WATCHES: usize = 16;
+/// At most one candidate watch is opened per this interval.
+pub(crate) const CANDIDATE_PACE: Duration = Duration::from_secs(3);
+
+/// Whether `node` (as its metadata shows it) is one the decision needs in full:
+/// not the own node, created at or after the own pod was scheduled (as
+/// `node_verdict` counts "newer"), and accepted by the own pod's placement rules.
+pub(crate) fn is_candidate(own: &OwnPod, node: &NodeSummary) -> bool {
+    own.node_name.as_deref() != Some(node.name.as_str())
+        && own
+            .scheduled_at
+            .is_some_and(|s| node.created.is_some_and(|c| c >= s))
+        && own.accepts_node(node)
+}
+
+/// One candidate's full watch and what it last said.
+struct Watched {
+    task: JoinHandle<()>,
+    /// The node as last read in full (`None` until the first read).
+    full: Option<NodeSummary>,
+}
+
+/// Which nodes of the view a metadata update touched.
+pub(crate) enum Touched<'a> {
+    /// The whole view (a list, or the view was lost).
+    All,
+    /// One node, by name.
+    One(&'a str),
+}
+
+/// The candidates' full watches.
+pub(crate) struct Candidates {
+    client: kube::Client,
+    label_keys: BTreeSet<String>,
+    required_images: Vec<ImageRef>,
+    watched: BTreeMap<String, Watched>,
+    /// When the next candidate watch may open.
+    next_open: Instant,
+    /// Every candidate watch sends here (one channel: a stopped watch's last
+    /// updates arrive before those of a later watch of the same name).
+    tx: mpsc::Sender<Update<NodeSummary>>,
+    rx: mpsc::Receiver<Update<NodeSummary>>,
+    /// A candidate watch was refused (told once until one lists again).
+    told_forbidden: bool,
+}
+
+impl Drop for Candidates {
+    fn drop(&mut self) {
+        for w in self.watched.values() {
+            w.task.abort();
+        }
+    }
+}
+
+impl Candidates {
+    pub(crate) fn new(
+        client: kube::Client,
+        label_keys: BTreeSet<String>,
+        required_images: Vec<ImageRef>,
+    ) -> Self {
+        let (tx, rx) = mpsc::channel(64);
+        Candidates {
+            client,
+            label_keys,
+            required_images,
+            watched: BTreeMap::new(),
+            next_open: Instant::now(),
+            tx,
+            rx,
+            told_forbidden: false,
+        }
+    }
+
+    /// After the metadata view changed (`touched`): starts the full watch of
+    /// each node that became a candidate, stops that of each node that is no
+    /// longer one (or left the view), and lays what the full reads said over
+    /// the view's metadata-only entries.
+    pub(crate) fn sync(
+        &mut self,
+        own: &OwnPod,
+        view: &mut Option<Vec<NodeSummary>>,
+        touched: Touched<'_>,
+    ) {
+        let nodes = view.as_deref_mut().unwrap_or_default();
+        let freed = match touched {
+            Touched::All => {
+                let wanted: BTreeSet<&str> = nodes
+                    .iter()
+                    .filter(|n| is_candidate(own, n))
+                    .map(|n| n.name.as_str())
+                    .collect();
+                let gone: Vec<String> = self
+                    .watched
+                    .keys()
+                    .filter(|n| !wanted.contains(n.as_str()))
+                    .cloned()
+                    .collect();
+                for name in &gone {
+                    self.stop(name);
+                }
+                for node in nodes.iter_mut() {
+                    self.overlay(node);
+                }
+                true
+            }
+            Touched::One(name) => match nodes.iter_mut().find(|n| n.name == name) {
+                Some(node) if is_candidate(own, node) => {
+                    self.watch(&node.name);
+                    self.overlay(node);
+                    false
+                }
+                _ => self.stop(name),
+            },
+        };
+        if freed {
+            for node in nodes.iter().filter(|n| is_candidate(own, n)) {
+                if self.watched.len() >= MAX_CANDIDATE_WATCHES {
+                    break;
+                }
+                self.watch(&node.name);
+            }
+        }
+    }
+
+    /// The next update of a candidate watch.
+    pub(crate) async fn recv(&mut self) -> Update<NodeSummary> {
+        // `self` holds a sender: the channel never closes.
+        match self.rx.recv().await {
+            Some(u) => u,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Applies an update of a candidate watch to the view (updates of a watch
+    /// already stopped are dropped).
+    pub(crate) fn apply(
+        &mut self,
+        view: &mut Option<Vec<NodeSummary>>,
+        update: Update<NodeSummary>,
+    ) {
+        let full = match update {
+            Update::Reset(list) => {
+                self.told_forbidden = false;
+                // Empty: the node is gone; the metadata watch removes it.
+                match list.into_iter().next() {
+                    Some(n) => n,
+                    None => return,
+                }
+            }
+            Update::Upsert(n) => n,
+            Update::Remove(name) => {
+                if let Some(w) = self.watched.get_mut(&name) {
+                    w.full = None;
+                    if let Some(node) = view.iter_mut().flatten().find(|n| n.name == name) {
+                        *node = metadata_only(node);
+                    }
+                }
+                return;
+            }
+            Update::Forbidden(msg) => {
+                if !std::mem::replace(&mut self.told_forbidden, true) {
+                    tracing::warn!(
+                        error = %msg,
+                        "cannot list/watch a new node in full: it cannot count as Ready; \
+                         grant list/watch on nodes (rbac/node-reader); retrying rarely"
+                    );
+                }
+                return;
+            }
+            Update::Unlisted(_) => return,
+        };
+        let Some(w) = self.watched.get_mut(&full.name) else {
+            return;
+        };
+        if let Some(node) = view.iter_mut().flatten().find(|n| n.name == full.name) {
+            lay_over(node, &full);
+        }
+        w.full = Some(full);
+    }
+
+    /// Starts the full watch of `name` unless it runs or no slot is free.
+    fn watch(&mut self, name: &str) {
+        if self.watched.contains_key(name) || self.watched.len() >= MAX_CANDIDATE_WATCHES {
+            return;
+        }
+        let now = Instant::now();
+        let delay = self.next_open.saturating_duration_since(now);
+        self.next_open = self.next_open.max(now) + CANDIDATE_PACE;
+        let target = Target {
+            selector: String::new(),
+            fields: format!("metadata.name={name}"),
+            what: "new node (in full)",
+        };
+        let (keys, images) = (self.label_keys.clone(), self.required_images.clone());
+        let task = tokio::spawn(watch::follow(
+            Api::<Node>::all(self.client.clone()),
+            target,
+            self.tx.clone(),
+            delay,
+            move |n: Node| crate::summarize::node(n, &keys, &images),
+        ));
+        tracing::debug!(node = name, in_ = ?delay, "reading a new node in full");
+        self.watched
+            .insert(name.to_string(), Watched { task, full: None });
+    }
+
+    /// Stops the full watch of `name`, if any; `true` if one was stopped.
+    fn stop(&mut self, name: &str) -> bool {
+        let Some(w) = self.watched.remove(name) else {
+            return false;
+        };
+        w.task.abort();
+        tracing::debug!(node = name, "no longer a candidate: its full watch ends");
+        true
+    }
+
+    /// Lays the last full read of `node` (if it is watched) over its metadata.
+    fn overlay(&self, node: &mut NodeSummary) {
+        if let Some(full) = self.watched.get(&node.name).and_then(|w| w.full.as_ref()) {
+            lay_over(node, full);
+        }
+    }
+}
+
+/// `node` (from the metadata watch) with what only `full` (a full read) knows;
+/// the metadata watch keeps the name, creation time and labels.
+fn lay_over(node: &mut NodeSummary, full: &NodeSummary) {
+    *node = NodeSummary {
+        name: std::mem::take(&mut node.name),
+        created: node.created,
+        labels: std::mem::take(&mut node.labels),
+        ..full.clone()
+    };
+}
+
+/// What the metadata watch knows of `node`.
+fn metadata_only(node: &NodeSummary) -> NodeSummary {
+    NodeSummary {
+        name: node.name.clone(),
+        created: node.created,
+        labels: node.labels.clone(),
+        ..NodeSummary::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, SystemTime};
+
+    #[test]
+    fn candidates_are_new_nodes_the_placement_rules_accept_other_than_the_own() {
+        let scheduled = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
+        let own = OwnPod {
+            node_name: Some("own".into()),
+            scheduled_at: Some(scheduled),
+            node_selector: [("pool".to_string(), "user".to_string())].into(),
+            ..OwnPod::default()
+        };
+        let node = |name: &str, created: u64, pool: &str| NodeSummary {
+            name: name.into(),
+            created: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(created)),
+            labels: [("pool".to_string(), pool.to_string())].into(),
+            ..NodeSummary::default()
+        };
+        assert!(
+            is_candidate(&own, &node("new", 1_000, "user")),
+            "same second counts as new"
+        );
+        assert!(is_candidate(&own, &node("new", 2_000, "user")));
+        assert!(!is_candidate(&own, &node("old", 999, "user")));
+        assert!(!is_candidate(&own, &node("new", 2_000, "system")));
+        assert!(!is_candidate(&own, &node("own", 2_000, "user")));
+        let unscheduled = OwnPod {
+            scheduled_at: None,
+            ..own
+        };
+        assert!(!is_candidate(&unscheduled, &node("new", 2_000, "user")));
+    }
+}
