@@ -421,16 +421,17 @@ const REFUSED_REMEDY: &str = "the gate may only remove SELFDESTRUCT_GATE_TAINT f
     manifests/node-gate/admission-policy.yaml); retrying";
 
 /// Logs a failed request and returns how long to wait before the next try.
-/// Denials (401/403, an admission policy's 422) are retried too, since the
+/// Denials (403, an admission policy's 422) are retried too, since the
 /// RBAC may be fixed at any time and the node takes no users meanwhile: every
-/// poll at first, doubling up to 5 minutes. Other errors: 0.5-1 s doubling, at
+/// poll at first, doubling up to 5 minutes. Other errors, a 401 among them
+/// (credentials expired: the token file is read again), 0.5-1 s doubling, at
 /// most the poll interval (at least one minute).
 fn gate_error(e: &ApiError, call: Call, cfg: &GateConfig, failures: &mut u32) -> Duration {
     let node = &cfg.node_name;
     let denied = match e {
         ApiError::Status { code: 401, .. } => {
-            error!(error = %Chain(e), node = %node, "the API server does not accept the gate's credentials (401); retrying");
-            true
+            warn!(error = %Chain(e), node = %node, "the API server does not accept the gate's credentials (401: expired?); retrying with fresh ones");
+            false
         }
         ApiError::Status {
             code: 403, message, ..

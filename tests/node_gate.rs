@@ -559,6 +559,26 @@ async fn rbac_403_on_patch_is_reported_and_retried() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_401_is_retried_on_the_transient_backoff_not_the_denied_one() {
+    // Credentials that expired for a moment: retried within seconds, not
+    // after the polls a denial (403) waits, which are a minute here.
+    let (logs, _guard) = Logs::capture();
+    let g = Gate::in_process(&[user_node("n1", true)]);
+    g.fake.fail_next(
+        Matcher::new("PATCH", "/api/v1/nodes/n1"),
+        FaultResponse::failure(401, "Unauthorized", "Unauthorized"),
+        3,
+    );
+    let gate = g.run("n1", gate_subject(), &[("SELFDESTRUCT_GATE_POLL", "60s")]);
+    g.wait_open("n1", Duration::from_secs(20), &logs).await;
+    let statuses: Vec<u16> = g.patches().iter().map(|p| p.status).collect();
+    assert_eq!(statuses, [401, 401, 401, 200], "{}", logs.text());
+    assert!(logs.text().contains("(401"), "{}", logs.text());
+    assert!(!logs.text().contains("ClusterRole"), "{}", logs.text());
+    assert_stops(gate, &logs).await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn an_admission_denial_is_not_taken_for_a_conflict() {
     let (logs, _guard) = Logs::capture();
     let g = Gate::in_process(&[user_node("n1", true)]);
