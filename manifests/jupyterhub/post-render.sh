@@ -239,30 +239,6 @@ cat >>"$work/kustomization.yaml" <<TOLERATION
       - $toleration_op
 TOLERATION
 
-# Full variant: siblings are this release's placeholders only, as the chart's
-# own selector (component, app, release) picks them.
-if [[ "$variant" == full ]]; then
-  cat >>"$work/kustomization.yaml" <<SIBLINGS
-  - target:
-      group: apps
-      version: v1
-      kind: StatefulSet
-      name: $sts_name
-    patch: |-
-      apiVersion: apps/v1
-      kind: StatefulSet
-      metadata:
-        name: $sts_name
-      spec:
-        template:
-          spec:
-            containers:
-              - name: pause
-                env:
-                  - name: SELFDESTRUCT_SIBLING_SELECTOR
-                    value: component=user-placeholder,release=$release
-SIBLINGS
-fi
 
 # Read access to Nodes for this release's placeholders (moving to new nodes).
 # Cluster-scoped, so named after the namespace and the release: two releases
@@ -300,8 +276,16 @@ NODE_READER
   sed -i 's|^  - all.yaml$|  - all.yaml\n  - node-reader.yaml|' "$work/kustomization.yaml"
 fi
 
-# The agent settings passed as arguments, last: they replace the Components'
-# entries of the same name (env is merged by name).
+# Full variant: siblings are this release's placeholders only, as the chart's
+# own selector (component, app, release) picks them, unless a setting names
+# others.
+if [[ "$variant" == full ]] && ! grep -qs '"SELFDESTRUCT_SIBLING_SELECTOR"' "$work/env.jsonl"; then
+  echo "{\"name\":\"SELFDESTRUCT_SIBLING_SELECTOR\",\"value\":\"component=user-placeholder,release=$release\"}" >>"$work/env.jsonl"
+fi
+
+# The agent settings passed as arguments (and the full variant's siblings),
+# last: they replace the Components' entries of the same name (env is merged
+# by name).
 if [[ -s "$work/env.jsonl" ]]; then
   cat >>"$work/kustomization.yaml" <<SETTINGS
   - target:
