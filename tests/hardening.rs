@@ -1165,34 +1165,15 @@ fn a_token_rotated_on_disk_is_used_at_the_next_try() {
     std::fs::create_dir_all(&dir).expect("mkdir");
     let token_file = dir.join("token");
     std::fs::write(&token_file, "an-expired-token").expect("the token");
-    let q = |v: &str| serde_json::Value::String(v.to_string()).to_string();
     let kubeconfig = dir.join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {}\n\
-             users:\n- name: sa\n  user:\n    tokenFile: {}\ncontexts:\n- name: fake\n  context:\n    \
-             cluster: fake\n    user: sa\n    namespace: {NS}\ncurrent-context: fake\n",
-            q(&s.fake.url()),
-            q(&token_file.to_string_lossy()),
-        ),
-    )
-    .expect("the kubeconfig");
-    let (uid, node) = s.uid_and_node("placeholder-0");
-    let kc = kubeconfig.to_string_lossy().to_string();
-    let env = [
-        ("KUBECONFIG", kc.as_str()),
-        ("POD_NAME", "placeholder-0"),
-        ("POD_NAMESPACE", NS),
-        ("POD_UID", &uid),
-        ("NODE_NAME", &node),
-        ("SELFDESTRUCT_MIN_AGE", "0"),
-        ("SELFDESTRUCT_MOVE_JITTER", "0"),
-        ("SELFDESTRUCT_START_JITTER", "0"),
+    let user = format!("tokenFile: {}", token_file.display());
+    std::fs::write(&kubeconfig, kubeconfig_with_user(&s.fake.url(), &user, NS))
+        .expect("the kubeconfig");
+    let lifetime = [
         ("SELFDESTRUCT_MIN_LIFETIME", "1s"),
         ("SELFDESTRUCT_MAX_LIFETIME", "1s"),
     ];
-    let mut agent = Proc::spawn(command(bin(), &[], &env, &s.home));
+    let mut agent = s.agent_with_kubeconfig("placeholder-0", &kubeconfig, &lifetime);
     assert!(
         agent.wait_for_log("cannot read own pod", Duration::from_secs(15)),
         "{}",

@@ -457,15 +457,7 @@ fn a_kubeconfig_with_an_exec_user_works() {
     )
     .expect("write");
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    let kubeconfig = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: {}\n\
-         users:\n- name: u\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n\
-         \x20     command: {}\n      interactiveMode: Never\n\
-         contexts:\n- name: c\n  context:\n    cluster: t\n    user: u\n    namespace: {NS}\n\
-         current-context: c\n",
-        s.fake.url(),
-        script.display()
-    );
+    let kubeconfig = kubeconfig_with_user(&s.fake.url(), &exec_user(&script), NS);
     evicts_itself_with(&s, &uid, "exec-kubeconfig", &kubeconfig);
 }
 
@@ -654,14 +646,8 @@ fn a_token_file_with_a_trailing_newline_works() {
     let (s, uid) = scene_with_token(token);
     let file = s.home.join("token-with-newline");
     std::fs::write(&file, format!("{token}\n")).expect("write");
-    let kubeconfig = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: {}\n\
-         users:\n- name: u\n  user:\n    tokenFile: {}\n\
-         contexts:\n- name: c\n  context:\n    cluster: t\n    user: u\n    namespace: {NS}\n\
-         current-context: c\n",
-        s.fake.url(),
-        file.display()
-    );
+    let user = format!("tokenFile: {}", file.display());
+    let kubeconfig = kubeconfig_with_user(&s.fake.url(), &user, NS);
     evicts_itself_with(&s, &uid, "token-file-kubeconfig", &kubeconfig);
 }
 

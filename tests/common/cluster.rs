@@ -2,7 +2,7 @@
 //! real `selfdestruct` process per running placeholder pod, as a node would.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use fake_apiserver::{FakeCluster, NodeBuilder, PodTemplate, RecordedRequest, Subject};
@@ -123,7 +123,16 @@ impl Scene {
     }
 
     pub fn agent_as(&self, pod: &str, subject: Subject, env: &[(&str, &str)]) -> Proc {
-        let kubeconfig = self.kubeconfig_for(pod, subject);
+        self.agent_with_kubeconfig(pod, &self.kubeconfig_for(pod, subject), env)
+    }
+
+    /// [`Scene::agent_as`] with the API access of the kubeconfig `kubeconfig`.
+    pub fn agent_with_kubeconfig(
+        &self,
+        pod: &str,
+        kubeconfig: &Path,
+        env: &[(&str, &str)],
+    ) -> Proc {
         let (uid, node) = self.uid_and_node(pod);
         let kc = kubeconfig.to_string_lossy().to_string();
         let mut all: Vec<(&str, &str)> = vec![

@@ -295,14 +295,7 @@ pub fn hanging_plugin_kubeconfig(dir: &Path) -> (PathBuf, PathBuf) {
     std::fs::write(&script, text).expect("write the plugin");
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     let kubeconfig = dir.join("hanging-plugin-kubeconfig");
-    let text = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: http://127.0.0.1:1\n\
-         users:\n- name: u\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n\
-         \x20     command: {}\n      interactiveMode: Never\n\
-         contexts:\n- name: c\n  context:\n    cluster: t\n    user: u\n    namespace: ns\n\
-         current-context: c\n",
-        script.display()
-    );
+    let text = kubeconfig_with_user("http://127.0.0.1:1", &exec_user(&script), "ns");
     std::fs::write(&kubeconfig, text).expect("write the kubeconfig");
     (kubeconfig, pidfile)
 }
@@ -324,4 +317,26 @@ pub fn kill_plugin(pidfile: &Path) {
             libc::kill(pid, libc::SIGKILL);
         }
     }
+}
+
+/// A kubeconfig (YAML) with one cluster at `server` and one user, whose
+/// fields under `user:` are `user` (one per line, e.g. `tokenFile: /path`),
+/// in a context of namespace `namespace`.
+pub fn kubeconfig_with_user(server: &str, user: &str, namespace: &str) -> String {
+    let user: String = user.lines().map(|l| format!("    {l}\n")).collect();
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: {server}\n\
+         users:\n- name: u\n  user:\n{user}\
+         contexts:\n- name: c\n  context:\n    cluster: t\n    user: u\n    namespace: {namespace}\n\
+         current-context: c\n"
+    )
+}
+
+/// The `user:` fields of a kubeconfig whose credentials come from the exec
+/// plugin `command`, run non-interactively.
+pub fn exec_user(command: &Path) -> String {
+    format!(
+        "exec:\n  apiVersion: client.authentication.k8s.io/v1\n  command: {}\n  interactiveMode: Never",
+        command.display()
+    )
 }
