@@ -229,13 +229,15 @@ if [[ -n "$tolerations" && "$tolerations" != "[]" ]]; then
 else
   toleration_op="{\"op\": \"add\", \"path\": \"/spec/template/spec/tolerations\", \"value\": [$startup_taint]}"
 fi
-cat >>"$work/kustomization.yaml" <<TOLERATION
-  - target:
+# The head of a patch of the placeholder StatefulSet in the kustomization.
+sts_patch="  - target:
       group: apps
       version: v1
       kind: StatefulSet
       name: $sts_name
-    patch: |-
+    patch: |-"
+cat >>"$work/kustomization.yaml" <<TOLERATION
+$sts_patch
       - $toleration_op
 TOLERATION
 
@@ -288,12 +290,7 @@ fi
 # by name).
 if [[ -s "$work/env.jsonl" ]]; then
   cat >>"$work/kustomization.yaml" <<SETTINGS
-  - target:
-      group: apps
-      version: v1
-      kind: StatefulSet
-      name: $sts_name
-    patch: |-
+$sts_patch
       apiVersion: apps/v1
       kind: StatefulSet
       metadata:
