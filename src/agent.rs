@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 use tracing::{debug, error, info, warn};
 
 use crate::api::Mode;
-use crate::api::{ApiError, PodApi, outcome_of, rbac_hint};
+use crate::api::{PodApi, outcome_of, rbac_hint};
 use crate::candidates::{Candidates, Touched};
 use crate::clock::Clock;
 use crate::config::{Config, Siblings};
@@ -147,10 +147,6 @@ async fn prepare_on(
             error!("{e}");
             NotReady::Fatal
         })?;
-    let renewal = access
-        .as_ref()
-        .ok()
-        .and_then(|access| token_file_renewal(access, &id.namespace));
     let client = match access {
         Err(given) => given,
         Ok(access) => {
@@ -168,13 +164,10 @@ async fn prepare_on(
             })?
         }
     };
-    let mut api = PodApi::new(client, &id.namespace, &id.name);
-    if let Some(renewal) = renewal {
-        api = api.with_renewal(renewal);
-    }
+    let api = PodApi::new(client, &id.namespace, &id.name);
     let pod = tokio::select! {
         sig = stop.terminated() => return Err(NotReady::Stopped(sig)),
-        pod = fetch_own_pod(&mut api, &id) => pod,
+        pod = fetch_own_pod(&api, &id) => pod,
     };
     let pod = pod.ok_or(NotReady::Fatal)?;
     let mut own = id.own_pod(&pod, process_start).map_err(|e| {
@@ -183,24 +176,6 @@ async fn prepare_on(
     })?;
     clamp_future_start(&mut own, clock.now());
     Ok(Ready { api, own, clock })
-}
-
-/// With a token file (the in-cluster account's, a kubeconfig's `tokenFile`): a
-/// client built anew reads it again, so a token rotated on disk is used at the
-/// next try after a 401. Other credentials (an exec plugin) are refreshed by
-/// kube as they expire.
-fn token_file_renewal(access: &Access, namespace: &str) -> Option<crate::api::Renewal> {
-    access.config.auth_info.token_file.as_ref()?;
-    let access = Access {
-        config: access.config.clone(),
-        namespace: access.namespace.clone(),
-        source: access.source.clone(),
-        named: access.named,
-    };
-    let namespace = namespace.to_string();
-    Some(std::sync::Arc::new(move || {
-        connect::client_now(&access, &namespace).ok()
-    }))
 }
 
 /// A start time in the future (a node clock ahead, a bad answer) would put off
@@ -246,7 +221,7 @@ impl Ready {
 // --- end of the shared start-up ---
 
 /// Reads the own pod, retrying with backoff. `None` means a fatal identification error.
-async fn fetch_own_pod(api: &mut PodApi, id: &identity::Identity) -> Option<Pod> {
+async fn fetch_own_pod(api: &PodApi, id: &identity::Identity) -> Option<Pod> {
     let (name, ns) = (&id.name, &id.namespace);
     let mut failures = 0u32;
     loop {
@@ -269,7 +244,6 @@ async fn fetch_own_pod(api: &mut PodApi, id: &identity::Identity) -> Option<Pod>
             }
             Some(401) => {
                 warn!(error = %err, hint = %rbac_hint(err.code(), "get", "pods", ns), "cannot read own pod; retrying");
-                api.renew_credentials();
                 Backoff::TRANSIENT
             }
             Some(403) => {
@@ -671,9 +645,6 @@ impl Agent {
             return Outcome::Denied;
         }
         let outcome = outcome_of(&res);
-        if res.as_ref().err().and_then(ApiError::code) == Some(401) {
-            self.api.renew_credentials();
-        }
         match (&outcome, &res) {
             (Outcome::Done, _) => {
                 info!(

@@ -164,17 +164,12 @@ fn pods(namespace: &str) -> kube::core::Request {
     kube::core::Request::new(Pod::url_path(&(), Some(&segment(namespace))))
 }
 
-/// Builds a new client with its credentials read again (see
-/// [`PodApi::with_renewal`]); `None` when it cannot be built.
-pub(crate) type Renewal = std::sync::Arc<dyn Fn() -> Option<Client> + Send + Sync>;
-
 /// The API calls on the own pod.
 #[derive(Clone)]
 pub(crate) struct PodApi {
     client: Client,
     namespace: String,
     name: String,
-    renewal: Option<Renewal>,
 }
 
 impl PodApi {
@@ -184,25 +179,6 @@ impl PodApi {
             client,
             namespace: namespace.to_string(),
             name: name.to_string(),
-            renewal: None,
-        }
-    }
-
-    /// With a way to build a new client when the server refuses the
-    /// credentials (401): a token file is read again only once the token held
-    /// is 50 s old (`token_file.rs`).
-    pub(crate) fn with_renewal(self, renewal: Renewal) -> Self {
-        PodApi {
-            renewal: Some(renewal),
-            ..self
-        }
-    }
-
-    /// After a 401: a new client, its credentials read again, for the next
-    /// call (the watches keep theirs, which kube refreshes on its own).
-    pub(crate) fn renew_credentials(&mut self) {
-        if let Some(client) = self.renewal.as_ref().and_then(|renew| renew()) {
-            self.client = client;
         }
     }
 

@@ -374,23 +374,6 @@ pub async fn client_within(
         .build())
 }
 
-/// [`client`] built at once on this thread, credentials read again: for access
-/// with a token file (see `token_file.rs`), whose build runs no plugin. After a
-/// 401 (`api::Renewal`), so a token rotated on disk is used at the next try.
-pub(crate) fn client_now(
-    access: &Access,
-    default_namespace: &str,
-) -> Result<kube::Client, ClientError> {
-    let (config, token_file) = client_config(access, default_namespace);
-    let from = access.source.clone();
-    let builder = kube::client::ClientBuilder::try_from(config)
-        .map_err(|source| ClientError::Build { from, source })?;
-    Ok(builder
-        .with_layer(&token_file)
-        .with_layer(&PaceWatchesLayer)
-        .build())
-}
-
 /// kube's configuration for a client of `access`, and the token file's layer.
 fn client_config(
     access: &Access,

@@ -1,11 +1,15 @@
 //! A bearer token read from a file (a kubeconfig's `tokenFile`, the in-cluster
-//! account's `token`), re-read once the token held is 50 s old as kube does, but trimmed
-//! of surrounding white space as client-go does (`strings.TrimSpace` in its
-//! cached file token source). kube 5.0 sends the file's text as it is: a token
-//! written with a trailing newline then fails every request.
+//! account's `token`), re-read once the token held is 50 s old as kube does,
+//! and at the next request after the server refused it (401: a token rotated
+//! on disk is used at the next try, by every caller, watches included), and
+//! trimmed of surrounding white space as client-go does (`strings.TrimSpace` in
+//! its cached file token source). kube 5.0 sends the file's text as it is: a
+//! token written with a trailing newline then fails every request.
 
+use std::future::Future;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -40,22 +44,28 @@ fn read_header(path: &Path) -> Option<HeaderValue> {
 
 struct TokenFile {
     path: PathBuf,
-    /// The header last read, and when.
-    current: Mutex<(HeaderValue, Instant)>,
+    /// The header last read, and when (`None`: read again at the next request).
+    current: Mutex<(HeaderValue, Option<Instant>)>,
 }
 
 impl TokenFile {
-    /// The header, re-read from the file when [`RELOAD`] has passed. A file that
-    /// cannot be read keeps the last token (as kube and client-go do).
+    /// The header, re-read from the file when [`RELOAD`] has passed or the
+    /// server refused it. A file that cannot be read keeps the last token (as
+    /// kube and client-go do).
     fn header(&self) -> HeaderValue {
         let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
-        if current.1.elapsed() >= RELOAD {
+        if current.1.is_none_or(|read| read.elapsed() >= RELOAD) {
             if let Some(header) = read_header(&self.path) {
                 current.0 = header;
             }
-            current.1 = Instant::now();
+            current.1 = Some(Instant::now());
         }
         current.0.clone()
+    }
+
+    /// The server refused the token (401): the file is read at the next request.
+    fn refused(&self) {
+        self.current.lock().unwrap_or_else(|p| p.into_inner()).1 = None;
     }
 }
 
@@ -84,7 +94,7 @@ impl TokenFileLayer {
         auth.exec = None;
         TokenFileLayer(Some(Arc::new(TokenFile {
             path,
-            current: Mutex::new((header, Instant::now())),
+            current: Mutex::new((header, Some(Instant::now()))),
         })))
     }
 }
@@ -107,24 +117,35 @@ pub(crate) struct TokenFileService<S> {
     token: Option<Arc<TokenFile>>,
 }
 
-impl<S, B> tower::Service<http::Request<B>> for TokenFileService<S>
+impl<S, B, ResB> tower::Service<http::Request<B>> for TokenFileService<S>
 where
-    S: tower::Service<http::Request<B>>,
+    S: tower::Service<http::Request<B>, Response = http::Response<ResB>>,
+    S::Future: Send + 'static,
 {
     type Response = S::Response;
     type Error = S::Error;
-    type Future = S::Future;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, S::Error>> + Send>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, mut req: http::Request<B>) -> S::Future {
-        if let Some(token) = &self.token {
+    fn call(&mut self, mut req: http::Request<B>) -> Self::Future {
+        let token = self.token.clone();
+        if let Some(token) = &token {
             req.headers_mut()
                 .insert(http::header::AUTHORIZATION, token.header());
         }
-        self.inner.call(req)
+        let answer = self.inner.call(req);
+        Box::pin(async move {
+            let answer = answer.await;
+            if let (Some(token), Ok(res)) = (&token, &answer)
+                && res.status() == http::StatusCode::UNAUTHORIZED
+            {
+                token.refused();
+            }
+            answer
+        })
     }
 }
 
@@ -142,6 +163,23 @@ mod tests {
         assert_eq!(header.to_str().expect("ascii"), "Bearer abc.def");
         std::fs::write(&path, "\n").expect("write");
         assert_eq!(read_header(&path), None);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_refused_token_is_read_again_at_the_next_request_only() {
+        let dir = std::env::temp_dir().join(format!("token-refused-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let path = dir.join("token");
+        std::fs::write(&path, "old").expect("write");
+        let token = TokenFile {
+            current: Mutex::new((read_header(&path).expect("a token"), Some(Instant::now()))),
+            path: path.clone(),
+        };
+        std::fs::write(&path, "new").expect("write");
+        assert_eq!(token.header(), "Bearer old", "held for 50 s");
+        token.refused();
+        assert_eq!(token.header(), "Bearer new", "read again after a 401");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
