@@ -63,20 +63,33 @@ pub struct Policy {
     pub min_age: Duration,
 }
 
+impl Policy {
+    /// The shipped default of `node_settle`, as the setting's text.
+    pub const DEFAULT_NODE_SETTLE: &str = "10s";
+    /// The shipped default of `move_jitter`, as the setting's text.
+    pub const DEFAULT_MOVE_JITTER: &str = "10s";
+    /// The shipped default of `min_age`, as the setting's text.
+    pub const DEFAULT_MIN_AGE: &str = "2m";
+    /// The shipped default of `max_moves_per_hour`.
+    pub const DEFAULT_MAX_MOVES_PER_HOUR: u32 = 12;
+    /// The shipped default of `move_to_new_nodes`.
+    pub const DEFAULT_MOVE_TO_NEW_NODES: bool = true;
+}
+
 impl Default for Policy {
-    /// The agent's shipped defaults (`selfdestruct --help`; the agent's config
-    /// tests check that its flags' defaults give exactly this): the node trigger
-    /// on, 10s settle, 10s jitter, 12 moves per hour, 2m minimum age, no lifetime,
+    /// The agent's shipped defaults: the `DEFAULT_*` constants, which the settings'
+    /// flags (`settings::PolicySettings`) take as their defaults too; no lifetime,
     /// no required images.
     fn default() -> Self {
+        let duration = |text| crate::duration::parse(text).expect("a default is a duration");
         Policy {
             lifetime: None,
-            move_to_new_nodes: true,
-            node_settle: Duration::from_secs(10),
+            move_to_new_nodes: Self::DEFAULT_MOVE_TO_NEW_NODES,
+            node_settle: duration(Self::DEFAULT_NODE_SETTLE),
             required_images: Vec::new(),
-            move_jitter: Duration::from_secs(10),
-            max_moves_per_hour: 12,
-            min_age: Duration::from_secs(120),
+            move_jitter: duration(Self::DEFAULT_MOVE_JITTER),
+            max_moves_per_hour: Self::DEFAULT_MAX_MOVES_PER_HOUR,
+            min_age: duration(Self::DEFAULT_MIN_AGE),
         }
     }
 }

@@ -144,24 +144,25 @@ pub struct PolicySettings {
     pub max_lifetime: std::option::Option<Duration>,
     /// Move when a newer node is Ready (needs read access to Nodes)
     #[arg(long, env = "SELFDESTRUCT_MOVE_TO_NEW_NODES", value_name = "BOOL",
-          default_value = "true", hide_possible_values = true, action = clap::ArgAction::Set,
+          default_value_t = Policy::DEFAULT_MOVE_TO_NEW_NODES, hide_possible_values = true, action = clap::ArgAction::Set,
           value_parser = Setting(BoolishValueParser::new()))]
     pub move_to_new_nodes: bool,
     /// How long a new node must be Ready before it counts
     #[arg(long, env = "SELFDESTRUCT_NODE_SETTLE", value_name = "DURATION",
-          default_value = "10s", value_parser = Setting(duration))]
+          default_value = Policy::DEFAULT_NODE_SETTLE, value_parser = Setting(duration))]
     pub node_settle: Duration,
     /// Random delay before acting on a trigger, re-checked after it
     #[arg(long, env = "SELFDESTRUCT_MOVE_JITTER", value_name = "DURATION",
-          default_value = "10s", value_parser = Setting(duration))]
+          default_value = Policy::DEFAULT_MOVE_JITTER, value_parser = Setting(duration))]
     pub move_jitter: Duration,
     /// Cap on own eviction attempts per hour [0: no cap]
-    #[arg(long, env = "SELFDESTRUCT_MAX_MOVES_PER_HOUR", value_name = "N", default_value = "12",
+    #[arg(long, env = "SELFDESTRUCT_MAX_MOVES_PER_HOUR", value_name = "N",
+          default_value_t = Policy::DEFAULT_MAX_MOVES_PER_HOUR,
           value_parser = Setting(whole_number))]
     pub max_moves_per_hour: u32,
     /// No move while the own pod is younger than this
     #[arg(long, env = "SELFDESTRUCT_MIN_AGE", value_name = "DURATION",
-          default_value = "2m", value_parser = Setting(duration))]
+          default_value = Policy::DEFAULT_MIN_AGE, value_parser = Setting(duration))]
     pub min_age: Duration,
 }
 
