@@ -33,18 +33,3 @@ impl Clock {
         }
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::Duration;
-
-    #[tokio::test(start_paused = true)]
-    async fn a_clock_following_tokio_moves_only_with_tokio_time() {
-        let wall = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
-        let clock = Clock::following_tokio(wall, tokio::time::Instant::now());
-        assert_eq!(clock.now(), wall);
-        tokio::time::advance(Duration::from_secs(90)).await;
-        assert_eq!(clock.now(), wall + Duration::from_secs(90));
-    }
-}
