@@ -392,17 +392,18 @@ pub fn from_kube(e: kube::Error) -> ApiError {
         },
         kube::Error::Api(s) => ApiError::Status {
             code: s.code,
-            retry_after: s
-                .details
-                .as_ref()
-                .map(|d| u64::from(d.retry_after_seconds))
-                .filter(|s| *s > 0)
-                .map(Duration::from_secs),
+            retry_after: retry_after_of(&s),
             reason: quote(&s.reason),
             message: quote(&s.message),
         },
         e => ApiError::transport(e),
     }
+}
+
+/// A `Status`'s `details.retryAfterSeconds`, if set.
+fn retry_after_of(status: &Status) -> Option<Duration> {
+    let seconds = status.details.as_ref()?.retry_after_seconds;
+    (seconds > 0).then(|| Duration::from_secs(seconds.into()))
 }
 
 /// A `Retry-After` header's value in seconds (the form kube-apiserver sends);
@@ -421,14 +422,7 @@ pub fn retry_after(value: &[u8]) -> Option<Duration> {
 pub fn status_error(status: StatusCode, body: &[u8], retry_after: Option<Duration>) -> ApiError {
     // Any JSON object reads as a Status of empty fields: then the body is the message.
     let parsed: Status = serde_json::from_slice(body).unwrap_or_default();
-    let retry_after = retry_after.or_else(|| {
-        parsed
-            .details
-            .as_ref()
-            .map(|d| u64::from(d.retry_after_seconds))
-            .filter(|s| *s > 0)
-            .map(Duration::from_secs)
-    });
+    let retry_after = retry_after.or_else(|| retry_after_of(&parsed));
     let message = if parsed.message.is_empty() {
         quote(String::from_utf8_lossy(body).trim())
     } else {

@@ -1,24 +1,16 @@
-//! API access: a [`kube::Config`] from a kubeconfig (local runs) or the
-//! in-cluster service account, in the order of `kube::Config::infer()`, with
-//! a few differences the start-up outcomes need:
+//! API access: a [`kube::Config`] from a kubeconfig (local runs) or the in-cluster
+//! service account, in the order of `kube::Config::infer()`, except that:
 //!
-//! - a kubeconfig the user named (`KUBECONFIG`, `--kubeconfig`) that cannot be
-//!   used is an error ([`AccessError::Named`]), never a fall-through to the
-//!   in-cluster account;
-//! - the service-account folder can be another one than
-//!   `/var/run/secrets/kubernetes.io/serviceaccount` (tests, unusual mounts):
-//!   the in-cluster account is then described to kube as a kubeconfig naming
-//!   the folder's `ca.crt` and `token` files, so kube reads and verifies them
-//!   as it does for its own in-cluster config;
-//! - nothing here can hold the thread that serves the signals: a kubeconfig
-//!   file is read on a blocking thread, at most [`KUBECONFIG_MAX_BYTES`], and a
-//!   client (whose build runs a kubeconfig's `exec` credential plugin, a
-//!   blocking `Command::output()` in kube) is built on one too; both within
+//! - a kubeconfig the user named (`KUBECONFIG`, `--kubeconfig`) that cannot be used is an
+//!   error ([`AccessError::Named`]), never a fall-through to the in-cluster account;
+//! - the service-account folder may be another one (tests, unusual mounts): it is described
+//!   to kube as a kubeconfig naming its `ca.crt` and `token`;
+//! - nothing here holds the thread that serves the signals: kubeconfig files (at most
+//!   [`KUBECONFIG_MAX_BYTES`]) are read, and the client (whose build runs an `exec` plugin,
+//!   a blocking `Command::output()` in kube) is built, on blocking threads within
 //!   [`CREDENTIALS_TIMEOUT`];
-//! - a token file is re-read and trimmed of surrounding white space, as
-//!   client-go does (`token_file.rs`);
-//! - an `exec` plugin runs non-interactively (no terminal in a pod): its
-//!   standard error is captured into the error, not mixed into the log.
+//! - a token file is re-read and trimmed as client-go does (`token_file.rs`), and an `exec`
+//!   plugin runs non-interactively, its stderr captured into the error.
 //!
 //! Everything else (YAML, exec plugins, client certificates, `tls-server-name`,
 //! `proxy-url`, TLS) is kube's.
@@ -349,12 +341,7 @@ pub async fn in_cluster(
 }
 
 /// The kube client for `access`, with `default_namespace`, built on a blocking
-/// thread within [`CREDENTIALS_TIMEOUT`] (see the module's note).
-pub async fn client(access: &Access, default_namespace: &str) -> Result<kube::Client, ClientError> {
-    client_within(access, default_namespace, CREDENTIALS_TIMEOUT).await
-}
-
-/// [`client`] with another time limit than [`CREDENTIALS_TIMEOUT`] (tests).
+/// thread within `limit` ([`CREDENTIALS_TIMEOUT`] but in tests).
 pub async fn client_within(
     access: &Access,
     default_namespace: &str,
@@ -370,7 +357,7 @@ pub async fn client_within(
     };
     Ok(builder
         .with_layer(&token_file)
-        .with_layer(&PaceWatchesLayer)
+        .with_layer(&tower::layer::layer_fn(PaceWatches::new))
         .build())
 }
 
@@ -399,7 +386,7 @@ fn client_config(
     (config, token_file)
 }
 
-/// [`client`], retrying (with backoff) while an `exec` plugin does not answer
+/// [`client_within`] [`CREDENTIALS_TIMEOUT`], retrying (with backoff) while an `exec` plugin does not answer
 /// in time; any other error is returned. Cancel-safe: race it with the signals.
 pub async fn client_retrying(
     access: &Access,
@@ -407,7 +394,7 @@ pub async fn client_retrying(
 ) -> Result<kube::Client, ClientError> {
     let mut failures = 0u32;
     loop {
-        match client(access, default_namespace).await {
+        match client_within(access, default_namespace, CREDENTIALS_TIMEOUT).await {
             Err(e @ ClientError::TimedOut { .. }) => {
                 let wait = Backoff::TRANSIENT.delay(failures, crate::jitter::draw());
                 failures = failures.saturating_add(1);
@@ -436,8 +423,7 @@ where
     B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    use tower::Layer;
-    kube::Client::new(PaceWatchesLayer.layer(service), default_namespace)
+    kube::Client::new(PaceWatches::new(service), default_namespace)
 }
 
 /// A watch that ends sooner than this was cut, not timed out.
@@ -461,23 +447,8 @@ pub(crate) struct EndlessList;
 /// empty or cut answer, which kube's watch reader takes for a normal end)
 /// would be re-opened in a hot loop. A watch opened within [`MIN_WATCH_LIFE`]
 /// of the one before waits first, with the usual backoff, growing while the
-/// watches stay short. It also bounds every request by [`REQUEST_TIMEOUT`]
-/// (see its `call`).
-#[derive(Clone, Copy)]
-struct PaceWatchesLayer;
-
-impl<S> tower::Layer<S> for PaceWatchesLayer {
-    type Service = PaceWatches<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        PaceWatches {
-            inner,
-            opened: Arc::default(),
-            pages: Arc::default(),
-        }
-    }
-}
-
+/// watches stay short. It also caps lists and answers and bounds every request
+/// by [`REQUEST_TIMEOUT`] (see its `call`).
 #[derive(Clone)]
 struct PaceWatches<S> {
     inner: S,
@@ -489,6 +460,14 @@ struct PaceWatches<S> {
 }
 
 impl<S> PaceWatches<S> {
+    fn new(inner: S) -> Self {
+        PaceWatches {
+            inner,
+            opened: Arc::default(),
+            pages: Arc::default(),
+        }
+    }
+
     /// How long a watch of `path` waits before it is opened.
     fn delay(&self, path: &str) -> Duration {
         let mut opened = self.opened.lock().unwrap_or_else(|p| p.into_inner());
@@ -526,32 +505,11 @@ impl<S> PaceWatches<S> {
         *last = now + wait;
         wait
     }
-}
 
-/// What [`PaceWatches`] paces and counts together: the watches (and list
-/// pages) of one path and field selector (each candidate node's watch is
-/// paced apart from the node watch).
-fn request_key(uri: &http::Uri) -> String {
-    let fields = uri
-        .query()
-        .into_iter()
-        .flat_map(|q| q.split('&'))
-        .find(|kv| kv.starts_with("fieldSelector="));
-    match fields {
-        Some(f) => format!("{}?{f}", uri.path()),
-        None => uri.path().to_string(),
-    }
-}
-
-impl<S> PaceWatches<S> {
     /// Counts a list request (`uri`) as a page of its list: `false` if it is
     /// one more than [`MAX_LIST_PAGES`].
     fn page_allowed(&self, uri: &http::Uri) -> bool {
-        let next_page = uri
-            .query()
-            .into_iter()
-            .flat_map(|q| q.split('&'))
-            .any(|kv| kv.starts_with("continue=") && kv.len() > "continue=".len());
+        let next_page = query(uri).any(|kv| kv.starts_with("continue=") && kv != "continue=");
         let mut pages = self.pages.lock().unwrap_or_else(|p| p.into_inner());
         let key = request_key(uri);
         if !next_page {
@@ -564,9 +522,23 @@ impl<S> PaceWatches<S> {
     }
 }
 
+/// The `key=value` pairs of `uri`'s query.
+fn query(uri: &http::Uri) -> impl Iterator<Item = &str> {
+    uri.query().into_iter().flat_map(|q| q.split('&'))
+}
+
+/// What [`PaceWatches`] paces and counts together: the watches (and list
+/// pages) of one path and field selector (each candidate node's watch is
+/// paced apart from the node watch).
+fn request_key(uri: &http::Uri) -> String {
+    match query(uri).find(|kv| kv.starts_with("fieldSelector=")) {
+        Some(f) => format!("{}?{f}", uri.path()),
+        None => uri.path().to_string(),
+    }
+}
+
 fn is_watch(uri: &http::Uri) -> bool {
-    uri.query()
-        .is_some_and(|q| q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1"))
+    query(uri).any(|kv| kv == "watch=true" || kv == "watch=1")
 }
 
 /// The most bytes of a non-watch answer for one object (kube-apiserver takes
@@ -581,13 +553,9 @@ pub(crate) const MAX_LIST_ANSWER: usize = 64 << 20;
 
 /// How much of a non-watch answer to `uri` is read at most.
 fn answer_limit(uri: &http::Uri) -> usize {
-    let page = uri
-        .query()
-        .is_some_and(|q| q.split('&').any(|kv| kv.starts_with("limit=")));
-    if page {
-        MAX_LIST_ANSWER
-    } else {
-        MAX_OBJECT_ANSWER
+    match query(uri).any(|kv| kv.starts_with("limit=")) {
+        true => MAX_LIST_ANSWER,
+        false => MAX_OBJECT_ANSWER,
     }
 }
 
