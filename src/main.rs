@@ -62,16 +62,13 @@ fn main() {
             "not PID 1: orphaned processes in this PID namespace are reaped by its init, not by selfdestruct"
         );
     }
-    let runtime = match tokio::runtime::Builder::new_current_thread()
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
+        .unwrap_or_else(|e| {
             eprintln!("selfdestruct: cannot start the runtime: {e}");
-            std::process::exit(1);
-        }
-    };
+            std::process::exit(1)
+        });
     let code = runtime.block_on(async {
         // The handlers come first: a SIGTERM while a kubeconfig is read exits 0.
         if let Task::Wrapper(cfg, program, args) = task {
