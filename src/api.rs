@@ -40,11 +40,8 @@ pub enum Mode {
 /// [`ApiError`] is cloned into outcomes and logs).
 pub type Cause = std::sync::Arc<dyn std::error::Error + Send + Sync>;
 
-/// A failed API call. Its `Display` says only what failed at this level; the
-/// causes are its `source()` chain, formatted once where the error is logged
-/// ([`crate::logging::Chain`]). Server text in it (a `Status`'s reason and
-/// message, a body) is [`quote`]d: control characters escaped, at most
-/// [`crate::logging::QUOTE_LIMIT`] bytes.
+/// A failed API call: its causes are its `source()` chain, formatted where it is
+/// logged ([`crate::logging::Chain`]); server text in it is [`quote`]d.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ApiError {
     /// The server answered with an error status (or a 2xx carrying a `Status`
@@ -249,11 +246,9 @@ impl PodApi {
         Ok(())
     }
 
-    /// Posts a Normal Event about the own pod (events.k8s.io/v1, through kube's
-    /// `Recorder`): `action` is what is being done (`Evict`, `Delete`). Each
-    /// Event is a new one: kube's series aggregation keys on reason and action
-    /// but keeps the first note, and every Event here has its own note (the
-    /// agent posts one per trigger), so the Role needs only `create`.
+    /// Posts a Normal Event about the own pod (events.k8s.io/v1, kube's `Recorder`):
+    /// `action` is `Evict` or `Delete`. Each Event is new (its own note), so the
+    /// Role needs only `create`.
     pub(crate) async fn event(
         &self,
         uid: &str,

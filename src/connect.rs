@@ -213,8 +213,8 @@ fn read_kubeconfig(path: &Path) -> Result<Kubeconfig, KubeconfigError> {
 }
 
 /// Reads and merges kubeconfig files as kubectl does, and builds kube's
-/// configuration for its current context.
-async fn from_files(paths: &[PathBuf]) -> Result<Access, KubeconfigError> {
+/// configuration for its current context (`named`: see [`Access::named`]).
+async fn from_files(paths: &[PathBuf], named: bool) -> Result<Access, KubeconfigError> {
     let mut merged = Kubeconfig::default();
     for p in paths {
         let path = p.clone();
@@ -246,7 +246,7 @@ async fn from_files(paths: &[PathBuf]) -> Result<Access, KubeconfigError> {
         config,
         namespace,
         source,
-        named: false,
+        named,
     })
 }
 
@@ -269,12 +269,8 @@ pub async fn discover(
         }
     };
     if !named.is_empty() {
-        return from_files(&named)
+        return from_files(&named, true)
             .await
-            .map(|access| Access {
-                named: true,
-                ..access
-            })
             .map_err(|source| AccessError::Named {
                 what,
                 files: std::env::join_paths(&named)
@@ -287,7 +283,7 @@ pub async fn discover(
     let home = env("HOME").map(|h| PathBuf::from(h).join(".kube").join("config"));
     if let Some(path) = home.filter(|p| p.is_file()) {
         let paths = [path];
-        return from_files(&paths).await.map_err(|source| {
+        return from_files(&paths, false).await.map_err(|source| {
             let [path] = paths;
             AccessError::Home { path, source }
         });

@@ -177,18 +177,14 @@ fn taint(t: K8sTaint) -> Taint {
 /// or an unparsable Gt/Lt value matches nothing, as in the scheduler).
 pub(crate) fn requirement(r: &NodeSelectorRequirement) -> Requirement {
     let (key, values) = (r.key.clone(), r.values.clone().unwrap_or_default());
-    let num = || values.first().and_then(|v| v.parse::<i64>().ok());
-    match r.operator.as_str() {
-        "In" => Requirement::In(key, values),
-        "NotIn" => Requirement::NotIn(key, values),
-        "Exists" => Requirement::Exists(key),
-        "DoesNotExist" => Requirement::DoesNotExist(key),
-        "Gt" => num().map_or(Requirement::In(key.clone(), vec![]), |n| {
-            Requirement::Gt(key.clone(), n)
-        }),
-        "Lt" => num().map_or(Requirement::In(key.clone(), vec![]), |n| {
-            Requirement::Lt(key.clone(), n)
-        }),
+    let num = values.first().and_then(|v| v.parse::<i64>().ok());
+    match (r.operator.as_str(), num) {
+        ("In", _) => Requirement::In(key, values),
+        ("NotIn", _) => Requirement::NotIn(key, values),
+        ("Exists", _) => Requirement::Exists(key),
+        ("DoesNotExist", _) => Requirement::DoesNotExist(key),
+        ("Gt", Some(n)) => Requirement::Gt(key, n),
+        ("Lt", Some(n)) => Requirement::Lt(key, n),
         _ => Requirement::In(key, vec![]),
     }
 }
