@@ -2,6 +2,7 @@
 //! nodes found full on the way). One loop, one `select!` over signals, the next
 //! wake-up, and the node and sibling watches.
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime};
 
@@ -100,8 +101,8 @@ enum ApiSource {
 /// loop needs to start (and what the wrapper's delete on exit needs).
 #[derive(Clone)]
 pub(crate) struct Ready {
-    api: PodApi,
-    own: OwnPod,
+    pub(crate) api: PodApi,
+    pub(crate) own: OwnPod,
     clock: Clock,
 }
 
@@ -200,16 +201,6 @@ fn clamp_future_start(own: &mut OwnPod, now: SystemTime) {
 }
 
 impl Ready {
-    /// The API client bound to the own pod.
-    pub(crate) fn api(&self) -> &PodApi {
-        &self.api
-    }
-
-    /// The own pod, as read and identified.
-    pub(crate) fn own(&self) -> &OwnPod {
-        &self.own
-    }
-
     /// Runs the decision loop until `stop` fires (with [`Stop::Never`]: until the
     /// future is dropped).
     pub async fn decision_loop(self, cfg: Config, stop: &mut Stop) -> i32 {
@@ -567,18 +558,14 @@ impl Agent {
                 }
                 if hold != &self.last_hold {
                     if let Some(h) = hold {
-                        let why = match h {
-                            Hold::Finished => "own pod is gone or going".to_string(),
-                            Hold::Backoff => "backing off after a failed attempt".to_string(),
-                            Hold::TooYoung => {
-                                "own pod is younger than SELFDESTRUCT_MIN_AGE".to_string()
-                            }
-                            Hold::MoveCap => "SELFDESTRUCT_MAX_MOVES_PER_HOUR reached".to_string(),
-                            Hold::SiblingsNotListed => {
-                                "sibling placeholders not listed yet".to_string()
-                            }
+                        let why: Cow<str> = match h {
+                            Hold::Finished => "own pod is gone or going".into(),
+                            Hold::Backoff => "backing off after a failed attempt".into(),
+                            Hold::TooYoung => "own pod is younger than SELFDESTRUCT_MIN_AGE".into(),
+                            Hold::MoveCap => "SELFDESTRUCT_MAX_MOVES_PER_HOUR reached".into(),
+                            Hold::SiblingsNotListed => "sibling placeholders not listed yet".into(),
                             Hold::SiblingBusy(s) => {
-                                format!("sibling {s} is Pending or terminating")
+                                format!("sibling {s} is Pending or terminating").into()
                             }
                         };
                         info!(decision = "hold", hold = %why, "move due but held: {why}");

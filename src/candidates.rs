@@ -34,17 +34,6 @@ pub(crate) const MAX_CANDIDATE_WATCHES: usize = 16;
 /// At most one candidate watch is opened per this interval.
 pub(crate) const CANDIDATE_PACE: Duration = Duration::from_secs(3);
 
-/// Whether `node` (as its metadata shows it) is one the decision needs in full:
-/// not the own node, created at or after the own pod was scheduled (as
-/// `node_verdict` counts "newer"), and accepted by the own pod's placement rules.
-pub(crate) fn is_candidate(own: &OwnPod, node: &NodeSummary) -> bool {
-    own.node_name.as_deref() != Some(node.name.as_str())
-        && own
-            .scheduled_at
-            .is_some_and(|s| node.created.is_some_and(|c| c >= s))
-        && own.accepts_node(node)
-}
-
 /// One candidate's full watch and what it last said.
 struct Watched {
     task: JoinHandle<()>,
@@ -118,7 +107,7 @@ impl Candidates {
             Touched::All => {
                 let wanted: BTreeSet<&str> = nodes
                     .iter()
-                    .filter(|n| is_candidate(own, n))
+                    .filter(|n| own.is_candidate(n))
                     .map(|n| n.name.as_str())
                     .collect();
                 let gone: Vec<String> = self
@@ -136,7 +125,7 @@ impl Candidates {
                 true
             }
             Touched::One(name) => match nodes.iter_mut().find(|n| n.name == name) {
-                Some(node) if is_candidate(own, node) => {
+                Some(node) if own.is_candidate(node) => {
                     self.watch(&node.name);
                     self.overlay(node);
                     false
@@ -145,7 +134,7 @@ impl Candidates {
             },
         };
         if freed {
-            for node in nodes.iter().filter(|n| is_candidate(own, n)) {
+            for node in nodes.iter().filter(|n| own.is_candidate(n)) {
                 if self.watched.len() >= MAX_CANDIDATE_WATCHES {
                     break;
                 }
@@ -272,41 +261,5 @@ fn metadata_only(node: &NodeSummary) -> NodeSummary {
         created: node.created,
         labels: node.labels.clone(),
         ..NodeSummary::default()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::{Duration, SystemTime};
-
-    #[test]
-    fn candidates_are_new_nodes_the_placement_rules_accept_other_than_the_own() {
-        let scheduled = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
-        let own = OwnPod {
-            node_name: Some("own".into()),
-            scheduled_at: Some(scheduled),
-            node_selector: [("pool".to_string(), "user".to_string())].into(),
-            ..OwnPod::default()
-        };
-        let node = |name: &str, created: u64, pool: &str| NodeSummary {
-            name: name.into(),
-            created: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(created)),
-            labels: [("pool".to_string(), pool.to_string())].into(),
-            ..NodeSummary::default()
-        };
-        assert!(
-            is_candidate(&own, &node("new", 1_000, "user")),
-            "same second counts as new"
-        );
-        assert!(is_candidate(&own, &node("new", 2_000, "user")));
-        assert!(!is_candidate(&own, &node("old", 999, "user")));
-        assert!(!is_candidate(&own, &node("new", 2_000, "system")));
-        assert!(!is_candidate(&own, &node("own", 2_000, "user")));
-        let unscheduled = OwnPod {
-            scheduled_at: None,
-            ..own
-        };
-        assert!(!is_candidate(&unscheduled, &node("new", 2_000, "user")));
     }
 }

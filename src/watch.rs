@@ -3,13 +3,11 @@
 //! object to a small summary as it arrives and sends the summaries to the
 //! agent loop. What is added here is the retry discipline the agent needs:
 //!
-//! - every error backs off (capped, jittered, [`Backoff::TRANSIENT`]; a 403 on
-//!   a list or on opening a watch [`Backoff::DENIED`]; a 401, expired
-//!   credentials that kube reads again, is transient; an ERROR 401/403 in an
-//!   open watch's stream lists again, which checks the permission), and a successful re-list is no recovery: the
-//!   failure count resets only once a watch delivered an object, or after
-//!   [`QUIET`] without an error. A watch that keeps answering 410 Gone
-//!   therefore lists less and less often;
+//! - every error backs off (capped, jittered, [`Backoff::TRANSIENT`]; a 403 on a list
+//!   or on opening a watch [`Backoff::DENIED`]; an ERROR 401/403 in an open watch's
+//!   stream lists again, which checks the permission). A re-list is no recovery: the
+//!   failure count resets only once a watch delivered an object, or after [`QUIET`]
+//!   without an error, so a watch that keeps answering 410 Gone lists less and less;
 //! - a 410 on opening a watch lists again (kube's watcher would re-open the
 //!   watch from the same expired resourceVersion);
 //! - a list that returns an object twice (a `continue` token that never ends)
@@ -32,12 +30,9 @@ use crate::connect::{EndlessList, MAX_LIST_PAGES};
 use crate::jitter::draw;
 use selfdestruct_decision::backoff::Backoff;
 
-/// Objects per list page. kube's watcher deserialises a whole page before it
-/// hands out the first object, and the summaries kept are allocated among
-/// that page's freed objects: a small page keeps the heap (and what
-/// `malloc_trim` cannot give back around the summaries) small. 100 Nodes are
-/// about 1 MiB of JSON; a 5,000-Node list is 50 requests, made at start-up
-/// and after a 410 only.
+/// Objects per list page: kube's watcher deserialises a whole page at once, so a
+/// small page keeps the heap small. 100 Nodes are about 1 MiB of JSON; a
+/// 5,000-Node list is 50 requests, at start-up and after a 410 only.
 pub(crate) const PAGE_SIZE: u32 = 100;
 /// The most objects one list may hold (as many as its most pages, full):
 /// more is a server that never ends its list.
@@ -107,14 +102,8 @@ fn api_status(e: &watcher::Error) -> Option<(u16, String)> {
 
 /// Whether the client layer stopped a list at its page limit ([`EndlessList`]).
 fn is_endless_list(e: &watcher::Error) -> bool {
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(c) = cause {
-        if c.is::<EndlessList>() {
-            return true;
-        }
-        cause = c.source();
-    }
-    false
+    let e: &(dyn std::error::Error + 'static) = e;
+    std::iter::successors(Some(e), |c| c.source()).any(|c| c.is::<EndlessList>())
 }
 
 fn classify(e: &watcher::Error) -> Failure {

@@ -226,7 +226,7 @@ fn no_api(why: &(dyn std::error::Error + 'static)) {
 /// `SELFDESTRUCT_ON_EXIT=delete`: deletes the own pod with the uid precondition,
 /// retrying server and network errors a few times.
 async fn delete_own_pod(cfg: &Config, ready: &Ready, code: i32) {
-    let (api, uid, namespace) = (ready.api(), &ready.own().uid, &ready.own().namespace);
+    let (api, uid, namespace) = (&ready.api, &ready.own.uid, &ready.own.namespace);
     let reason =
         format!("command exited with code {code}: deleting the pod (SELFDESTRUCT_ON_EXIT=delete)");
     if cfg.args.dry_run {

@@ -111,6 +111,18 @@ impl OwnPod {
         keys
     }
 
+    /// Whether the decision needs `node` (as its metadata shows it) in full: not
+    /// the own node, created at or after the own pod was scheduled (as
+    /// `node_verdict` counts "newer"), and accepted by the placement rules. The
+    /// agent reads only these nodes in full.
+    pub fn is_candidate(&self, node: &NodeSummary) -> bool {
+        self.node_name.as_deref() != Some(node.name.as_str())
+            && self
+                .scheduled_at
+                .is_some_and(|s| node.created.is_some_and(|c| c >= s))
+            && self.accepts_node(node)
+    }
+
     /// Whether the pod's nodeSelector and required node affinity accept a node.
     pub fn accepts_node(&self, node: &NodeSummary) -> bool {
         let selector_ok = self

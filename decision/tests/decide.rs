@@ -909,3 +909,34 @@ fn outcomes_update_memory() {
     m.apply(at(4000), &mv);
     assert_eq!(m.attempts, vec![at(4000)]);
 }
+
+/// The nodes the agent reads in full (`OwnPod::is_candidate`).
+#[test]
+fn candidates_are_new_nodes_the_placement_rules_accept_other_than_the_own() {
+    let scheduled = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
+    let own = model::OwnPod {
+        node_name: Some("own".into()),
+        scheduled_at: Some(scheduled),
+        node_selector: [("pool".to_string(), "user".to_string())].into(),
+        ..model::OwnPod::default()
+    };
+    let node = |name: &str, created: u64, pool: &str| NodeSummary {
+        name: name.into(),
+        created: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(created)),
+        labels: [("pool".to_string(), pool.to_string())].into(),
+        ..NodeSummary::default()
+    };
+    assert!(
+        own.is_candidate(&node("new", 1_000, "user")),
+        "same second counts as new"
+    );
+    assert!(own.is_candidate(&node("new", 2_000, "user")));
+    assert!(!own.is_candidate(&node("old", 999, "user")));
+    assert!(!own.is_candidate(&node("new", 2_000, "system")));
+    assert!(!own.is_candidate(&node("own", 2_000, "user")));
+    let unscheduled = model::OwnPod {
+        scheduled_at: None,
+        ..own
+    };
+    assert!(!unscheduled.is_candidate(&node("new", 2_000, "user")));
+}
