@@ -53,11 +53,7 @@ impl Signals {
         let signals = Signals {
             term: signal(SignalKind::terminate())?,
             int: signal(SignalKind::interrupt())?,
-            child: if reaper {
-                Some(signal(SignalKind::child())?)
-            } else {
-                None
-            },
+            child: reaper.then(|| signal(SignalKind::child())).transpose()?,
         };
         if reaper {
             // After the handler: a child that exits from here on is signalled.
@@ -112,20 +108,11 @@ pub(crate) struct Reaped {
 /// Without `all`: waits (without blocking) for `child` alone, leaving every
 /// other child to whoever waits for it.
 pub(crate) fn reap_children(child: libc::pid_t, all: bool) -> Reaped {
-    let mut out = Reaped::default();
-    if !all {
-        let mut status = 0;
-        // SAFETY: waitpid with WNOHANG only writes the status of an exited child.
-        let pid = unsafe { libc::waitpid(child, &mut status, libc::WNOHANG) };
-        if pid == child {
-            out.child = Some(status);
-        }
-        return out;
-    }
+    let (mut out, which) = (Reaped::default(), if all { -1 } else { child });
     loop {
         let mut status = 0;
         // SAFETY: waitpid with WNOHANG only writes the status of an exited child.
-        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        let pid = unsafe { libc::waitpid(which, &mut status, libc::WNOHANG) };
         if pid <= 0 {
             return out;
         }
@@ -133,6 +120,9 @@ pub(crate) fn reap_children(child: libc::pid_t, all: bool) -> Reaped {
             out.child = Some(status);
         } else {
             out.others += 1;
+        }
+        if !all {
+            return out;
         }
     }
 }
@@ -179,12 +169,10 @@ pub struct WrapperSignals {
 impl WrapperSignals {
     /// Installs the handlers.
     pub fn install() -> std::io::Result<Self> {
-        let mut forward = Vec::with_capacity(FORWARDED.len());
-        for (num, name) in FORWARDED {
-            forward.push((num, name, signal(SignalKind::from_raw(num))?));
-        }
+        let forward =
+            FORWARDED.map(|(num, name)| Ok((num, name, signal(SignalKind::from_raw(num))?)));
         Ok(WrapperSignals {
-            forward,
+            forward: forward.into_iter().collect::<std::io::Result<_>>()?,
             child: signal(SignalKind::child())?,
         })
     }
