@@ -17,7 +17,6 @@ use crate::jitter::draw;
 use crate::logging::Chain;
 use crate::signals::{Signals, Stop, pause, stop};
 use selfdestruct_decision::backoff::Backoff;
-use selfdestruct_decision::images::ImageRef;
 use selfdestruct_decision::selector::{Requirement, Selector};
 use selfdestruct_decision::settings::{ImageSettings, Setting, SettingError, duration};
 use tokio::time::Instant;
@@ -46,19 +45,13 @@ pub struct GateSettings {
     pub images: ImageSettings,
 }
 
-/// The gate's validated configuration.
+/// The gate's validated configuration: its settings and its own node.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GateConfig {
     /// The own node.
     pub node_name: String,
-    /// Taint to remove from the own node.
-    pub taint_key: String,
-    /// Open the gate anyway after this long.
-    pub timeout: Duration,
-    /// How often to re-read the node while waiting for images.
-    pub poll: Duration,
-    /// Images the node must report before the gate opens.
-    pub required_images: Vec<ImageRef>,
+    /// The gate's settings.
+    pub gate: GateSettings,
 }
 
 impl GateConfig {
@@ -73,10 +66,7 @@ impl GateConfig {
         })?;
         Ok(GateConfig {
             node_name,
-            taint_key: gate.taint_key.clone(),
-            timeout: gate.timeout,
-            poll: gate.poll,
-            required_images: gate.images.required_images.clone(),
+            gate: gate.clone(),
         })
     }
 }
@@ -109,7 +99,7 @@ pub struct NodeView {
 /// Reads the relevant parts of a Node's JSON.
 pub fn view(node: &Value, cfg: &GateConfig) -> NodeView {
     let taints = node.pointer("/spec/taints").cloned().unwrap_or(Value::Null);
-    let gate_indices = gate_taints(&taints, &cfg.taint_key);
+    let gate_indices = gate_taints(&taints, &cfg.gate.taint_key);
     let names: Vec<&str> = node
         .pointer("/status/images")
         .and_then(Value::as_array)
@@ -120,6 +110,8 @@ pub fn view(node: &Value, cfg: &GateConfig) -> NodeView {
         .filter_map(Value::as_str)
         .collect();
     let missing = cfg
+        .gate
+        .images
         .required_images
         .iter()
         .filter(|want| !names.iter().any(|n| want.matches(n)))
@@ -202,37 +194,32 @@ pub async fn run(
     access: Result<Access, AccessError>,
     mut signals: Signals,
 ) -> i32 {
-    let built = match access {
-        Err(e) => Err(Box::new(e) as Box<dyn std::error::Error + Send + Sync>),
+    let why: Box<dyn std::error::Error + Send + Sync> = match access {
+        Err(e) => Box::new(e),
         Ok(a) => {
             let built = tokio::select! {
                 sig = signals.terminated() => return stop(sig),
                 built = connect::client_retrying(&a, "default") => built,
             };
             match built {
+                Ok(client) => return run_on(gate, client, Stop::Signals(signals)).await,
                 Err(e) if a.named => return bad_kubeconfig(&e),
-                built => built.map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>),
+                Err(e) => Box::new(e),
             }
         }
     };
-    let client = match built {
-        Ok(c) => c,
-        Err(why) => {
-            info!(reason = %Chain(&*why), "no API access: the node gate cannot remove its taint; running as a plain pause container");
-            return pause(signals.terminated()).await;
-        }
-    };
-    run_on(gate, client, Stop::Signals(signals)).await
+    info!(reason = %Chain(&*why), "no API access: the node gate cannot remove its taint; running as a plain pause container");
+    pause(signals.terminated()).await
 }
 
 /// [`run`] on `client` until `signals` fires: wait for the images (or the timeout),
 /// remove the taint, then pause.
 pub async fn run_on(cfg: GateConfig, client: Client, mut signals: Stop) -> i32 {
     info!(
-        node = %cfg.node_name, taint = %cfg.taint_key,
-        required_images = %cfg.required_images.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
-        timeout = %selfdestruct_decision::duration::format(cfg.timeout),
-        poll = %selfdestruct_decision::duration::format(cfg.poll),
+        node = %cfg.node_name, taint = %cfg.gate.taint_key,
+        required_images = %cfg.gate.images.required_images.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
+        timeout = %selfdestruct_decision::duration::format(cfg.gate.timeout),
+        poll = %selfdestruct_decision::duration::format(cfg.gate.poll),
         "node gate started"
     );
     tokio::select! {
@@ -242,10 +229,7 @@ pub async fn run_on(cfg: GateConfig, client: Client, mut signals: Stop) -> i32 {
         }
         () = open_gate(&cfg, &client) => {}
     }
-    crate::malloc_trim::release_idle();
-    let sig = signals.terminated().await;
-    info!(signal = sig, "received {sig}, exiting");
-    0
+    pause(signals.terminated()).await
 }
 
 /// The request that failed, for the log line and the retry delay.
@@ -303,7 +287,7 @@ async fn open_gate(cfg: &GateConfig, client: &Client) {
     let started = Instant::now();
     let mut p = Progress {
         started,
-        deadline: started + cfg.timeout,
+        deadline: started + cfg.gate.timeout,
         failures: 0,
         conflicts: 0,
         told_waiting: false,
@@ -323,7 +307,7 @@ async fn open_gate(cfg: &GateConfig, client: &Client) {
 /// One look at the node: read it, wait for the images (until the fail-open
 /// deadline), then remove the gate taint with one guarded patch.
 async fn step(cfg: &GateConfig, client: &Client, p: &mut Progress) -> Step {
-    let (node, taint) = (&cfg.node_name, &cfg.taint_key);
+    let (node, taint) = (&cfg.node_name, &cfg.gate.taint_key);
     let fail_open = Instant::now() >= p.deadline;
     let v = match get_node(client, node).await {
         Ok(n) => view(&n, cfg),
@@ -338,7 +322,7 @@ async fn step(cfg: &GateConfig, client: &Client, p: &mut Progress) -> Step {
         return Step::Opened;
     }
     let missing = v.missing.join(",");
-    let timeout = selfdestruct_decision::duration::format(cfg.timeout);
+    let timeout = selfdestruct_decision::duration::format(cfg.gate.timeout);
     if !v.missing.is_empty() && !fail_open {
         if !p.told_waiting {
             info!(%node, %missing, %timeout, "waiting for images before opening the gate");
@@ -347,7 +331,7 @@ async fn step(cfg: &GateConfig, client: &Client, p: &mut Progress) -> Step {
         p.failures = 0;
         // Wake up for the fail-open deadline rather than up to one poll after it.
         let left = p.deadline.saturating_duration_since(Instant::now());
-        return Step::Wait(cfg.poll.min(left).max(Duration::from_millis(10)));
+        return Step::Wait(cfg.gate.poll.min(left).max(Duration::from_millis(10)));
     }
     if v.missing.is_empty() && p.told_waiting && !p.told_fail_open {
         info!(%node, "required images are on the node");
@@ -437,7 +421,7 @@ fn gate_error(e: &ApiError, call: Call, cfg: &GateConfig, failures: &mut u32) ->
             code: 403, message, ..
         } if is_admission_denial(message) => {
             error!(
-                error = %Chain(e), node = %node, taint = %cfg.taint_key,
+                error = %Chain(e), node = %node, taint = %cfg.gate.taint_key,
                 "an admission policy refused the taint removal: {REFUSED_REMEDY}"
             );
             true
@@ -452,7 +436,7 @@ fn gate_error(e: &ApiError, call: Call, cfg: &GateConfig, failures: &mut u32) ->
         }
         ApiError::Status { code: 422, .. } => {
             error!(
-                error = %Chain(e), node = %node, taint = %cfg.taint_key,
+                error = %Chain(e), node = %node, taint = %cfg.gate.taint_key,
                 "the taint removal was refused: {REFUSED_REMEDY}"
             );
             true
@@ -468,8 +452,8 @@ fn gate_error(e: &ApiError, call: Call, cfg: &GateConfig, failures: &mut u32) ->
     };
     let d = if denied {
         Backoff {
-            base: cfg.poll,
-            cap: cfg.poll.max(Duration::from_secs(300)),
+            base: cfg.gate.poll,
+            cap: cfg.gate.poll.max(Duration::from_secs(300)),
         }
         .delay(*failures, draw())
     } else {
@@ -481,7 +465,7 @@ fn gate_error(e: &ApiError, call: Call, cfg: &GateConfig, failures: &mut u32) ->
             } => d.max(*r),
             _ => d,
         }
-        .min(cfg.poll.max(Duration::from_secs(60)))
+        .min(cfg.gate.poll.max(Duration::from_secs(60)))
     };
     *failures = failures.saturating_add(1);
     d

@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use selfdestruct::node_gate::{DEFAULT_TAINT, GateConfig, removal_patch, view};
+use selfdestruct::node_gate::{DEFAULT_TAINT, GateConfig, GateSettings, removal_patch, view};
+use selfdestruct_decision::settings::ImageSettings;
 use serde_json::{Value, json};
 
 /// Evaluates every validation of the policy (its variables first) for each
@@ -117,10 +118,14 @@ fn node(taints: Value) -> Value {
 fn gate_patched(old: &Value) -> Value {
     let cfg = GateConfig {
         node_name: "n1".into(),
-        taint_key: DEFAULT_TAINT.into(),
-        required_images: Vec::new(),
-        timeout: Duration::from_secs(60),
-        poll: Duration::from_secs(1),
+        gate: GateSettings {
+            taint_key: DEFAULT_TAINT.into(),
+            images: ImageSettings {
+                required_images: Vec::new(),
+            },
+            timeout: Duration::from_secs(60),
+            poll: Duration::from_secs(1),
+        },
     };
     let patch = removal_patch(&view(old, &cfg)).expect("the node has the gate taint");
     let mut new = old.clone();

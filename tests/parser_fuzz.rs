@@ -814,13 +814,17 @@ fn labels() -> impl Strategy<Value = BTreeMap<String, String>> {
 fn gate_config(key: &str) -> selfdestruct::node_gate::GateConfig {
     selfdestruct::node_gate::GateConfig {
         node_name: "n1".into(),
-        taint_key: key.into(),
-        required_images: images::parse_list(
-            "nginx:1.25,quay.io/x/y@sha256:0123456789abcdef0123456789abcdef",
-        )
-        .expect("valid"),
-        timeout: Duration::from_secs(60),
-        poll: Duration::from_secs(1),
+        gate: selfdestruct::node_gate::GateSettings {
+            taint_key: key.into(),
+            images: selfdestruct_decision::settings::ImageSettings {
+                required_images: images::parse_list(
+                    "nginx:1.25,quay.io/x/y@sha256:0123456789abcdef0123456789abcdef",
+                )
+                .expect("valid"),
+            },
+            timeout: Duration::from_secs(60),
+            poll: Duration::from_secs(1),
+        },
     }
 }
 
@@ -881,7 +885,7 @@ proptest! {
             for i in &v.gate_indices {
                 prop_assert_eq!(taints[*i].get("key").and_then(Value::as_str), Some(key.as_str()));
             }
-            prop_assert!(v.missing.len() <= cfg.required_images.len());
+            prop_assert!(v.missing.len() <= cfg.gate.images.required_images.len());
             match removal_patch(&v) {
                 None => prop_assert!(v.gate_indices.is_empty()),
                 Some(patch) => {

@@ -798,6 +798,7 @@ mod node_gate {
     use selfdestruct::api::ApiError;
 
     use selfdestruct::identity::IdentitySettings;
+    use selfdestruct_decision::settings::ImageSettings;
 
     #[test]
     fn the_node_name_is_one_escaped_segment() {
@@ -822,9 +823,9 @@ mod node_gate {
             GateConfig::new(&g.gate, &g.identity).map_err(|e| e.to_string())
         };
         let c = gate(&["--node-name=n1", "--gate-poll=10ms"]).expect("valid");
-        assert_eq!(c.taint_key, DEFAULT_TAINT);
-        assert_eq!(c.timeout, Duration::from_secs(900));
-        assert_eq!(c.poll, Duration::from_secs(1), "at least 1s");
+        assert_eq!(c.gate.taint_key, DEFAULT_TAINT);
+        assert_eq!(c.gate.timeout, Duration::from_secs(900));
+        assert_eq!(c.gate.poll, Duration::from_secs(1), "at least 1s");
         // Missing is reported as invalid, naming the variable and the Downward API field.
         for missing in [&[][..], &["--node-name= "]] {
             let e = gate(missing).expect_err("no node name");
@@ -835,10 +836,15 @@ mod node_gate {
     fn cfg(images: &str) -> GateConfig {
         GateConfig {
             node_name: "n1".into(),
-            taint_key: DEFAULT_TAINT.into(),
-            required_images: selfdestruct_decision::images::parse_list(images).expect("valid"),
-            timeout: Duration::from_secs(900),
-            poll: Duration::from_secs(10),
+            gate: GateSettings {
+                taint_key: DEFAULT_TAINT.into(),
+                images: ImageSettings {
+                    required_images: selfdestruct_decision::images::parse_list(images)
+                        .expect("valid"),
+                },
+                timeout: Duration::from_secs(900),
+                poll: Duration::from_secs(10),
+            },
         }
     }
 
