@@ -94,7 +94,7 @@ enum ApiSource {
     /// A client given (in-process tests).
     Given(kube::Client),
     /// The access `main` discovered, to build one from.
-    Discovered(Box<Result<Access, AccessError>>),
+    Discovered(Access),
 }
 
 /// The own pod, read once, with an API client bound to it: what the decision
@@ -113,13 +113,12 @@ pub(crate) async fn prepare(
     access: Result<Access, AccessError>,
     stop: &mut Stop,
 ) -> Result<Ready, NotReady> {
-    prepare_on(
-        cfg,
-        stop,
-        ApiSource::Discovered(Box::new(access)),
-        Clock::system(),
-    )
-    .await
+    let access = match access {
+        Ok(access) => access,
+        Err(e) if e.is_missing() => return Err(NotReady::NoApi(e)),
+        Err(e) => return Err(NotReady::NoClient(Box::new(e))),
+    };
+    prepare_on(cfg, stop, ApiSource::Discovered(access), Clock::system()).await
 }
 
 /// [`prepare`] on a client given (in-process) or built from the discovered access.
@@ -130,27 +129,18 @@ async fn prepare_on(
     clock: Clock,
 ) -> Result<Ready, NotReady> {
     let process_start = clock.now();
-    // The client given, or the access to build one from.
-    let access = match source {
-        ApiSource::Given(client) => Err(client),
-        ApiSource::Discovered(access) => match *access {
-            Ok(access) => Ok(access),
-            Err(e) if e.is_missing() => return Err(NotReady::NoApi(e)),
-            Err(e) => return Err(NotReady::NoClient(Box::new(e))),
-        },
-    };
-    let namespace_hint = match &access {
-        Ok(access) => access.namespace.as_deref(),
-        Err(given) => Some(given.default_namespace()),
+    let namespace_hint = match &source {
+        ApiSource::Discovered(access) => access.namespace.as_deref(),
+        ApiSource::Given(client) => Some(client.default_namespace()),
     };
     let id = identity::resolve(&cfg.shared.identity, identity::hostname(), namespace_hint)
         .map_err(|e| {
             error!("{e}");
             NotReady::Fatal
         })?;
-    let client = match access {
-        Err(given) => given,
-        Ok(access) => {
+    let client = match source {
+        ApiSource::Given(client) => client,
+        ApiSource::Discovered(access) => {
             debug!(source = %access.source, server = %access.config.cluster_url, "API access");
             let built = tokio::select! {
                 sig = stop.terminated() => return Err(NotReady::Stopped(sig)),
@@ -183,20 +173,22 @@ async fn prepare_on(
 /// the lifetime and the minimum age by as much: it is taken as `now`, with one
 /// warning. The same for the time the pod was scheduled.
 fn clamp_future_start(own: &mut OwnPod, now: SystemTime) {
-    let ahead = |t: Option<SystemTime>| t.and_then(|t| t.duration_since(now).ok());
-    let start = ahead(own.started_at).filter(|d| !d.is_zero());
-    let scheduled = ahead(own.scheduled_at).filter(|d| !d.is_zero());
+    // How far `t` is ahead of `now`, setting it to `now` if it is.
+    let clamp = |t: &mut Option<SystemTime>| {
+        let ahead = t
+            .and_then(|t| t.duration_since(now).ok())
+            .filter(|d| !d.is_zero());
+        if ahead.is_some() {
+            *t = Some(now);
+        }
+        ahead
+    };
+    let (start, scheduled) = (clamp(&mut own.started_at), clamp(&mut own.scheduled_at));
     if let Some(by) = start.max(scheduled) {
         warn!(
             pod = %own.name, ahead = %fmt_duration(by),
             "the own pod's start time is in the future (clock skew?): counting from now"
         );
-    }
-    if start.is_some() {
-        own.started_at = Some(now);
-    }
-    if scheduled.is_some() {
-        own.scheduled_at = Some(now);
     }
 }
 

@@ -1,10 +1,7 @@
-//! The few API calls the agent makes, on its own pod only: read it, evict or
-//! delete it with a uid precondition (k8s-openapi `Eviction` and
-//! `DeleteOptions` with `Preconditions`), and post an Event about it through
-//! kube's `Recorder` (events.k8s.io/v1). Paths come from kube's request
-//! builder over escaped segments; the eviction and delete go through
-//! `Client::send` so the status code, `Status` body and `Retry-After` header
-//! are all seen (kube's `Api::evict` keeps no headers).
+//! The few API calls the agent makes, on its own pod only: read it, evict or delete
+//! it with a uid precondition, and post an Event about it through kube's `Recorder`.
+//! The eviction and delete go through `Client::send`, so the status code, `Status`
+//! body and `Retry-After` header are all seen (kube's `Api::evict` keeps no headers).
 
 use std::time::Duration;
 

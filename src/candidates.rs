@@ -1,19 +1,13 @@
-//! The full tier of the two-tier node watch. Every Node is watched as metadata
-//! only (name, creation time, labels: see `agent`); only the *candidates* are
-//! read in full: nodes created at or after the own pod was scheduled that pass
-//! its placement rules (nodeSelector, required node affinity). Those are the
-//! only nodes whose readiness, taints, `unschedulable` and images the decision
-//! reads (`Snapshot::node_verdict` rejects every older node on its creation
-//! time alone, and the Full rule needs only creation times).
+//! The full tier of the two-tier node watch. Every Node is watched as metadata only
+//! (see `agent`); only the *candidates* (`OwnPod::is_candidate`: nodes created at or
+//! after the own pod was scheduled that its placement rules accept) are read in full,
+//! as they are the only nodes whose readiness, taints and images the decision reads.
 //!
-//! Each candidate gets one watch of its own (`fieldSelector=metadata.name=NAME`,
-//! kube's `watcher`: one list and one watch request), started when the node
-//! becomes a candidate and stopped when it stops being one (its labels change,
-//! it is deleted, the metadata view is lost). The RBAC rules stay `nodes`
-//! `list`, `watch`. The request count is bounded: at most
-//! [`MAX_CANDIDATE_WATCHES`] full watches at once, and at most one opened per
-//! [`CANDIDATE_PACE`] (a fleet that sees five nodes join at once does not open
-//! 5 watches per agent in the same second).
+//! Each candidate gets its own watch (`fieldSelector=metadata.name=NAME`), started when
+//! the node becomes a candidate and stopped when it stops being one. RBAC stays `nodes`
+//! `list`, `watch`; at most [`MAX_CANDIDATE_WATCHES`] run at once, and at most one is
+//! opened per [`CANDIDATE_PACE`] (a fleet that sees five nodes join at once does not
+//! open 5 watches per agent in the same second).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

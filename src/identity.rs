@@ -221,7 +221,7 @@ pub fn is_dns1123_subdomain(s: &str) -> bool {
 
 /// Clock skew allowed between this node and the API server when comparing a pod's
 /// creation time with this process's start.
-pub(crate) const CLOCK_SKEW: std::time::Duration = std::time::Duration::from_secs(60);
+pub const CLOCK_SKEW: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Without `POD_UID`, whether a pod read under the own name can be this process's
 /// pod: it must have been created before the process started (allowing for

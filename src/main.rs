@@ -1,10 +1,8 @@
-//! `selfdestruct`: see the README. Parses the configuration (exit 2 if invalid),
-//! installs the signal handlers, discovers the API access once (a kubeconfig
-//! the user named that cannot be used exits 2), and runs the agent on a
-//! current-thread runtime; with `-- CMD [ARGS...]`, runs CMD as its child
-//! instead (the entrypoint wrapper, `src/wrapper.rs`). Nothing that can block
-//! (reading a kubeconfig, its `exec` credential plugin) runs on the runtime's
-//! thread, which serves the signals (`src/connect.rs`).
+//! `selfdestruct`: see the README. Parses the mode's settings (exit 2 if invalid),
+//! installs the signal handlers, discovers the API access once (a named kubeconfig that
+//! cannot be used exits 2) and runs the mode on a current-thread runtime. Nothing that
+//! can block (a kubeconfig read, an `exec` plugin) runs on the runtime's thread, which
+//! serves the signals (`src/connect.rs`).
 
 use std::future::Future;
 

@@ -1,11 +1,8 @@
-//! Pause semantics: wait for SIGTERM/SIGINT without polling, and reap zombies
-//! when PID 1 (every orphan in the pod's PID namespace becomes our child).
-//!
-//! Not PID 1, nothing is reaped, as the pause container does: a `waitpid(-1)`
-//! would also take the exit status of children that others in this process wait
-//! for by pid (kube's exec-credential plugins, run through std's
-//! `Command::output()`), which then fail with ECHILD. As PID 1 that conflict
-//! remains; docs/reliability.md ("Zombies") says when it matters.
+//! Pause semantics: wait for SIGTERM/SIGINT without polling, and reap zombies when
+//! PID 1. Not PID 1, nothing is reaped, as in the pause container: a `waitpid(-1)`
+//! would also take the status of children others wait for by pid (kube's exec
+//! plugins, through std's `Command::output()`), which then fail with ECHILD; as PID 1
+//! that conflict remains (docs/reliability.md, "Zombies").
 
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
@@ -158,7 +155,7 @@ pub(crate) enum WrapperSignal {
     Child,
 }
 
-/// The entrypoint wrapper's handlers: every signal of [`FORWARDED`], and SIGCHLD.
+/// The entrypoint wrapper's handlers: every signal of `FORWARDED`, and SIGCHLD.
 /// Installed first (by `main`, before anything reads a kubeconfig, and so before
 /// the child is started), so nothing is missed.
 pub struct WrapperSignals {

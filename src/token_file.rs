@@ -1,10 +1,7 @@
 //! A bearer token read from a file (a kubeconfig's `tokenFile`, the in-cluster
-//! account's `token`), re-read once the token held is 50 s old as kube does,
-//! and at the next request after the server refused it (401: a token rotated
-//! on disk is used at the next try, by every caller, watches included), and
-//! trimmed of surrounding white space as client-go does (`strings.TrimSpace` in
-//! its cached file token source). kube 5.0 sends the file's text as it is: a
-//! token written with a trailing newline then fails every request.
+//! `token`), trimmed of surrounding white space as client-go does (kube 5.0 sends the
+//! text as it is: a trailing newline fails every request), and read again once 50 s
+//! old, as kube does, and at the next request after a 401, for every caller.
 
 use std::future::Future;
 use std::io::Read;

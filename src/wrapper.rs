@@ -1,18 +1,13 @@
-//! The entrypoint wrapper: `selfdestruct [OPTIONS] -- CMD [ARGS...]` runs CMD as
-//! its child and is an init for it: it forwards SIGTERM, SIGINT, SIGHUP, SIGQUIT,
-//! SIGUSR1 and SIGUSR2, reaps zombies (as PID 1 every orphan of the container is
-//! its child) without losing the child's own status, and exits with the child's
-//! code (128 + N when a signal N killed it).
+//! The entrypoint wrapper: `selfdestruct [OPTIONS] -- CMD [ARGS...]` runs CMD as its
+//! child and is its init: it forwards SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 and
+//! SIGUSR2, reaps zombies without losing the child's own status, and exits with the
+//! child's code (128 + N when signal N killed it).
 //!
-//! Alongside, the agent's decision loop (`agent::prepare`, `agent::Ready::decision_loop`
-//! with [`Stop::Never`]) applies the lifetime and new-node triggers to the pod
-//! around it. Evicting the pod makes the kubelet send SIGTERM, which is forwarded,
-//! so the child stops gracefully; SIGTERM never ends the wrapper by itself, only
-//! the child's exit does. With `SELFDESTRUCT_ON_EXIT=delete`, a child that exits
-//! on its own takes the pod with it (a delete with the uid precondition), so its
-//! controller re-creates it, possibly elsewhere, instead of the kubelet restarting
-//! the container in place; that takes at most [`DELETE_LIMIT`], and SIGTERM or
-//! SIGINT during it exits at once.
+//! Alongside, the agent's decision loop (with [`Stop::Never`]) applies its triggers to
+//! the pod around it: the eviction's SIGTERM is forwarded and the child's exit ends the
+//! wrapper. With `SELFDESTRUCT_ON_EXIT=delete`, a child that exits on its own takes the
+//! pod with it (a uid-guarded delete) within `DELETE_LIMIT`; SIGTERM or SIGINT during
+//! it exits at once. docs/other-workloads.md has the details.
 
 use std::ffi::OsString;
 use std::time::Duration;
