@@ -1,15 +1,10 @@
-//! The command line: every setting is an environment variable and a flag, typed by
-//! clap. Each value goes through a `Setting` parser (`selfdestruct_decision::settings`),
-//! so an invalid one fails with exit code 2 and a message naming the variable, the
-//! flag, the value and the accepted form. [`Config::from_cli`] adds what clap cannot
-//! say: the lifetime range, the grace period's force opt-in and the `RUST_LOG` fallback.
-//!
-//! As in kubert, each settings struct is declared beside the code it tunes and the
-//! command line flattens them: the shared ones ([`SharedSettings`]: logging, and the
-//! identity and API access of [`IdentitySettings`]), the agent's ([`AgentSettings`],
-//! with the decision's [`PolicySettings`]) and `node-gate`'s ([`GateSettings`]). A
-//! mode reads the environment variables of its own settings and the shared ones only
-//! ([`Cli::parse_mode`]).
+//! The command line: every setting is an environment variable and a flag, parsed by a
+//! `Setting` parser (`selfdestruct_decision::settings`), so an invalid one exits 2
+//! naming the variable, the flag, the value and the accepted form. As in kubert, each
+//! settings struct is declared beside the code it tunes and flattened here: the shared
+//! ones ([`SharedSettings`]), the agent's ([`AgentSettings`], with the decision's
+//! [`PolicySettings`]) and `node-gate`'s ([`GateSettings`]); a mode reads the variables
+//! of its own settings and the shared ones only ([`Cli::parse_mode`]).
 
 use std::ffi::OsString;
 use std::time::Duration;
@@ -117,7 +112,7 @@ pub fn check_settings(settings: &[String]) -> Result<Vec<(String, String)>, Stri
             let e = e.to_string();
             e.trim_end().trim_start_matches("error: ").to_string()
         })?;
-    Config::from_cli(&parsed, None).map_err(|e| e.to_string())?;
+    Config::from_cli(&parsed).map_err(|e| e.to_string())?;
     Ok(given)
 }
 
@@ -256,8 +251,6 @@ pub struct Config {
     pub policy: Policy,
     /// The deletion grace period as sent: whole seconds, 0 only with `--force-delete`.
     pub grace_period: Option<Duration>,
-    /// The log level: the setting, else `RUST_LOG`, else info.
-    pub log_level: LevelFilter,
     /// The shared settings as given.
     pub shared: SharedSettings,
     /// The agent's settings as given.
@@ -313,16 +306,14 @@ pub fn parse_level(value: &str) -> Option<LevelFilter> {
 
 impl Config {
     /// Adds what the flags cannot say alone: the lifetime range
-    /// ([`PolicySettings::policy`]), the grace period's force opt-in and, without a
-    /// log level, `rust_log` (the `RUST_LOG` variable).
-    pub fn from_cli(cli: &Cli, rust_log: Option<&str>) -> Result<Config, SettingError> {
+    /// ([`PolicySettings::policy`]) and the grace period's force opt-in.
+    pub fn from_cli(cli: &Cli) -> Result<Config, SettingError> {
         let a = &cli.agent;
         Ok(Config {
             policy: a.policy.policy(a.images.required_images.clone())?,
             grace_period: a
                 .grace_period
                 .map(|g| whole_grace_seconds(g, a.force_delete)),
-            log_level: cli.shared.level(rust_log),
             shared: cli.shared.clone(),
             args: a.clone(),
         })

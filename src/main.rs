@@ -35,7 +35,6 @@ fn main() {
         }
         None => None,
     };
-    let rust_log = std::env::var("RUST_LOG").ok();
     // Each mode validates its own settings: the gate none of the agent's.
     let task = match (&cli.command, command) {
         (Some(Command::NodeGate(_)), Some(_)) => {
@@ -45,7 +44,7 @@ fn main() {
             Task::Gate(GateConfig::new(g, &cli.shared.identity).unwrap_or_else(|e| fail(&e)))
         }
         (_, command) => {
-            let cfg = Config::from_cli(&cli, rust_log.as_deref()).unwrap_or_else(|e| fail(&e));
+            let cfg = Config::from_cli(&cli).unwrap_or_else(|e| fail(&e));
             match command {
                 Some((program, args)) => Task::Wrapper(cfg, program, args),
                 None => Task::Agent(cfg),
@@ -53,7 +52,10 @@ fn main() {
         }
     };
     let identity = &cli.shared.identity;
-    selfdestruct::logging::init(cli.shared.log_format, cli.shared.level(rust_log.as_deref()));
+    selfdestruct::logging::init(
+        cli.shared.log_format,
+        cli.shared.level(std::env::var("RUST_LOG").ok().as_deref()),
+    );
     if !selfdestruct::signals::is_pid1() {
         // As the pause container does: reaping orphans is PID 1's job.
         tracing::warn!(

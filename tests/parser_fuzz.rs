@@ -504,7 +504,7 @@ fn parse_settings(argv: &[String]) -> Result<(), String> {
                 .map_err(|e| e.to_string())?;
         }
         _ => {
-            selfdestruct::config::Config::from_cli(&cli, None).map_err(|e| e.to_string())?;
+            selfdestruct::config::Config::from_cli(&cli).map_err(|e| e.to_string())?;
         }
     }
     Ok(())
@@ -567,11 +567,9 @@ proptest! {
         use clap::FromArgMatches;
         let matches = cli_without_env().try_get_matches_from(["selfdestruct"]).expect("defaults");
         let cli = selfdestruct::config::Cli::from_arg_matches(&matches).expect("defaults");
-        let config = selfdestruct::config::Config::from_cli(&cli, Some(&value));
-        prop_assert!(config.is_ok(), "RUST_LOG={value:?}: {config:?}");
         let level = selfdestruct::config::parse_level(&value);
         let want = level.unwrap_or(tracing::level_filters::LevelFilter::INFO);
-        prop_assert_eq!(config.map(|c| c.log_level).ok(), Some(want));
+        prop_assert_eq!(cli.shared.level(Some(&value)), want, "RUST_LOG={:?}", value);
         // `selfdestruct=LEVEL` first wins over the rest of the list.
         let ours = format!("selfdestruct=debug,{value}");
         prop_assert_eq!(selfdestruct::config::parse_level(&ours), Some(tracing::level_filters::LevelFilter::DEBUG));

@@ -629,7 +629,7 @@ mod config {
     fn parse(pairs: Pairs) -> Result<Config, String> {
         let flags: Vec<String> = pairs.iter().map(|(f, v)| format!("--{f}={v}")).collect();
         let cli = cli(&flags.iter().map(String::as_str).collect::<Vec<_>>())?;
-        Config::from_cli(&cli, None).map_err(|e| e.to_string())
+        Config::from_cli(&cli).map_err(|e| e.to_string())
     }
 
     fn secs(s: u64) -> Duration {
@@ -645,7 +645,10 @@ mod config {
         // The core's `Policy::default()` (which the simulator runs as "the agent's
         // defaults") is exactly what the flags' defaults give.
         assert_eq!(c.policy, selfdestruct_decision::Policy::default());
-        assert_eq!((c.grace_period, c.log_level), (None, LevelFilter::INFO));
+        assert_eq!(
+            (c.grace_period, c.shared.level(None)),
+            (None, LevelFilter::INFO)
+        );
         let a = &c.args;
         assert_eq!(
             (a.mode, a.dry_run, c.shared.log_format, a.on_exit),
@@ -690,7 +693,7 @@ mod config {
         assert!(p.max_moves_per_hour == 0 && !p.move_to_new_nodes);
         let given = (
             c.grace_period,
-            c.log_level,
+            c.shared.level(None),
             a.mode,
             a.dry_run,
             c.shared.log_format,
@@ -778,14 +781,11 @@ mod config {
         assert_eq!(parse_level("warn,selfdestruct=trace"), Some(L::TRACE));
         assert_eq!(parse_level("kube=debug"), None);
         let a = cli(&[]).expect("flags");
-        let level = |rust_log| Config::from_cli(&a, Some(rust_log)).map(|c| c.log_level);
-        assert_eq!(
-            (level("error"), level("garbage")),
-            (Ok(L::ERROR), Ok(L::INFO))
-        );
+        let level = |rust_log| a.shared.level(Some(rust_log));
+        assert_eq!((level("error"), level("garbage")), (L::ERROR, L::INFO));
         let flag = cli(&["--log-level=warn"]).expect("flags");
-        let given = Config::from_cli(&flag, Some("error")).map(|c| c.log_level);
-        assert_eq!(given, Ok(L::WARN), "the setting wins over RUST_LOG");
+        let given = flag.shared.level(Some("error"));
+        assert_eq!(given, L::WARN, "the setting wins over RUST_LOG");
     }
 }
 

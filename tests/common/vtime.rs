@@ -251,7 +251,7 @@ pub fn config(env: &[(&str, &str)]) -> Config {
 pub fn try_config(env: &[(&str, &str)]) -> Result<Config, String> {
     let argv = flags(&Cli::command(), vec!["selfdestruct".to_string()], env);
     let cli = Cli::parse_mode(&argv).map_err(|e| e.to_string())?;
-    Config::from_cli(&cli, None).map_err(|e| e.to_string())
+    Config::from_cli(&cli).map_err(|e| e.to_string())
 }
 
 /// The node gate's configuration from its settings' and the shared settings'
