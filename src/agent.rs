@@ -94,7 +94,7 @@ enum ApiSource {
     /// A client given (in-process tests).
     Given(kube::Client),
     /// The access `main` discovered, to build one from.
-    Discovered(Access),
+    Discovered(Box<Access>),
 }
 
 /// The own pod, read once, with an API client bound to it: what the decision
@@ -118,7 +118,7 @@ pub(crate) async fn prepare(
         Err(e) if e.is_missing() => return Err(NotReady::NoApi(e)),
         Err(e) => return Err(NotReady::NoClient(Box::new(e))),
     };
-    prepare_on(cfg, stop, ApiSource::Discovered(access), Clock::system()).await
+    prepare_on(cfg, stop, ApiSource::Discovered(Box::new(access)), Clock::system()).await
 }
 
 /// [`prepare`] on a client given (in-process) or built from the discovered access.
@@ -670,7 +670,7 @@ impl Agent {
 /// (`full`, from the evaluation): the one wasted move per new node has happened,
 /// and no more moves go there. Nodes that left the view are forgotten (a name may
 /// come back as a new node).
-fn report_full_nodes(
+pub fn report_full_nodes(
     nodes: Option<&[NodeSummary]>,
     full: &[FullNode],
     reported: &mut BTreeSet<String>,
@@ -753,49 +753,5 @@ async fn recv<T>(rx: &mut Option<mpsc::Receiver<T>>) -> Option<T> {
     match rx {
         Some(rx) => rx.recv().await,
         None => std::future::pending().await,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use selfdestruct_decision::builder::{World, at, ready_node, running_sibling};
-
-    /// A new node reported full is reported once, and forgotten when it leaves the
-    /// node view: the set of reported names does not grow with every node ever seen.
-    #[test]
-    fn full_nodes_are_reported_once_and_forgotten_with_the_node() {
-        let mut w = World::new();
-        w.nodes = Some(vec![
-            ready_node("old", 0),
-            ready_node("new-a", 500),
-            ready_node("new-b", 500),
-        ]);
-        // Created after both were Ready, it still went to the old node: both are full.
-        let mut late = running_sibling("placeholder-1", "old");
-        late.created = Some(at(700));
-        w.siblings = Some(vec![late]);
-        // As the agent's loop does: the nodes found full by the one evaluation.
-        let report = |w: &World, reported: &mut BTreeSet<String>| {
-            let s = w.snapshot();
-            report_full_nodes(s.nodes, &evaluate(&s).full, reported);
-        };
-        let mut reported = BTreeSet::new();
-        report(&w, &mut reported);
-        assert_eq!(reported, BTreeSet::from(["new-a".into(), "new-b".into()]));
-        // new-a is scaled down: its name goes too.
-        w.nodes = Some(vec![ready_node("old", 0), ready_node("new-b", 500)]);
-        report(&w, &mut reported);
-        assert_eq!(reported, BTreeSet::from(["new-b".to_string()]));
-        // Also when nothing else is reported (siblings no longer watched) or the
-        // node view is gone.
-        w.siblings = None;
-        w.nodes = Some(vec![ready_node("old", 0)]);
-        report(&w, &mut reported);
-        assert!(reported.is_empty(), "{reported:?}");
-        reported.insert("new-c".into());
-        w.nodes = None;
-        report(&w, &mut reported);
-        assert!(reported.is_empty(), "{reported:?}");
     }
 }

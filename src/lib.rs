@@ -24,5 +24,5 @@ pub mod pdb;
 pub mod signals;
 pub mod summarize;
 mod token_file;
-mod watch;
+pub mod watch;
 pub mod wrapper;

@@ -21,11 +21,11 @@ pub enum LogFormat {
 }
 
 /// kube's watcher: its warnings repeat what the agent logs about the same error.
-const QUIET_LIBRARY: &str = "kube_runtime::watcher";
+pub const QUIET_LIBRARY: &str = "kube_runtime::watcher";
 
 /// What is logged: this crate at `level`, libraries at most warnings, kube's
 /// watcher at most errors.
-fn filter(level: LevelFilter) -> Targets {
+pub fn filter(level: LevelFilter) -> Targets {
     Targets::new()
         .with_target("selfdestruct", level)
         .with_target(QUIET_LIBRARY, level.min(LevelFilter::ERROR))
@@ -89,7 +89,7 @@ pub struct Chain<'a>(pub &'a (dyn std::error::Error + 'static));
 
 /// The most bytes of one level of a [`Chain`]: more than an error's [`quote`]d
 /// server text, which is never cut twice.
-const LEVEL_LIMIT: usize = 4 * QUOTE_LIMIT;
+pub const LEVEL_LIMIT: usize = 4 * QUOTE_LIMIT;
 
 impl std::fmt::Display for Chain<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -105,35 +105,5 @@ impl std::fmt::Display for Chain<'_> {
             cause = c.source();
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_chain_shows_each_cause_once_and_escaped() {
-        let io = std::io::Error::other("tcp connect error\r\nInjected: line");
-        let e = kube::Error::Service(Box::new(io));
-        assert_eq!(
-            Chain(&e).to_string(),
-            "ServiceError: tcp connect error\\r\\nInjected: line"
-        );
-        let long = kube::Error::Service(Box::new(std::io::Error::other("z".repeat(10_000))));
-        let text = Chain(&long).to_string();
-        assert!(text.len() < LEVEL_LIMIT + 40, "{}", text.len());
-        assert!(text.ends_with("(10014 bytes in all)"), "{text}");
-    }
-
-    #[test]
-    fn kube_watcher_warnings_are_not_logged_its_errors_are() {
-        use tracing::Level;
-        let f = filter(LevelFilter::DEBUG);
-        assert!(!f.would_enable(QUIET_LIBRARY, &Level::WARN));
-        assert!(f.would_enable(QUIET_LIBRARY, &Level::ERROR));
-        assert!(f.would_enable("kube_client::client", &Level::WARN));
-        assert!(f.would_enable("selfdestruct::agent", &Level::DEBUG));
-        assert!(!filter(LevelFilter::OFF).would_enable(QUIET_LIBRARY, &Level::ERROR));
     }
 }

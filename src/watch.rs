@@ -36,7 +36,7 @@ use selfdestruct_decision::backoff::Backoff;
 pub(crate) const PAGE_SIZE: u32 = 100;
 /// The most objects one list may hold (as many as its most pages, full):
 /// more is a server that never ends its list.
-pub(crate) const MAX_LIST_OBJECTS: usize = MAX_LIST_PAGES as usize * PAGE_SIZE as usize;
+pub const MAX_LIST_OBJECTS: usize = MAX_LIST_PAGES as usize * PAGE_SIZE as usize;
 /// The longest a watch request asks for (`timeoutSeconds`, minus up to
 /// [`WATCH_JITTER`]): a watch that delivers nothing is re-opened within 11
 /// minutes, as docs/reliability.md says, and the two watches make about 11.4
@@ -49,7 +49,7 @@ const WATCH_JITTER: Duration = Duration::from_secs(60);
 /// attempt cost up to [`MAX_LIST_PAGES`] requests.
 const ENDLESS_LIST_STEP: u32 = 3;
 /// After this long without an error, the next error backs off from the start again.
-pub(crate) const QUIET: Duration = Duration::from_secs(600);
+pub const QUIET: Duration = Duration::from_secs(600);
 
 /// What a watcher tells the agent, with the objects summarised.
 #[derive(Debug)]
@@ -81,11 +81,14 @@ pub(crate) struct Target {
 
 /// How an error of the watcher is handled.
 #[derive(Debug, PartialEq, Eq)]
-enum Failure {
+pub enum Failure {
     /// 403 on a list or on opening a watch: the message.
     Denied(String),
-    /// Anything else; `relist`: start again with a list.
-    Transient { relist: bool },
+    /// Anything else.
+    Transient {
+        /// Start again with a list.
+        relist: bool,
+    },
 }
 
 fn api_status(e: &watcher::Error) -> Option<(u16, String)> {
@@ -106,7 +109,8 @@ fn is_endless_list(e: &watcher::Error) -> bool {
     std::iter::successors(Some(e), |c| c.source()).any(|c| c.is::<EndlessList>())
 }
 
-fn classify(e: &watcher::Error) -> Failure {
+/// How the watcher error `e` is handled.
+pub fn classify(e: &watcher::Error) -> Failure {
     let opening = matches!(
         e,
         watcher::Error::InitialListFailed(_) | watcher::Error::WatchStartFailed(_)
@@ -279,43 +283,5 @@ pub(crate) async fn follow<K, S>(
         }
         tracing::debug!(what = target.what, retry_in = ?wait, "backing off");
         tokio::time::sleep(wait).await;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use kube::core::Status;
-
-    fn status(code: u16) -> Status {
-        Status {
-            code,
-            message: format!("m{code}"),
-            ..Status::default()
-        }
-    }
-
-    #[test]
-    fn a_410_on_opening_a_watch_lists_again_and_denials_are_reported() {
-        let open = watcher::Error::WatchStartFailed(kube::Error::Api(Box::new(status(410))));
-        assert_eq!(classify(&open), Failure::Transient { relist: true });
-        let event = watcher::Error::WatchError(Box::new(status(410)));
-        assert_eq!(classify(&event), Failure::Transient { relist: false });
-        let denied = watcher::Error::InitialListFailed(kube::Error::Api(Box::new(status(403))));
-        assert_eq!(classify(&denied), Failure::Denied("m403".into()));
-        let denied = watcher::Error::WatchStartFailed(kube::Error::Api(Box::new(status(403))));
-        assert_eq!(classify(&denied), Failure::Denied("m403".into()));
-        // Expired credentials: kube reads a token file again within a minute.
-        let expired = watcher::Error::InitialListFailed(kube::Error::Api(Box::new(status(401))));
-        assert_eq!(classify(&expired), Failure::Transient { relist: false });
-        // An ERROR in an open watch's stream lists again and keeps the view.
-        for code in [401, 403] {
-            let event = watcher::Error::WatchError(Box::new(status(code)));
-            assert_eq!(classify(&event), Failure::Transient { relist: true });
-        }
-        assert_eq!(
-            classify(&watcher::Error::NoResourceVersion),
-            Failure::Transient { relist: false }
-        );
     }
 }

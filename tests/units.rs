@@ -976,3 +976,116 @@ mod clock {
         assert_eq!(clock.now(), wall + Duration::from_secs(90));
     }
 }
+
+mod agent {
+    use selfdestruct::agent::*;
+    use selfdestruct_decision::builder::{World, at, ready_node, running_sibling};
+    use selfdestruct_decision::evaluate;
+    use std::collections::BTreeSet;
+
+    /// A new node reported full is reported once, and forgotten when it leaves the
+    /// node view: the set of reported names does not grow with every node ever seen.
+    #[test]
+    fn full_nodes_are_reported_once_and_forgotten_with_the_node() {
+        let mut w = World::new();
+        w.nodes = Some(vec![
+            ready_node("old", 0),
+            ready_node("new-a", 500),
+            ready_node("new-b", 500),
+        ]);
+        // Created after both were Ready, it still went to the old node: both are full.
+        let mut late = running_sibling("placeholder-1", "old");
+        late.created = Some(at(700));
+        w.siblings = Some(vec![late]);
+        // As the agent's loop does: the nodes found full by the one evaluation.
+        let report = |w: &World, reported: &mut BTreeSet<String>| {
+            let s = w.snapshot();
+            report_full_nodes(s.nodes, &evaluate(&s).full, reported);
+        };
+        let mut reported = BTreeSet::new();
+        report(&w, &mut reported);
+        assert_eq!(reported, BTreeSet::from(["new-a".into(), "new-b".into()]));
+        // new-a is scaled down: its name goes too.
+        w.nodes = Some(vec![ready_node("old", 0), ready_node("new-b", 500)]);
+        report(&w, &mut reported);
+        assert_eq!(reported, BTreeSet::from(["new-b".to_string()]));
+        // Also when nothing else is reported (siblings no longer watched) or the
+        // node view is gone.
+        w.siblings = None;
+        w.nodes = Some(vec![ready_node("old", 0)]);
+        report(&w, &mut reported);
+        assert!(reported.is_empty(), "{reported:?}");
+        reported.insert("new-c".into());
+        w.nodes = None;
+        report(&w, &mut reported);
+        assert!(reported.is_empty(), "{reported:?}");
+    }
+}
+
+mod logging {
+    use selfdestruct::logging::*;
+    use tracing::level_filters::LevelFilter;
+
+    #[test]
+    fn a_chain_shows_each_cause_once_and_escaped() {
+        let io = std::io::Error::other("tcp connect error\r\nInjected: line");
+        let e = kube::Error::Service(Box::new(io));
+        assert_eq!(
+            Chain(&e).to_string(),
+            "ServiceError: tcp connect error\\r\\nInjected: line"
+        );
+        let long = kube::Error::Service(Box::new(std::io::Error::other("z".repeat(10_000))));
+        let text = Chain(&long).to_string();
+        assert!(text.len() < LEVEL_LIMIT + 40, "{}", text.len());
+        assert!(text.ends_with("(10014 bytes in all)"), "{text}");
+    }
+
+    #[test]
+    fn kube_watcher_warnings_are_not_logged_its_errors_are() {
+        use tracing::Level;
+        let f = filter(LevelFilter::DEBUG);
+        assert!(!f.would_enable(QUIET_LIBRARY, &Level::WARN));
+        assert!(f.would_enable(QUIET_LIBRARY, &Level::ERROR));
+        assert!(f.would_enable("kube_client::client", &Level::WARN));
+        assert!(f.would_enable("selfdestruct::agent", &Level::DEBUG));
+        assert!(!filter(LevelFilter::OFF).would_enable(QUIET_LIBRARY, &Level::ERROR));
+    }
+}
+
+mod watch {
+    use kube::core::Status;
+    use kube::runtime::watcher;
+    use selfdestruct::watch::*;
+
+    fn status(code: u16) -> Status {
+        Status {
+            code,
+            message: format!("m{code}"),
+            ..Status::default()
+        }
+    }
+
+    #[test]
+    fn a_410_on_opening_a_watch_lists_again_and_denials_are_reported() {
+        let open = watcher::Error::WatchStartFailed(kube::Error::Api(Box::new(status(410))));
+        assert_eq!(classify(&open), Failure::Transient { relist: true });
+        let event = watcher::Error::WatchError(Box::new(status(410)));
+        assert_eq!(classify(&event), Failure::Transient { relist: false });
+        let denied = watcher::Error::InitialListFailed(kube::Error::Api(Box::new(status(403))));
+        assert_eq!(classify(&denied), Failure::Denied("m403".into()));
+        let denied = watcher::Error::WatchStartFailed(kube::Error::Api(Box::new(status(403))));
+        assert_eq!(classify(&denied), Failure::Denied("m403".into()));
+        // Expired credentials: kube reads a token file again within a minute.
+        let expired = watcher::Error::InitialListFailed(kube::Error::Api(Box::new(status(401))));
+        assert_eq!(classify(&expired), Failure::Transient { relist: false });
+        // An ERROR in an open watch's stream lists again and keeps the view.
+        for code in [401, 403] {
+            let event = watcher::Error::WatchError(Box::new(status(code)));
+            assert_eq!(classify(&event), Failure::Transient { relist: true });
+        }
+        assert_eq!(
+            classify(&watcher::Error::NoResourceVersion),
+            Failure::Transient { relist: false }
+        );
+    }
+}
