@@ -24,6 +24,7 @@ use crate::watch::{self, Target, Update};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 use kube::core::PartialObjectMeta;
+use kube::runtime::events::EventType;
 use selfdestruct_decision::backoff::Backoff;
 use selfdestruct_decision::duration::format as fmt_duration;
 use selfdestruct_decision::model::{NodeSummary, OwnPod, Sibling};
@@ -41,11 +42,8 @@ pub async fn run(cfg: Config, access: Result<Access, AccessError>, signals: Sign
     finish(ready, cfg, signals).await
 }
 
-/// [`run`] in-process: on `client` instead of one built from the discovered
-/// access, reading the time from `clock`, until `stop` fires. The tests'
-/// virtual-time tier runs the agent so (tokio's paused time, an in-memory API
-/// server); the binary runs [`run`], which differs only in where the client, the
-/// clock and the stop come from.
+/// [`run`] in-process (the tests' virtual-time tier): on `client`, reading the time
+/// from `clock`, until `stop` fires; only these three differ from [`run`].
 pub async fn run_on(client: kube::Client, cfg: Config, clock: Clock, mut stop: Stop) -> i32 {
     let ready = prepare_on(&cfg, &mut stop, ApiSource::Given(client), clock).await;
     finish(ready, cfg, stop).await
@@ -118,7 +116,13 @@ pub(crate) async fn prepare(
         Err(e) if e.is_missing() => return Err(NotReady::NoApi(e)),
         Err(e) => return Err(NotReady::NoClient(Box::new(e))),
     };
-    prepare_on(cfg, stop, ApiSource::Discovered(Box::new(access)), Clock::system()).await
+    prepare_on(
+        cfg,
+        stop,
+        ApiSource::Discovered(Box::new(access)),
+        Clock::system(),
+    )
+    .await
 }
 
 /// [`prepare`] on a client given (in-process) or built from the discovered access.
@@ -273,10 +277,10 @@ struct Agent {
 impl Agent {
     fn new(cfg: Config, api: PodApi, own: &OwnPod, clock: Clock) -> Self {
         let memory = Memory::new(&cfg.policy, crate::jitter::draw());
-        let deadline = match (memory.lifetime, own.started_at) {
-            (Some(l), Some(s)) => Some(selfdestruct_decision::later(s, l)),
-            _ => None,
-        };
+        let deadline = memory
+            .lifetime
+            .zip(own.started_at)
+            .map(|(l, s)| selfdestruct_decision::later(s, l));
         info!(
             pod = %own.name,
             namespace = %own.namespace,
@@ -616,7 +620,11 @@ impl Agent {
             warn!(outcome = "multiple-pdbs", "{why}; retrying rarely");
             if !self.told_multiple_pdbs {
                 let reason = crate::pdb::EVENT_REASON;
-                match self.api.warning(&own.uid, action, reason, &why).await {
+                match self
+                    .api
+                    .event(EventType::Warning, &own.uid, action, reason, &why)
+                    .await
+                {
                     Ok(()) => self.told_multiple_pdbs = true,
                     Err(e) => warn!(error = %Chain(&e), "could not post the Event (continuing)"),
                 }
@@ -634,7 +642,7 @@ impl Agent {
                 // accepted the eviction or delete (a 429 posts nothing).
                 if let Err(e) = self
                     .api
-                    .event(&own.uid, action, "SelfDestruct", &reason)
+                    .event(EventType::Normal, &own.uid, action, "SelfDestruct", &reason)
                     .await
                 {
                     warn!(error = %Chain(&e), "could not post the Event (continuing)");

@@ -243,20 +243,6 @@ impl PodApi {
         Ok(())
     }
 
-    /// Posts a Normal Event about the own pod (events.k8s.io/v1, kube's `Recorder`):
-    /// `action` is `Evict` or `Delete`. Each Event is new (its own note), so the
-    /// Role needs only `create`.
-    pub(crate) async fn event(
-        &self,
-        uid: &str,
-        action: &str,
-        reason: &str,
-        message: &str,
-    ) -> Result<(), ApiError> {
-        self.post_event(EventType::Normal, uid, action, reason, message)
-            .await
-    }
-
     /// The PodDisruptionBudgets of the own namespace (needs the optional `list` on
     /// `poddisruptionbudgets`; used only to name the budgets in a warning).
     pub(crate) async fn budgets(&self) -> Result<Vec<PodDisruptionBudget>, ApiError> {
@@ -269,19 +255,10 @@ impl PodApi {
         Ok(list.items)
     }
 
-    /// Posts a Warning Event about the own pod (as [`PodApi::event`]).
-    pub(crate) async fn warning(
-        &self,
-        uid: &str,
-        action: &str,
-        reason: &str,
-        message: &str,
-    ) -> Result<(), ApiError> {
-        self.post_event(EventType::Warning, uid, action, reason, message)
-            .await
-    }
-
-    async fn post_event(
+    /// Posts an Event about the own pod (events.k8s.io/v1, kube's `Recorder`):
+    /// `action` is `Evict` or `Delete`. Each Event is new (its own note), so the
+    /// Role needs only `create`.
+    pub(crate) async fn event(
         &self,
         type_: EventType,
         uid: &str,
@@ -407,10 +384,8 @@ pub fn retry_after(value: &[u8]) -> Option<Duration> {
         .map(Duration::from_secs)
 }
 
-/// The error for a non-2xx answer: the `Status` body's reason and message (the
-/// body itself when it is not a `Status`), [`quote`]d, and the
-/// `Retry-After` header (`retry_after`) or else the `Status`'s
-/// `details.retryAfterSeconds`.
+/// The error for a non-2xx answer: the `Status` body's reason and message (else the
+/// body), [`quote`]d, and the `Retry-After` header, else `details.retryAfterSeconds`.
 pub fn status_error(status: StatusCode, body: &[u8], retry_after: Option<Duration>) -> ApiError {
     // Any JSON object reads as a Status of empty fields: then the body is the message.
     let parsed: Status = serde_json::from_slice(body).unwrap_or_default();

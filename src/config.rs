@@ -77,10 +77,9 @@ pub struct CheckSettings {
     pub settings: Vec<String>,
 }
 
-/// Checks agent settings given as `VARIABLE=VALUE` exactly as the agent would read them
-/// from its environment (the same declarations and parsers, then [`Config::from_cli`]),
-/// and nothing else: the process's own environment is not read. Returns the settings as
-/// (variable, value), or the message the agent would exit 2 with, naming the variable.
+/// Checks agent settings given as `VARIABLE=VALUE` exactly as the agent reads them from
+/// its environment (which is not read here): the settings as (variable, value), or the
+/// message the agent would exit 2 with, naming the variable.
 pub fn check_settings(settings: &[String]) -> Result<Vec<(String, String)>, String> {
     let cli = <Cli as clap::CommandFactory>::command();
     let mut given: Vec<(String, String)> = Vec::new();

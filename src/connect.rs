@@ -36,10 +36,9 @@ use kube::config::{ExecInteractiveMode, KubeConfigOptions, Kubeconfig};
 /// `/dev/zero`, is refused without holding more than this in memory.
 pub const KUBECONFIG_MAX_BYTES: u64 = 4 << 20;
 
-/// How long reading the kubeconfig files, or building a client from them (which
-/// runs their `exec` credential plugin), may take. A plugin that has not
-/// answered by then is left running on its blocking thread; the client build is
-/// retried with backoff ([`client_retrying`]).
+/// How long reading the kubeconfig files, or building a client (which runs an `exec`
+/// plugin), may take; a plugin still running then is left on its blocking thread and
+/// the build retried with backoff ([`client_retrying`]).
 pub const CREDENTIALS_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Why a kubeconfig file cannot be used.
@@ -425,10 +424,8 @@ where
 /// A watch that ends sooner than this was cut, not timed out.
 pub(crate) const MIN_WATCH_LIFE: Duration = Duration::from_secs(5);
 
-/// The most pages one list may take (with the watches' page size of 100:
-/// 10,000 objects, twice the 5,000 Nodes Kubernetes supports). A server whose
-/// `continue` tokens never run out is stopped here, however few objects each
-/// page holds.
+/// The most pages one list may take (10,000 objects at 100 a page, twice the 5,000
+/// Nodes Kubernetes supports): stops `continue` tokens that never run out.
 pub(crate) const MAX_LIST_PAGES: u32 = 100;
 
 /// A list that asked for more than [`MAX_LIST_PAGES`] pages.
@@ -438,13 +435,11 @@ pub(crate) const MAX_LIST_PAGES: u32 = 100;
 )]
 pub(crate) struct EndlessList;
 
-/// Paces the watch requests of one path: kube's watcher opens the next watch
-/// at once when one ends, and one that a server or proxy ends at once (an
-/// empty or cut answer, which kube's watch reader takes for a normal end)
-/// would be re-opened in a hot loop. A watch opened within [`MIN_WATCH_LIFE`]
-/// of the one before waits first, with the usual backoff, growing while the
-/// watches stay short. It also caps lists and answers and bounds every request
-/// by [`REQUEST_TIMEOUT`] (see its `call`).
+/// Paces the watch requests of one path: kube's watcher re-opens a watch at once,
+/// so one that a server or proxy ends at once (which kube takes for a normal end)
+/// would loop hot. A watch opened within [`MIN_WATCH_LIFE`] of the one before waits
+/// first, with backoff. It also caps lists and answers and bounds every request by
+/// [`REQUEST_TIMEOUT`] (see its `call`).
 #[derive(Clone)]
 struct PaceWatches<S> {
     inner: S,
@@ -537,10 +532,8 @@ fn is_watch(uri: &http::Uri) -> bool {
     query(uri).any(|kv| kv == "watch=true" || kv == "watch=1")
 }
 
-/// The most bytes of a non-watch answer for one object (kube-apiserver takes
-/// requests of at most 3 MiB, and etcd stores objects of at most 1.5 MiB).
-/// More is refused as [`ApiError::TooLarge`], a transport error: a hostile or
-/// broken server cannot make the agent read a GiB into memory.
+/// The most bytes of a non-watch answer for one object (etcd stores objects of at
+/// most 1.5 MiB): more is refused as [`ApiError::TooLarge`], never read into memory.
 pub(crate) const MAX_OBJECT_ANSWER: usize = 4 << 20;
 
 /// The most bytes of a list page (a request with `limit=`): 100 real Nodes

@@ -79,12 +79,9 @@ fn quote_to(text: &str, limit: usize) -> String {
     out
 }
 
-/// An error and its causes, as one line for the log ("request failed:
-/// ServiceError: client error (Connect): invalid peer certificate:
-/// UnknownIssuer"): each level's text once (a cause whose text its error
-/// already shows is not repeated), control characters escaped and each level
-/// cut at 4 KiB as [`quote`] does (causes may carry server text:
-/// kube's `Api` error shows the whole `Status`).
+/// An error and its causes as one log line ("request failed: ServiceError: client
+/// error (Connect): invalid peer certificate: UnknownIssuer"): each level's text once,
+/// escaped and cut at [`LEVEL_LIMIT`] as [`quote`] does (causes may carry server text).
 pub struct Chain<'a>(pub &'a (dyn std::error::Error + 'static));
 
 /// The most bytes of one level of a [`Chain`]: more than an error's [`quote`]d

@@ -142,13 +142,11 @@ pub fn gate_taints_left(node: &Value, key: &str) -> usize {
     gate_taints(node.pointer("/spec/taints").unwrap_or(&Value::Null), key).len()
 }
 
-/// The JSON patch that removes every taint with the gate key (a node may carry
-/// it more than once, e.g. with NoSchedule and NoExecute) and nothing else, in
-/// one request guarded by a `test` of the whole taint list as read: if
-/// anything changed the taints meanwhile (the autoscaler adds and removes its
-/// own), the server refuses the whole patch and the gate reads the node again.
-/// The removals go from the last index to the first, so each index still
-/// names the taint it was read at. `None` when the node has no gate taint.
+/// The JSON patch that removes every taint with the gate key (NoSchedule and
+/// NoExecute may both be there) and nothing else, guarded by a `test` of the whole
+/// taint list as read: if the taints changed meanwhile (the autoscaler adds its own),
+/// the server refuses it and the gate reads again. Removals go from the last index
+/// to the first, so each index still names its taint. `None`: no gate taint.
 pub fn removal_patch(v: &NodeView) -> Option<Value> {
     if v.gate_indices.is_empty() {
         return None;
@@ -404,12 +402,10 @@ const REFUSED_REMEDY: &str = "the gate may only remove SELFDESTRUCT_GATE_TAINT f
     (check that NODE_NAME is spec.nodeName and that the taint key matches \
     manifests/node-gate/admission-policy.yaml); retrying";
 
-/// Logs a failed request and returns how long to wait before the next try.
-/// Denials (403, an admission policy's 422) are retried too, since the
-/// RBAC may be fixed at any time and the node takes no users meanwhile: every
-/// poll at first, doubling up to 5 minutes. Other errors, a 401 among them
-/// (credentials expired: the token file is read again), 0.5-1 s doubling, at
-/// most the poll interval (at least one minute).
+/// Logs a failed request and returns the wait before the next try. Denials (403, an
+/// admission policy's 422) are retried too (RBAC may be fixed at any time): every
+/// poll at first, doubling up to 5 minutes. Other errors, a 401 among them: 0.5-1 s
+/// doubling, at most the poll interval (at least one minute).
 fn gate_error(e: &ApiError, call: Call, cfg: &GateConfig, failures: &mut u32) -> Duration {
     let node = &cfg.node_name;
     let denied = match e {

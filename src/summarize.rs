@@ -76,11 +76,9 @@ pub fn own_pod(pod: &Pod) -> OwnPod {
     }
 }
 
-/// A node's summary from its metadata alone (the metadata watch): its name,
-/// creation time and the labels in `label_keys`. What only a full read gives
-/// (readiness, taints, `unschedulable`, images) stays at its default: a node
-/// known so is never Ready to the decision, which needs no more of the nodes
-/// created before the own pod was scheduled.
+/// A node's summary from its metadata alone: name, creation time and the labels in
+/// `label_keys`. The rest stays at its default: such a node is never Ready to the
+/// decision, which needs no more of nodes older than the own pod's scheduling.
 pub fn node_metadata(meta: ObjectMeta, label_keys: &BTreeSet<String>) -> NodeSummary {
     NodeSummary {
         labels: meta

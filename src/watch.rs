@@ -37,10 +37,8 @@ pub(crate) const PAGE_SIZE: u32 = 100;
 /// The most objects one list may hold (as many as its most pages, full):
 /// more is a server that never ends its list.
 pub const MAX_LIST_OBJECTS: usize = MAX_LIST_PAGES as usize * PAGE_SIZE as usize;
-/// The longest a watch request asks for (`timeoutSeconds`, minus up to
-/// [`WATCH_JITTER`]): a watch that delivers nothing is re-opened within 11
-/// minutes, as docs/reliability.md says, and the two watches make about 11.4
-/// requests an hour (mean 630 s each).
+/// The longest a watch asks for (`timeoutSeconds`, less up to [`WATCH_JITTER`]): a
+/// silent watch is re-opened within 11 minutes (docs/reliability.md), ~11.4 requests/h.
 pub(crate) const WATCH_TIMEOUT: Duration = Duration::from_secs(660);
 /// The most taken off [`WATCH_TIMEOUT`] at random (a fleet's watches do not end together).
 const WATCH_JITTER: Duration = Duration::from_secs(60);

@@ -12,6 +12,7 @@
 use std::ffi::OsString;
 use std::time::Duration;
 
+use kube::runtime::events::EventType;
 use tokio::sync::watch;
 use tracing::{debug, error, info, warn};
 
@@ -37,10 +38,8 @@ const DELETE_SETUP_WAIT: Duration = Duration::from_secs(10);
 /// the Event, the delete and its retries) before the wrapper exits without it.
 const DELETE_LIMIT: Duration = Duration::from_secs(20);
 
-/// Runs `program` with `args` as the child, to its end; returns the exit code to
-/// exit with. `access` is the API access `main` discovered (a named kubeconfig
-/// that cannot be used was refused there), `signals` the handlers it installed
-/// first.
+/// Runs `program` with `args` as the child, to its end, on the API `access` and the
+/// `signals` that `main` set up; returns the exit code to exit with.
 pub async fn run(
     cfg: Config,
     program: OsString,
@@ -228,7 +227,10 @@ async fn delete_own_pod(cfg: &Config, ready: &Ready, code: i32) {
         info!(dry_run = true, reason = %reason, "dry run: would delete own pod");
         return;
     }
-    if let Err(e) = api.event(uid, "Delete", "SelfDestruct", &reason).await {
+    if let Err(e) = api
+        .event(EventType::Normal, uid, "Delete", "SelfDestruct", &reason)
+        .await
+    {
         warn!(error = %Chain(&e), "could not post the Event (continuing)");
     }
     for attempt in 1..=3u32 {
