@@ -567,6 +567,7 @@ proptest! {
         use clap::FromArgMatches;
         let matches = cli_without_env().try_get_matches_from(["selfdestruct"]).expect("defaults");
         let cli = selfdestruct::config::Cli::from_arg_matches(&matches).expect("defaults");
+        prop_assert!(selfdestruct::config::Config::from_cli(&cli).is_ok());
         let level = selfdestruct::config::parse_level(&value);
         let want = level.unwrap_or(tracing::level_filters::LevelFilter::INFO);
         prop_assert_eq!(cli.shared.level(Some(&value)), want, "RUST_LOG={:?}", value);
