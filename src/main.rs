@@ -71,29 +71,27 @@ fn main() {
         });
     let code = runtime.block_on(async {
         // The handlers come first: a SIGTERM while a kubeconfig is read exits 0.
-        if let Task::Wrapper(cfg, program, args) = task {
-            let mut signals = match WrapperSignals::install() {
-                Ok(s) => s,
-                Err(e) => return cannot_install(&e),
-            };
-            let access = match discover(identity, signals.terminated()).await {
-                Ok(access) => access,
-                Err(code) => return code,
-            };
-            return selfdestruct::wrapper::run(cfg, program, args, access, signals).await;
-        }
-        let mut signals = match Signals::install() {
-            Ok(s) => s,
-            Err(e) => return cannot_install(&e),
-        };
-        let access = match discover(identity, signals.terminated()).await {
-            Ok(access) => access,
-            Err(code) => return code,
-        };
         match task {
-            Task::Gate(g) => selfdestruct::node_gate::run(g, access, signals).await,
-            Task::Agent(cfg) => agent::run(cfg, access, signals).await,
-            Task::Wrapper(..) => unreachable!("the wrapper ran above"),
+            Task::Agent(cfg) => match signals_and_access(identity).await {
+                Ok((signals, access)) => agent::run(cfg, access, signals).await,
+                Err(code) => code,
+            },
+            Task::Gate(g) => match signals_and_access(identity).await {
+                Ok((signals, access)) => selfdestruct::node_gate::run(g, access, signals).await,
+                Err(code) => code,
+            },
+            Task::Wrapper(cfg, program, args) => {
+                let mut signals = match WrapperSignals::install() {
+                    Ok(s) => s,
+                    Err(e) => return cannot_install(&e),
+                };
+                match discover(identity, signals.terminated()).await {
+                    Ok(access) => {
+                        selfdestruct::wrapper::run(cfg, program, args, access, signals).await
+                    }
+                    Err(code) => code,
+                }
+            }
         }
     });
     // Exit at once: nothing is left to flush, and the runtime's shutdown would wait for tasks.
@@ -103,6 +101,16 @@ fn main() {
 fn cannot_install(e: &std::io::Error) -> i32 {
     eprintln!("selfdestruct: cannot install signal handlers: {e}");
     1
+}
+
+/// The agent's and the gate's signal handlers, installed first, and the API access
+/// found once; `Err` is the exit code.
+async fn signals_and_access(
+    identity: &IdentitySettings,
+) -> Result<(Signals, Result<Access, AccessError>), i32> {
+    let mut signals = Signals::install().map_err(|e| cannot_install(&e))?;
+    let access = discover(identity, signals.terminated()).await?;
+    Ok((signals, access))
 }
 
 /// The API access, found once, unless `terminated` resolves first; `Err` is the
