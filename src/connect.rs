@@ -381,8 +381,8 @@ fn client_config(
     (config, token_file)
 }
 
-/// [`client_within`] [`CREDENTIALS_TIMEOUT`], retrying (with backoff) while an `exec` plugin does not answer
-/// in time; any other error is returned. Cancel-safe: race it with the signals.
+/// [`client_within`] [`CREDENTIALS_TIMEOUT`], retried with backoff while an `exec`
+/// plugin does not answer in time; any other error is returned. Cancel-safe: race it with the signals.
 pub async fn client_retrying(
     access: &Access,
     default_namespace: &str,
@@ -542,9 +542,10 @@ pub(crate) const MAX_LIST_ANSWER: usize = 64 << 20;
 
 /// How much of a non-watch answer to `uri` is read at most.
 fn answer_limit(uri: &http::Uri) -> usize {
-    match query(uri).any(|kv| kv.starts_with("limit=")) {
-        true => MAX_LIST_ANSWER,
-        false => MAX_OBJECT_ANSWER,
+    if query(uri).any(|kv| kv.starts_with("limit=")) {
+        MAX_LIST_ANSWER
+    } else {
+        MAX_OBJECT_ANSWER
     }
 }
 

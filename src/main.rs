@@ -126,10 +126,7 @@ async fn discover(
         &identity.service_account_dir,
     );
     tokio::select! {
-        sig = terminated => {
-            tracing::info!(signal = sig, "received {sig}, exiting");
-            Err(0)
-        }
+        sig = terminated => Err(selfdestruct::signals::stop(sig)),
         access = discovery => match access {
             Err(e) if e.is_named() => Err(connect::bad_kubeconfig(&e)),
             access => Ok(access),

@@ -105,7 +105,8 @@ pub(crate) struct Reaped {
 /// Without `all`: waits (without blocking) for `child` alone, leaving every
 /// other child to whoever waits for it.
 pub(crate) fn reap_children(child: libc::pid_t, all: bool) -> Reaped {
-    let (mut out, which) = (Reaped::default(), if all { -1 } else { child });
+    let which = if all { -1 } else { child };
+    let mut out = Reaped::default();
     loop {
         let mut status = 0;
         // SAFETY: waitpid with WNOHANG only writes the status of an exited child.
@@ -220,7 +221,8 @@ pub(crate) async fn pause(terminated: impl Future<Output = &'static str>) -> i32
     stop(terminated.await)
 }
 
-pub(crate) fn stop(signal: &str) -> i32 {
+/// Logs that `signal` ends the process and returns its exit code, 0.
+pub fn stop(signal: &str) -> i32 {
     tracing::info!(signal, "received {signal}, exiting");
     0
 }
