@@ -13,7 +13,7 @@ use tracing::{debug, error, info, warn};
 
 use crate::api::Mode;
 use crate::api::{PodApi, outcome_of, rbac_hint};
-use crate::candidates::{Candidates, Touched};
+use crate::candidates::{Candidates, Touched, Wake};
 use crate::clock::Clock;
 use crate::config::{Config, Siblings};
 use crate::connect::{self, Access, AccessError, ClientError, EXIT_CONFIG, bad_kubeconfig};
@@ -326,6 +326,7 @@ impl Agent {
                 selector: self.cfg.args.node_selector.to_string(),
                 fields: String::new(),
                 what: "nodes",
+                max_bytes: watch::NODE_LIST_BYTES,
             };
             // Every node as metadata only; the candidates in full (src/candidates.rs).
             let keys = self.label_keys.clone();
@@ -373,6 +374,7 @@ impl Agent {
                 selector: sel.to_string(),
                 fields: String::new(),
                 what: "sibling pods",
+                max_bytes: watch::SIBLING_LIST_BYTES,
             };
             tokio::spawn(watch::follow(
                 Api::<Pod>::namespaced(
@@ -479,6 +481,9 @@ impl Agent {
             };
             let Evaluation { decision, full } = evaluate(&snapshot);
             report_full_nodes(snapshot.nodes, &full, &mut self.full_nodes);
+            if let Some(c) = &mut self.candidates {
+                c.shown_full(&self.full_nodes);
+            }
             self.log_decision(&decision, now);
             self.memory.apply(now, &decision);
             let wake = match decision {
@@ -516,9 +521,9 @@ impl Agent {
                     Some(u) => self.on_node(&own, u),
                     None => self.node_rx = None,
                 },
-                u = recv_candidate(&mut self.candidates) => {
+                w = recv_candidate(&mut self.candidates) => {
                     if let Some(c) = &mut self.candidates {
-                        c.apply(&mut self.nodes, u);
+                        c.handle(&own, &mut self.nodes, w);
                     }
                 }
                 u = recv(&mut self.sibling_rx) => match u {
@@ -750,7 +755,7 @@ fn apply_update<S>(
     }
 }
 
-async fn recv_candidate(candidates: &mut Option<Candidates>) -> Update<NodeSummary> {
+async fn recv_candidate(candidates: &mut Option<Candidates>) -> Wake {
     match candidates {
         Some(c) => c.recv().await,
         None => std::future::pending().await,

@@ -3,14 +3,30 @@
 //! after the own pod was scheduled that its placement rules accept) are read in full,
 //! as they are the only nodes whose readiness, taints and images the decision reads.
 //!
-//! Each candidate gets its own watch (`fieldSelector=metadata.name=NAME`), started when
-//! the node becomes a candidate and stopped when it stops being one. RBAC stays `nodes`
-//! `list`, `watch`; at most [`MAX_CANDIDATE_WATCHES`] run at once, and at most one is
-//! opened per [`CANDIDATE_PACE`] (a fleet that sees five nodes join at once does not
-//! open 5 watches per agent in the same second).
+//! Each candidate read in full has its own watch (`fieldSelector=metadata.name=NAME`);
+//! RBAC stays `nodes` `list`, `watch`. At most [`MAX_CANDIDATE_WATCHES`] run at once
+//! (the *slots*), and at most one is opened per [`CANDIDATE_PACE`] (a fleet that sees
+//! five nodes join at once does not open 5 watches per agent in the same second).
+//! A candidate waits in a queue until the pace allows; nothing is opened ahead of
+//! its time, so a candidate that leaves before its turn costs no pace.
+//!
+//! When there are more candidates than slots, the slots go by rank ([`rank`]):
+//!
+//! 1. nodes not read yet, or read and a node a re-created placeholder would land
+//!    on (`OwnPod::would_land_on`), newest first;
+//! 2. nodes read and found no target (an untolerated taint, NotReady, cordoned, or
+//!    shown full by a sibling), newest first.
+//!
+//! The best-ranked waiting node takes a free slot, or the slot of the worst-ranked
+//! watched node if that ranks below it. A node of rank 2 that gives up its slot is
+//! *parked*: its last state stays known through the metadata watch, which reports
+//! every change of the object; a change (a taint lifted, Ready) puts it back in the
+//! queue as not read. A node shown full stays parked for good. A node of rank 1 that
+//! gives up its slot (to a newer one) waits in the queue.
 
+use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
@@ -27,12 +43,140 @@ use selfdestruct_decision::model::{NodeSummary, OwnPod};
 pub(crate) const MAX_CANDIDATE_WATCHES: usize = 16;
 /// At most one candidate watch is opened per this interval.
 pub(crate) const CANDIDATE_PACE: Duration = Duration::from_secs(3);
+/// The most a candidate's full list may hold: one node (a field-selected list).
+const CANDIDATE_LIST_BYTES: usize = 1 << 20;
+
+/// What a candidate is to the slots, best first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Standing {
+    /// Not read in full (yet, or since it changed), or read and a node a
+    /// re-created placeholder would land on.
+    Wanted,
+    /// Read in full and no target: an untolerated taint, NotReady, cordoned, or
+    /// shown full by a sibling.
+    NoTarget,
+}
+
+/// One candidate as the slots see it.
+#[derive(Clone, Copy, Debug)]
+struct Seat<'a> {
+    name: &'a str,
+    created: Option<SystemTime>,
+    standing: Standing,
+    /// Its full watch runs (it holds a slot).
+    watched: bool,
+}
+
+/// The rank of a candidate, lower first: [`Standing`], then newest first (an
+/// unknown creation time last), then by name.
+fn rank<'a>(s: &Seat<'a>) -> (Standing, Reverse<Option<SystemTime>>, &'a str) {
+    (s.standing, Reverse(s.created), s.name)
+}
+
+/// What the next opening does: opens the full watch of `open`, after stopping
+/// that of `stop` (no slot is free).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Opening<'a> {
+    open: &'a str,
+    stop: Option<&'a str>,
+}
+
+/// The next opening among `seats` (the candidates watched or waiting; parked ones
+/// take no part) with `slots` slots: the best-ranked waiting candidate, if a slot
+/// is free or the worst-ranked watched one ranks below it; `None` otherwise.
+fn next_opening<'a>(
+    seats: impl IntoIterator<Item = Seat<'a>>,
+    slots: usize,
+) -> Option<Opening<'a>> {
+    let (mut best, mut worst, mut watched): (Option<Seat>, Option<Seat>, usize) = (None, None, 0);
+    for s in seats {
+        if s.watched {
+            watched += 1;
+            if worst.is_none_or(|w| rank(&s) > rank(&w)) {
+                worst = Some(s);
+            }
+        } else if best.is_none_or(|b| rank(&s) < rank(&b)) {
+            best = Some(s);
+        }
+    }
+    let best = best?;
+    if watched < slots {
+        return Some(Opening {
+            open: best.name,
+            stop: None,
+        });
+    }
+    let worst = worst.filter(|w| rank(w) > rank(&best))?;
+    Some(Opening {
+        open: best.name,
+        stop: Some(worst.name),
+    })
+}
 
 /// One candidate's full watch and what it last said.
 struct Watched {
     task: JoinHandle<()>,
     /// The node as last read in full (`None` until the first read).
-    full: Option<NodeSummary>,
+    read: Option<NodeSummary>,
+    /// What the last read says (`Wanted` until the first).
+    standing: Standing,
+}
+
+/// Where a candidate is.
+enum Slot {
+    /// In the queue for a slot.
+    Waiting,
+    /// Read in full.
+    Watched(Watched),
+    /// Gave up its slot as no target: waits for the metadata watch to report a
+    /// change (for good if shown full).
+    Parked,
+}
+
+/// A candidate.
+struct Entry {
+    created: Option<SystemTime>,
+    slot: Slot,
+    /// A sibling showed it full: no target for good.
+    shown_full: bool,
+}
+
+impl Entry {
+    fn new(created: Option<SystemTime>) -> Self {
+        Entry {
+            created,
+            slot: Slot::Waiting,
+            shown_full: false,
+        }
+    }
+
+    /// The metadata watch reported it (changed, or listed again): a parked node is
+    /// read again, unless shown full.
+    fn changed(&mut self, created: Option<SystemTime>) {
+        self.created = created;
+        if matches!(self.slot, Slot::Parked) && !self.shown_full {
+            self.slot = Slot::Waiting;
+        }
+    }
+
+    fn seat<'a>(&self, name: &'a str) -> Option<Seat<'a>> {
+        let (standing, watched) = match &self.slot {
+            Slot::Parked => return None,
+            Slot::Waiting => (Standing::Wanted, false),
+            Slot::Watched(w) => (w.standing, true),
+        };
+        let standing = if self.shown_full {
+            Standing::NoTarget
+        } else {
+            standing
+        };
+        Some(Seat {
+            name,
+            created: self.created,
+            standing,
+            watched,
+        })
+    }
 }
 
 /// Which nodes of the view a metadata update touched.
@@ -43,12 +187,20 @@ pub(crate) enum Touched<'a> {
     One(&'a str),
 }
 
+/// What woke the agent for the candidates ([`Candidates::recv`]).
+pub(crate) enum Wake {
+    /// An update of a candidate's full watch.
+    Update(Update<NodeSummary>),
+    /// The pace allows the next opening.
+    Pace,
+}
+
 /// The candidates' full watches.
 pub(crate) struct Candidates {
     client: kube::Client,
     label_keys: BTreeSet<String>,
     required_images: Vec<ImageRef>,
-    watched: BTreeMap<String, Watched>,
+    entries: BTreeMap<String, Entry>,
     /// When the next candidate watch may open.
     next_open: Instant,
     /// Every candidate watch sends here (one channel: a stopped watch's last
@@ -57,12 +209,16 @@ pub(crate) struct Candidates {
     rx: mpsc::Receiver<Update<NodeSummary>>,
     /// A candidate watch was refused (told once until one lists again).
     told_forbidden: bool,
+    /// There are more candidates than slots (told once per change).
+    short: bool,
 }
 
 impl Drop for Candidates {
     fn drop(&mut self) {
-        for w in self.watched.values() {
-            w.task.abort();
+        for e in self.entries.values() {
+            if let Slot::Watched(w) = &e.slot {
+                w.task.abort();
+            }
         }
     }
 }
@@ -78,18 +234,19 @@ impl Candidates {
             client,
             label_keys,
             required_images,
-            watched: BTreeMap::new(),
+            entries: BTreeMap::new(),
             next_open: Instant::now(),
             tx,
             rx,
             told_forbidden: false,
+            short: false,
         }
     }
 
-    /// After the metadata view changed (`touched`): starts the full watch of
-    /// each node that became a candidate, stops that of each node that is no
-    /// longer one (or left the view), and lays what the full reads said over
-    /// the view's metadata-only entries.
+    /// After the metadata view changed (`touched`): queues each node that became
+    /// a candidate (and each parked one that changed), stops the full watch of
+    /// each node that is no longer one (or left the view), and lays what the full
+    /// reads said over the view's metadata-only entries.
     pub(crate) fn sync(
         &mut self,
         own: &OwnPod,
@@ -97,62 +254,165 @@ impl Candidates {
         touched: Touched<'_>,
     ) {
         let nodes = view.as_deref_mut().unwrap_or_default();
-        let freed = match touched {
+        match touched {
             Touched::All => {
-                let wanted: BTreeSet<&str> = nodes
+                let wanted: BTreeMap<&str, Option<SystemTime>> = nodes
                     .iter()
                     .filter(|n| own.is_candidate(n))
-                    .map(|n| n.name.as_str())
+                    .map(|n| (n.name.as_str(), n.created))
                     .collect();
                 let gone: Vec<String> = self
-                    .watched
+                    .entries
                     .keys()
-                    .filter(|n| !wanted.contains(n.as_str()))
+                    .filter(|n| !wanted.contains_key(n.as_str()))
                     .cloned()
                     .collect();
                 for name in &gone {
-                    self.stop(name);
+                    self.forget(name);
+                }
+                // A list says nothing of what changed: every parked node may have.
+                for (name, created) in wanted {
+                    match self.entries.get_mut(name) {
+                        Some(e) => e.changed(created),
+                        None => {
+                            self.entries.insert(name.to_string(), Entry::new(created));
+                        }
+                    }
                 }
                 for node in nodes.iter_mut() {
                     self.overlay(node);
                 }
-                true
             }
             Touched::One(name) => match nodes.iter_mut().find(|n| n.name == name) {
                 Some(node) if own.is_candidate(node) => {
-                    self.watch(&node.name);
+                    match self.entries.get_mut(name) {
+                        Some(e) => e.changed(node.created),
+                        None => {
+                            self.entries
+                                .insert(name.to_string(), Entry::new(node.created));
+                        }
+                    }
                     self.overlay(node);
-                    false
                 }
-                _ => self.stop(name),
+                _ => self.forget(name),
             },
-        };
-        if freed {
-            for node in nodes.iter().filter(|n| own.is_candidate(n)) {
-                if self.watched.len() >= MAX_CANDIDATE_WATCHES {
-                    break;
-                }
-                self.watch(&node.name);
+        }
+        self.tell_shortage();
+    }
+
+    /// Notes the nodes a sibling showed full (`full`: the agent's report, every
+    /// node ever shown full that is still in the view): no targets for good.
+    pub(crate) fn shown_full(&mut self, full: &BTreeSet<String>) {
+        for name in full {
+            if let Some(e) = self.entries.get_mut(name) {
+                e.shown_full = true;
             }
         }
     }
 
-    /// The next update of a candidate watch.
-    pub(crate) async fn recv(&mut self) -> Update<NodeSummary> {
-        // `self` holds a sender: the channel never closes.
-        match self.rx.recv().await {
-            Some(u) => u,
-            None => std::future::pending().await,
+    /// The next update of a candidate watch, or the time for the next opening.
+    pub(crate) async fn recv(&mut self) -> Wake {
+        let due = self.plan().map(|_| self.next_open);
+        tokio::select! {
+            // `self` holds a sender: the channel never closes.
+            u = self.rx.recv() => match u {
+                Some(u) => Wake::Update(u),
+                None => std::future::pending().await,
+            },
+            () = tokio::time::sleep_until(due.unwrap_or(self.next_open)), if due.is_some() => Wake::Pace,
         }
+    }
+
+    /// Handles what [`Candidates::recv`] returned.
+    pub(crate) fn handle(&mut self, own: &OwnPod, view: &mut Option<Vec<NodeSummary>>, wake: Wake) {
+        match wake {
+            Wake::Update(u) => self.apply(own, view, u),
+            Wake::Pace => self.open_next(view),
+        }
+    }
+
+    /// The next opening, by rank.
+    fn plan(&self) -> Option<Opening<'_>> {
+        let seats = self
+            .entries
+            .iter()
+            .filter_map(|(name, e)| e.seat(name.as_str()));
+        next_opening(seats, MAX_CANDIDATE_WATCHES)
+    }
+
+    /// Opens the best-ranked waiting candidate's full watch if the pace allows,
+    /// taking the slot of the worst-ranked watched one if none is free.
+    fn open_next(&mut self, view: &mut Option<Vec<NodeSummary>>) {
+        let now = Instant::now();
+        if now < self.next_open {
+            return;
+        }
+        let Some(Opening { open, stop }) = self.plan() else {
+            return;
+        };
+        let (open, stop) = (open.to_string(), stop.map(str::to_string));
+        if let Some(stop) = stop {
+            self.give_up(&stop, view, &open);
+        }
+        self.spawn(&open);
+        self.next_open = now + CANDIDATE_PACE;
+    }
+
+    /// Stops the full watch of `name` to free its slot for `to`: parked if it is
+    /// no target, back in the queue otherwise. The view forgets its full read.
+    fn give_up(&mut self, name: &str, view: &mut Option<Vec<NodeSummary>>, to: &str) {
+        let Some(e) = self.entries.get_mut(name) else {
+            return;
+        };
+        let Slot::Watched(w) = std::mem::replace(&mut e.slot, Slot::Parked) else {
+            return;
+        };
+        w.task.abort();
+        let parked = e.shown_full || w.standing == Standing::NoTarget;
+        if !parked {
+            e.slot = Slot::Waiting;
+        }
+        if let Some(node) = view.iter_mut().flatten().find(|n| n.name == name) {
+            *node = metadata_only(node);
+        }
+        tracing::debug!(
+            node = name,
+            for_ = to,
+            parked,
+            "a new node gives up its full watch to a newer or usable one"
+        );
+    }
+
+    /// Starts the full watch of `name`.
+    fn spawn(&mut self, name: &str) {
+        let Some(e) = self.entries.get_mut(name) else {
+            return;
+        };
+        let target = Target {
+            selector: String::new(),
+            fields: format!("metadata.name={name}"),
+            what: "new node (in full)",
+            max_bytes: CANDIDATE_LIST_BYTES,
+        };
+        let (keys, images) = (self.label_keys.clone(), self.required_images.clone());
+        let task = tokio::spawn(watch::follow(
+            Api::<Node>::all(self.client.clone()),
+            target,
+            self.tx.clone(),
+            Duration::ZERO,
+            move |n: Node| crate::summarize::node(n, &keys, &images),
+        ));
+        tracing::debug!(node = name, "reading a new node in full");
+        e.slot = Slot::Watched(Watched {
+            task,
+            read: None,
+            standing: Standing::Wanted,
+        });
     }
 
     /// Applies an update of a candidate watch to the view (updates of a watch
     /// already stopped are dropped).
-    pub(crate) fn apply(
-        &mut self,
-        view: &mut Option<Vec<NodeSummary>>,
-        update: Update<NodeSummary>,
-    ) {
+    fn apply(&mut self, own: &OwnPod, view: &mut Option<Vec<NodeSummary>>, update: Update<NodeSummary>) {
         let full = match update {
             Update::Reset(list) => {
                 self.told_forbidden = false;
@@ -164,8 +424,9 @@ impl Candidates {
             }
             Update::Upsert(n) => n,
             Update::Remove(name) => {
-                if let Some(w) = self.watched.get_mut(&name) {
-                    w.full = None;
+                if let Some(w) = self.watched_mut(&name) {
+                    w.read = None;
+                    w.standing = Standing::Wanted;
                     if let Some(node) = view.iter_mut().flatten().find(|n| n.name == name) {
                         *node = metadata_only(node);
                     }
@@ -184,54 +445,69 @@ impl Candidates {
             }
             Update::Unlisted(_) => return,
         };
-        let Some(w) = self.watched.get_mut(&full.name) else {
+        let Some(w) = self.watched_mut(&full.name) else {
             return;
+        };
+        w.standing = if own.would_land_on(&full) {
+            Standing::Wanted
+        } else {
+            Standing::NoTarget
         };
         if let Some(node) = view.iter_mut().flatten().find(|n| n.name == full.name) {
             lay_over(node, &full);
         }
-        w.full = Some(full);
+        w.read = Some(full);
     }
 
-    /// Starts the full watch of `name` unless it runs or no slot is free.
-    fn watch(&mut self, name: &str) {
-        if self.watched.contains_key(name) || self.watched.len() >= MAX_CANDIDATE_WATCHES {
+    fn watched_mut(&mut self, name: &str) -> Option<&mut Watched> {
+        match &mut self.entries.get_mut(name)?.slot {
+            Slot::Watched(w) => Some(w),
+            _ => None,
+        }
+    }
+
+    /// Forgets `name` (no longer a candidate, or gone), stopping its full watch.
+    fn forget(&mut self, name: &str) {
+        let Some(e) = self.entries.remove(name) else {
+            return;
+        };
+        if let Slot::Watched(w) = e.slot {
+            w.task.abort();
+            tracing::debug!(node = name, "no longer a candidate: its full watch ends");
+        }
+    }
+
+    /// Says when the candidates start and stop outnumbering the slots.
+    fn tell_shortage(&mut self) {
+        let count = self.entries.len();
+        let short = count > MAX_CANDIDATE_WATCHES;
+        if short == std::mem::replace(&mut self.short, short) {
             return;
         }
-        let now = Instant::now();
-        let delay = self.next_open.saturating_duration_since(now);
-        self.next_open = self.next_open.max(now) + CANDIDATE_PACE;
-        let target = Target {
-            selector: String::new(),
-            fields: format!("metadata.name={name}"),
-            what: "new node (in full)",
-        };
-        let (keys, images) = (self.label_keys.clone(), self.required_images.clone());
-        let task = tokio::spawn(watch::follow(
-            Api::<Node>::all(self.client.clone()),
-            target,
-            self.tx.clone(),
-            delay,
-            move |n: Node| crate::summarize::node(n, &keys, &images),
-        ));
-        tracing::debug!(node = name, in_ = ?delay, "reading a new node in full");
-        self.watched
-            .insert(name.to_string(), Watched { task, full: None });
-    }
-
-    /// Stops the full watch of `name`, if any; `true` if one was stopped.
-    fn stop(&mut self, name: &str) -> bool {
-        let Some(w) = self.watched.remove(name) else {
-            return false;
-        };
-        w.task.abort();
-        tracing::debug!(node = name, "no longer a candidate: its full watch ends");
-        true
+        if short {
+            tracing::warn!(
+                candidates = count,
+                slots = MAX_CANDIDATE_WATCHES,
+                "more new nodes than full-watch slots: the newest that a placeholder could \
+                 move to are read in full first; nodes that cannot be a target (a taint, \
+                 NotReady, cordoned, shown full) give up their slot and are read again \
+                 when they change"
+            );
+        } else {
+            tracing::info!(
+                candidates = count,
+                "every new node fits the full-watch slots again"
+            );
+        }
     }
 
     /// Lays the last full read of `node` (if it is watched) over its metadata.
     fn overlay(&self, node: &mut NodeSummary) {
-        if let Some(full) = self.watched.get(&node.name).and_then(|w| w.full.as_ref()) {
+        let read = match self.entries.get(&node.name).map(|e| &e.slot) {
+            Some(Slot::Watched(w)) => w.read.as_ref(),
+            _ => None,
+        };
+        if let Some(full) = read {
             lay_over(node, full);
         }
     }
@@ -257,3 +533,6 @@ fn metadata_only(node: &NodeSummary) -> NodeSummary {
         ..NodeSummary::default()
     }
 }
+
+#[cfg(test)]
+mod tests;

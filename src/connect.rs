@@ -424,9 +424,10 @@ where
 /// A watch that ends sooner than this was cut, not timed out.
 pub(crate) const MIN_WATCH_LIFE: Duration = Duration::from_secs(5);
 
-/// The most pages one list may take (10,000 objects at 100 a page, twice the 5,000
-/// Nodes Kubernetes supports): stops `continue` tokens that never run out.
-pub(crate) const MAX_LIST_PAGES: u32 = 100;
+/// The most pages one list may take (100,000 objects at 100 a page, more nodes than
+/// any provider supports in one cluster: GKE 65,000): stops `continue` tokens that
+/// never run out, with the bounds of `watch` (an object twice, the bytes held).
+pub(crate) const MAX_LIST_PAGES: u32 = 1_000;
 
 /// A list that asked for more than [`MAX_LIST_PAGES`] pages.
 #[derive(Debug, thiserror::Error)]

@@ -10,8 +10,10 @@
 //!   without an error, so a watch that keeps answering 410 Gone lists less and less;
 //! - a 410 on opening a watch lists again (kube's watcher would re-open the
 //!   watch from the same expired resourceVersion);
-//! - a list that returns an object twice (a `continue` token that never ends)
-//!   or more than [`MAX_LIST_OBJECTS`] objects is abandoned, and backs off.
+//! - a list that returns an object twice (a `continue` token that never ends),
+//!   or whose summaries would hold more than its target's bytes
+//!   ([`Target::max_bytes`], as [`Weigh`] counts them), is abandoned, and backs
+//!   off; so is one of more than [`MAX_LIST_PAGES`](crate::connect::MAX_LIST_PAGES) pages (the client layer).
 
 use std::collections::HashSet;
 use std::fmt::Debug;
@@ -26,25 +28,73 @@ use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 
-use crate::connect::{EndlessList, MAX_LIST_PAGES};
+use crate::connect::EndlessList;
 use crate::jitter::draw;
 use selfdestruct_decision::backoff::Backoff;
+use selfdestruct_decision::model::{NodeSummary, Sibling, Taint};
 
 /// Objects per list page: kube's watcher deserialises a whole page at once, so a
 /// small page keeps the heap small. 100 Nodes are about 1 MiB of JSON; a
 /// 5,000-Node list is 50 requests, at start-up and after a 410 only.
 pub(crate) const PAGE_SIZE: u32 = 100;
-/// The most objects one list may hold (as many as its most pages, full):
-/// more is a server that never ends its list.
-pub const MAX_LIST_OBJECTS: usize = MAX_LIST_PAGES as usize * PAGE_SIZE as usize;
+/// The most the node list's summaries may hold (name, creation time and the
+/// label keys the placement rules read: about 200 bytes a node): some 80,000
+/// nodes, more than any provider supports in one cluster (GKE: 65,000).
+pub(crate) const NODE_LIST_BYTES: usize = 16 << 20;
+/// The most the sibling list's summaries may hold (about 200 bytes a pod): some
+/// 20,000 placeholders.
+pub(crate) const SIBLING_LIST_BYTES: usize = 4 << 20;
+
+/// What a summary holds, in bytes (its own size and its strings'), to bound a list.
+pub(crate) trait Weigh {
+    /// Bytes held, roughly.
+    fn weight(&self) -> usize;
+}
+
+/// Bytes a map entry costs beside its strings (a B-tree node's share).
+const ENTRY_BYTES: usize = 64;
+
+impl Weigh for NodeSummary {
+    fn weight(&self) -> usize {
+        let labels: usize = self
+            .labels
+            .iter()
+            .map(|(k, v)| ENTRY_BYTES + k.len() + v.len())
+            .sum();
+        let taints: usize = self
+            .taints
+            .iter()
+            .map(|t| {
+                std::mem::size_of::<Taint>()
+                    + t.key.len()
+                    + t.value.as_ref().map_or(0, String::len)
+                    + t.effect.len()
+            })
+            .sum();
+        std::mem::size_of::<NodeSummary>()
+            + self.name.len()
+            + labels
+            + taints
+            + self.images_present.len() * std::mem::size_of::<usize>()
+    }
+}
+
+impl Weigh for Sibling {
+    fn weight(&self) -> usize {
+        std::mem::size_of::<Sibling>()
+            + self.name.len()
+            + self.uid.len()
+            + self.node_name.as_ref().map_or(0, String::len)
+    }
+}
 /// The longest a watch asks for (`timeoutSeconds`, less up to [`WATCH_JITTER`]): a
 /// silent watch is re-opened within 11 minutes (docs/reliability.md), ~11.4 requests/h.
 pub(crate) const WATCH_TIMEOUT: Duration = Duration::from_secs(660);
 /// The most taken off [`WATCH_TIMEOUT`] at random (a fleet's watches do not end together).
 const WATCH_JITTER: Duration = Duration::from_secs(60);
-/// An endless list (more than [`MAX_LIST_PAGES`] pages, or an object twice)
+/// An endless list (more than [`MAX_LIST_PAGES`](crate::connect::MAX_LIST_PAGES) pages, or an object twice)
 /// backs off from this step of [`Backoff::TRANSIENT`] at least (4-8 s): each
-/// attempt cost up to [`MAX_LIST_PAGES`] requests.
+/// attempt cost up to [`MAX_LIST_PAGES`](crate::connect::MAX_LIST_PAGES) requests.
 const ENDLESS_LIST_STEP: u32 = 3;
 /// After this long without an error, the next error backs off from the start again.
 pub const QUIET: Duration = Duration::from_secs(600);
@@ -75,6 +125,9 @@ pub(crate) struct Target {
     pub fields: String,
     /// Human name for logs ("nodes", "sibling pods").
     pub what: &'static str,
+    /// The most one list's summaries may hold ([`Weigh`]): more is a server
+    /// whose list never ends.
+    pub max_bytes: usize,
 }
 
 /// How an error of the watcher is handled.
@@ -139,7 +192,7 @@ pub(crate) async fn follow<K, S>(
     summarize: impl Fn(K) -> S + Send + 'static,
 ) where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
-    S: Send + 'static,
+    S: Weigh + Send + 'static,
 {
     tokio::time::sleep(start_delay).await;
     // Each watch asks for 10-11 min (kube's default is 290 s); a watch that
@@ -164,8 +217,8 @@ pub(crate) async fn follow<K, S>(
     let mut told_denied = false;
     // A list reached the agent; or the agent was told the first one failed.
     let (mut listed, mut told_unlisted) = (false, false);
-    // The list being read: summaries and the names seen.
-    let mut listing: Option<(Vec<S>, HashSet<String>)> = None;
+    // The list being read: summaries, the names seen and the bytes they hold.
+    let mut listing: Option<(Vec<S>, HashSet<String>, usize)> = None;
     loop {
         let Some(event) = stream.next().await else {
             // The watcher's stream does not end; if it did, start it again.
@@ -176,20 +229,25 @@ pub(crate) async fn follow<K, S>(
         let endless;
         let (failure, why) = match event {
             Ok(Event::Init) => {
-                listing = Some((Vec::new(), HashSet::new()));
+                listing = Some((Vec::new(), HashSet::new(), 0));
                 continue;
             }
             Ok(Event::InitApply(obj)) => {
-                let Some((items, names)) = listing.as_mut() else {
+                let Some((items, names, held)) = listing.as_mut() else {
                     continue;
                 };
-                if items.len() < MAX_LIST_OBJECTS && names.insert(obj.name_any()) {
-                    items.push(summarize(obj));
-                    continue;
+                if names.insert(obj.name_any()) {
+                    let summary = summarize(obj);
+                    *held += summary.weight();
+                    if *held <= target.max_bytes {
+                        items.push(summary);
+                        continue;
+                    }
                 }
                 tracing::warn!(
                     what = target.what,
                     objects = items.len(),
+                    held_bytes = *held,
                     "the list repeats an object or never ends (a continue token that \
                      never runs out?): abandoning it, retrying with backoff"
                 );
@@ -200,7 +258,7 @@ pub(crate) async fn follow<K, S>(
                 (Failure::Transient { relist: false }, why)
             }
             Ok(Event::InitDone) => {
-                if let Some((items, _)) = listing.take() {
+                if let Some((items, _, _)) = listing.take() {
                     told_denied = false;
                     listed = true;
                     if tx.send(Update::Reset(items)).await.is_err() {

@@ -179,17 +179,18 @@ impl Memory {
         }
     }
 
-    /// Notes, from the node view seen at `now`, since when each node has been one the
-    /// own pod could be scheduled on ([`OwnPod::could_run_on`]): a node that becomes
-    /// so is noted at `now`, one that stops being so (tainted, cordoned, NotReady) or
-    /// leaves the view is forgotten. The agent calls it with every snapshot's view
+    /// Notes, from the node view seen at `now`, since when each node has been one a
+    /// re-created own pod would land on ([`OwnPod::would_land_on`]): a node that
+    /// becomes so is noted at `now`, one that stops being so (tainted, also with an
+    /// untolerated PreferNoSchedule taint, cordoned, NotReady) or leaves the view is
+    /// forgotten. The agent calls it with every snapshot's view
     /// before deciding (an update of the view wakes the agent, so `now` is when the
     /// change was seen); without a view (`None`) nothing is kept.
     pub fn observe_nodes(&mut self, now: SystemTime, own: &OwnPod, nodes: Option<&[NodeSummary]>) {
         let mut usable: Vec<&str> = nodes
             .unwrap_or_default()
             .iter()
-            .filter(|n| own.could_run_on(n))
+            .filter(|n| own.would_land_on(n))
             .map(|n| n.name.as_str())
             .collect();
         // Sorted (a listed view mostly is already), so that the record, visited in
@@ -344,6 +345,10 @@ pub enum Reject {
     Taint(String),
     /// The own pod's nodeSelector or required node affinity excludes it.
     Placement,
+    /// A PreferNoSchedule taint the own pod does not tolerate
+    /// ([`OwnPod::untolerated_soft_taint`]): a replacement would be steered to an
+    /// old node.
+    SoftTaint(String),
     /// Required images not reported by the node.
     ImagesMissing(Vec<String>),
     /// Required images not listed, but the list is truncated: can't confirm.
@@ -456,6 +461,12 @@ impl<'a> Snapshot<'a> {
         }
         if !own.accepts_node(node) {
             return Err(Reject::Placement);
+        }
+        // The scheduler would put the replacement elsewhere: a wasted move. Siblings
+        // re-created meanwhile say nothing about the node's room (the memory notes
+        // the node usable only once the taint is gone).
+        if let Some(t) = own.untolerated_soft_taint(node) {
+            return Err(Reject::SoftTaint(t.key.clone()));
         }
         let missing: Vec<String> = self
             .policy

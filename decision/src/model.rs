@@ -159,6 +159,26 @@ impl OwnPod {
                 && !self.tolerations.iter().any(|tol| tol.tolerates(t))
         })
     }
+
+    /// The first PreferNoSchedule taint of `node` that the pod does not tolerate
+    /// (the cluster autoscaler's `DeletionCandidateOfClusterAutoscaler` on an empty
+    /// node, for a pod without its toleration). It blocks nothing, but the
+    /// scheduler's TaintToleration score (weight 3 in the default profile: 300
+    /// points, more than room, balance and image locality together) ranks the node
+    /// below every node without such a taint: a pod re-created while it is there
+    /// goes elsewhere if it fits (and a pod that moves frees its own room).
+    pub fn untolerated_soft_taint<'n>(&self, node: &'n NodeSummary) -> Option<&'n Taint> {
+        node.taints.iter().find(|t| {
+            t.effect == "PreferNoSchedule" && !self.tolerations.iter().any(|tol| tol.tolerates(t))
+        })
+    }
+
+    /// Whether a pod with this template, re-created now, would be placed on `node`
+    /// rather than on an old node with room: [`OwnPod::could_run_on`], and no
+    /// [`OwnPod::untolerated_soft_taint`] steers it away.
+    pub fn would_land_on(&self, node: &NodeSummary) -> bool {
+        self.could_run_on(node) && self.untolerated_soft_taint(node).is_none()
+    }
 }
 
 /// The Ready condition of a node.
@@ -182,7 +202,7 @@ pub struct NodeSummary {
     pub labels: BTreeMap<String, String>,
     /// `spec.unschedulable` (cordoned).
     pub unschedulable: bool,
-    /// NoSchedule/NoExecute taints.
+    /// NoSchedule, NoExecute and PreferNoSchedule taints.
     pub taints: Vec<Taint>,
     /// The Ready condition.
     pub ready: Readiness,
