@@ -200,11 +200,12 @@ async fn a_silent_watch_is_reopened_within_eleven_minutes() {
 }
 
 /// A server whose node list pages never end, each page with a new node and a
-/// `continue` token: the list stops at 100 pages and backs off (it used to run
-/// to 100,000 objects: as many requests with one object a page).
+/// `continue` token: the list stops at 1,000 pages (100,000 nodes at 100 a page)
+/// and backs off (it used to run to 100,000 objects: as many requests with one
+/// object a page).
 #[tokio::test(start_paused = true)]
 async fn a_list_whose_pages_never_end_is_bounded_and_backs_off() {
-    const PAGES: usize = 2_000;
+    const PAGES: usize = 4_000;
     const WINDOW: Duration = Duration::from_secs(16);
     let (logs, _guard) = Logs::capture();
     let s = vtime::placeholders(1).await;
@@ -240,7 +241,7 @@ async fn a_list_whose_pages_never_end_is_bounded_and_backs_off() {
         })
     };
     // At most three attempts fit in the window: at 0, after 4-8 s, after 8-16 s more.
-    let bound = 3 * 100;
+    let bound = 3 * 1_000;
     let over = vtime::until(WINDOW, || lists() > bound).await;
     eprintln!("{} node LIST requests in {WINDOW:?}", lists());
     assert!(
@@ -249,8 +250,8 @@ async fn a_list_whose_pages_never_end_is_bounded_and_backs_off() {
         lists()
     );
     assert!(
-        lists() >= 100,
-        "the list was stopped before its 100th page: {}",
+        lists() >= 1_000,
+        "the list was stopped before its 1,000th page: {}",
         lists()
     );
     assert!(
@@ -258,5 +259,307 @@ async fn a_list_whose_pages_never_end_is_bounded_and_backs_off() {
         "no log line about the endless list:\n{}",
         logs.text()
     );
+    assert!(agent.is_running(), "died");
+}
+
+// --- issue 32: the full-watch slots, their pace, and big clusters ---
+
+const SETTLE: &[(&str, &str)] = &[("SELFDESTRUCT_NODE_SETTLE", "1s")];
+
+/// One placeholder on `node-a` (room for more), its agent running with `env`,
+/// watching nodes; the second of its scheduling over (API times have whole
+/// seconds: a node created in it would not be newer).
+async fn one_placeholder(
+    replicas: i32,
+    env: &[(&str, &str)],
+) -> (common::cluster::Scene, vtime::Agent, Logs, vtime::Capture) {
+    let (logs, guard) = Logs::capture();
+    let s = vtime::with_nodes(
+        replicas,
+        &[NodeBuilder::new("node-a").cpu("8").memory("32Gi")],
+        PodTemplate::placeholder("placeholder", "1", "4Gi"),
+    )
+    .await;
+    let agent = vtime::agent(&s, "placeholder-0", env);
+    assert!(
+        logs.show("watching nodes", Duration::from_secs(10)).await,
+        "{}",
+        logs.text()
+    );
+    vtime::pass(Duration::from_millis(1100)).await;
+    (s, agent, logs, guard)
+}
+
+/// A new node with a NoSchedule taint the placeholder does not tolerate (a GPU pool).
+fn tainted(name: &str) -> NodeBuilder {
+    NodeBuilder::new(name)
+        .cpu("8")
+        .memory("32Gi")
+        .taint("nvidia.com/gpu", "present", "NoSchedule")
+}
+
+/// Whether `name` has been read in full.
+fn read_in_full(s: &common::cluster::Scene, name: &str) -> bool {
+    s.fake.count_requests(|r| full_read_of(r, name)) > 0
+}
+
+/// 16 tainted new nodes held every full-watch slot for good: one usable node
+/// after them was never read, and nothing moved (with 15 it moved).
+#[tokio::test(start_paused = true)]
+async fn sixteen_tainted_new_nodes_do_not_hide_a_usable_one() {
+    let (s, _agent, logs, _guard) = one_placeholder(1, SETTLE).await;
+    for i in 0..16 {
+        s.fake.add_node(tainted(&format!("gpu-{i:02}")));
+    }
+    // Every tainted node is read (one per pace) and found no target.
+    assert!(
+        vtime::until(Duration::from_secs(120), || (0..16)
+            .all(|i| read_in_full(&s, &format!("gpu-{i:02}"))))
+        .await,
+        "the tainted nodes were not all read:\n{}",
+        logs.text()
+    );
+    vtime::pass(Duration::from_secs(5)).await;
+    s.fake
+        .add_node(NodeBuilder::new("usable").cpu("8").memory("32Gi"));
+    assert!(
+        vtime::until(Duration::from_secs(60), || !s.evictions().is_empty()).await,
+        "no move towards the usable node (read in full: {}):\n{}",
+        read_in_full(&s, "usable"),
+        logs.text()
+    );
+    assert!(
+        logs.show("moving: node usable Ready", Duration::from_secs(1))
+            .await,
+        "{}",
+        logs.text()
+    );
+    assert!(
+        logs.text().contains("more new nodes than full-watch slots"),
+        "the cap's effect is not logged:\n{}",
+        logs.text()
+    );
+}
+
+/// 20 tainted nodes joining one by one, then a usable one: it is read and moved to.
+#[tokio::test(start_paused = true)]
+async fn twenty_tainted_nodes_joining_one_by_one_then_a_usable_one() {
+    let (s, _agent, logs, _guard) = one_placeholder(1, SETTLE).await;
+    for i in 0..20 {
+        s.fake.add_node(tainted(&format!("gpu-{i:02}")));
+        vtime::pass(Duration::from_secs(5)).await;
+    }
+    s.fake
+        .add_node(NodeBuilder::new("usable").cpu("8").memory("32Gi"));
+    assert!(
+        vtime::until(Duration::from_secs(60), || !s.evictions().is_empty()).await,
+        "no move towards the usable node (read in full: {}):\n{}",
+        read_in_full(&s, "usable"),
+        logs.text()
+    );
+    // Said once, not per node.
+    assert_eq!(
+        logs.text()
+            .matches("more new nodes than full-watch slots")
+            .count(),
+        1,
+        "{}",
+        logs.text()
+    );
+}
+
+/// 16 new nodes a sibling showed full (it was re-created after they were Ready,
+/// and landed on the old node), then one more new node: it is read and moved to.
+#[tokio::test(start_paused = true)]
+async fn sixteen_nodes_shown_full_do_not_hide_a_seventeenth() {
+    // SELFDESTRUCT_MIN_AGE holds moves (not the verdicts) while the nodes are shown full.
+    let env = [
+        ("SELFDESTRUCT_NODE_SETTLE", "1s"),
+        ("SELFDESTRUCT_MIN_AGE", "3m"),
+    ];
+    let (s, _agent, logs, _guard) = one_placeholder(2, &env).await;
+    // Ready, but too small for a placeholder (1 CPU): the scheduler passes them by.
+    let small = |i: usize| format!("small-{i:02}");
+    for i in 0..16 {
+        s.fake
+            .add_node(NodeBuilder::new(&small(i)).cpu("500m").memory("1Gi"));
+    }
+    assert!(
+        vtime::until(Duration::from_secs(120), || (0..16)
+            .all(|i| read_in_full(&s, &small(i))))
+        .await,
+        "the new nodes were not all read:\n{}",
+        logs.text()
+    );
+    vtime::pass(Duration::from_secs(5)).await;
+    // A sibling goes; its successor lands on the old node: every new node is full.
+    assert!(s.fake.delete_pod(common::cluster::NS, "placeholder-1"));
+    assert!(
+        vtime::until(Duration::from_secs(60), || (0..16).all(|i| logs
+            .text()
+            .contains(&format!("node {} is full", small(i)))))
+        .await,
+        "the new nodes were not all shown full:\n{}",
+        logs.text()
+    );
+    assert!(s.evictions().is_empty(), "{}", logs.text());
+    s.fake
+        .add_node(NodeBuilder::new("roomy").cpu("8").memory("32Gi"));
+    assert!(
+        vtime::until(Duration::from_secs(240), || !s.evictions().is_empty()).await,
+        "no move towards the new roomy node (read in full: {}):\n{}",
+        read_in_full(&s, "roomy"),
+        logs.text()
+    );
+    assert!(
+        logs.show("moving: node roomy Ready", Duration::from_secs(1))
+            .await,
+        "{}",
+        logs.text()
+    );
+}
+
+/// A label flapping a node in and out of candidacy 60 times left a pacing debt of
+/// 3 s per flap: a real new node was read only minutes later. It is read within a
+/// few paces.
+#[tokio::test(start_paused = true)]
+async fn a_flapping_label_leaves_no_pacing_debt() {
+    let env = [
+        ("SELFDESTRUCT_NODE_SETTLE", "1s"),
+        ("SELFDESTRUCT_NODE_SELECTOR", "pool=user"),
+    ];
+    let (logs, _guard) = Logs::capture();
+    let s = vtime::with_nodes(
+        1,
+        &[NodeBuilder::new("node-a")
+            .cpu("8")
+            .memory("32Gi")
+            .label("pool", "user")],
+        PodTemplate::placeholder("placeholder", "1", "4Gi"),
+    )
+    .await;
+    let _agent = vtime::agent(&s, "placeholder-0", &env);
+    assert!(
+        logs.show("watching nodes", Duration::from_secs(10)).await,
+        "{}",
+        logs.text()
+    );
+    vtime::pass(Duration::from_millis(1100)).await;
+    s.fake.add_node(
+        NodeBuilder::new("flapping")
+            .cpu("8")
+            .memory("32Gi")
+            .label("pool", "system")
+            .ready(false),
+    );
+    for i in 0..120 {
+        let pool = if i % 2 == 0 { "user" } else { "system" };
+        s.fake.modify_node("flapping", |n| {
+            n.metadata
+                .labels
+                .get_or_insert_default()
+                .insert("pool".into(), pool.into());
+        });
+        vtime::pass(Duration::from_millis(500)).await;
+    }
+    real_node_read_within_a_few_paces(&s, &logs).await;
+}
+
+/// A failed scale-up of 40 nodes registered and deleted left the same debt.
+#[tokio::test(start_paused = true)]
+async fn nodes_registered_and_deleted_leave_no_pacing_debt() {
+    let (s, _agent, logs, _guard) = one_placeholder(1, SETTLE).await;
+    for i in 0..40 {
+        s.fake.add_node(
+            NodeBuilder::new(&format!("failed-{i:02}"))
+                .cpu("8")
+                .memory("32Gi")
+                .ready(false),
+        );
+    }
+    vtime::pass(Duration::from_secs(2)).await;
+    for i in 0..40 {
+        assert!(s.fake.remove_node(&format!("failed-{i:02}")));
+    }
+    vtime::pass(Duration::from_millis(100)).await;
+    real_node_read_within_a_few_paces(&s, &logs).await;
+}
+
+/// A real new node, added now, is read in full within three paces (9 s) and moved to.
+async fn real_node_read_within_a_few_paces(s: &common::cluster::Scene, logs: &Logs) {
+    s.fake.add_node(
+        NodeBuilder::new("real")
+            .cpu("8")
+            .memory("32Gi")
+            .label("pool", "user"),
+    );
+    assert!(
+        vtime::until(Duration::from_secs(9), || read_in_full(s, "real")).await,
+        "the real new node was not read within 9 s:\n{}",
+        logs.text()
+    );
+    assert!(
+        vtime::until(Duration::from_secs(30), || !s.evictions().is_empty()).await,
+        "{}",
+        logs.text()
+    );
+}
+
+/// A 20,000-node cluster (GKE supports 15,000) gave no node view, ever: the list
+/// stopped at 100 pages or 10,000 objects and was retried for good. The server
+/// answers the agent's metadata list in 200 pages of 100 (as kube-apiserver pages
+/// it); the metadata of a GKE node.
+#[tokio::test(start_paused = true)]
+async fn a_twenty_thousand_node_list_gives_a_view() {
+    const NODES: usize = 20_000;
+    const PAGE: usize = 100;
+    let (logs, _guard) = Logs::capture_at(tracing::level_filters::LevelFilter::INFO);
+    let s = vtime::placeholders(1).await;
+    // The agent's only node list without a field selector (the candidates' have one).
+    let metadata_list = |r: &fake_apiserver::RequestInfo<'_>| {
+        r.path == "/api/v1/nodes" && !r.watch && !r.query.contains("fieldSelector")
+    };
+    for page in 0..NODES / PAGE {
+        let items: Vec<serde_json::Value> = (page * PAGE..(page + 1) * PAGE)
+            .map(|i| {
+                json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                       "metadata": {
+                           "name": format!("gke-prod-default-pool-4f6d0c2e-{i:05}"),
+                           "uid": format!("3b0a5c1e-0000-4000-8000-{i:012}"),
+                           "resourceVersion": "5",
+                           "creationTimestamp": "2026-01-01T00:00:00Z",
+                           "labels": {
+                               "cloud.google.com/gke-nodepool": "default-pool",
+                               "kubernetes.io/hostname": format!("gke-prod-default-pool-4f6d0c2e-{i:05}"),
+                               "topology.kubernetes.io/zone": "europe-west1-b"},
+                           "annotations": {"node.alpha.kubernetes.io/ttl": "0"}}})
+            })
+            .collect();
+        let mut metadata = json!({"resourceVersion": "5"});
+        if (page + 1) * PAGE < NODES {
+            metadata["continue"] = json!(format!("page-{page}"));
+        }
+        s.fake.fail_next(
+            Matcher::custom(metadata_list),
+            FaultResponse::json(
+                200,
+                json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1",
+                       "metadata": metadata, "items": items}),
+            ),
+            1,
+        );
+    }
+    let agent = vtime::agent(&s, "placeholder-0", &[("SELFDESTRUCT_LOG_LEVEL", "info")]);
+    assert!(
+        logs.show("watching nodes", Duration::from_secs(60)).await,
+        "no node view:\n{}",
+        logs.text()
+    );
+    assert!(
+        logs.text().contains(&format!("count={NODES}")),
+        "{}",
+        logs.text()
+    );
+    assert!(!logs.text().contains("never ends"), "{}", logs.text());
     assert!(agent.is_running(), "died");
 }
