@@ -412,7 +412,12 @@ impl Candidates {
 
     /// Applies an update of a candidate watch to the view (updates of a watch
     /// already stopped are dropped).
-    fn apply(&mut self, own: &OwnPod, view: &mut Option<Vec<NodeSummary>>, update: Update<NodeSummary>) {
+    fn apply(
+        &mut self,
+        own: &OwnPod,
+        view: &mut Option<Vec<NodeSummary>>,
+        update: Update<NodeSummary>,
+    ) {
         let full = match update {
             Update::Reset(list) => {
                 self.told_forbidden = false;

@@ -125,7 +125,12 @@ pub fn node(node: Node, label_keys: &BTreeSet<String>, required: &[ImageRef]) ->
             .taints
             .unwrap_or_default()
             .into_iter()
-            .filter(|t| matches!(t.effect.as_str(), "NoSchedule" | "NoExecute" | "PreferNoSchedule"))
+            .filter(|t| {
+                matches!(
+                    t.effect.as_str(),
+                    "NoSchedule" | "NoExecute" | "PreferNoSchedule"
+                )
+            })
             .map(taint)
             .collect(),
         ready,

@@ -341,3 +341,6 @@ pub(crate) async fn follow<K, S>(
         tokio::time::sleep(wait).await;
     }
 }
+
+#[cfg(test)]
+mod tests;

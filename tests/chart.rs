@@ -282,6 +282,11 @@ fn the_full_values_file_renders_every_optional_part() {
             pod["tolerations"][0],
             json!({"key": "example.org/images-pending", "operator": "Exists", "effect": "NoSchedule"})
         );
+        // Then the cluster autoscaler's soft taint on an empty new node (issue 32, 1b).
+        assert_eq!(
+            pod["tolerations"][1],
+            json!({"key": "DeletionCandidateOfClusterAutoscaler", "operator": "Exists", "effect": "PreferNoSchedule"})
+        );
         // Its own selector: the set's component label.
         let name = &set["metadata"]["name"];
         assert_eq!(
@@ -304,10 +309,10 @@ fn the_full_values_file_renders_every_optional_part() {
         json!({"cloud.google.com/gke-accelerator": "nvidia-l4"})
     );
     assert_eq!(
-        cpu_pod["tolerations"][1]["key"],
+        cpu_pod["tolerations"][2]["key"],
         "hub.jupyter.org/dedicated"
     );
-    assert_eq!(gpu_pod["tolerations"][1]["key"], "nvidia.com/gpu");
+    assert_eq!(gpu_pod["tolerations"][2]["key"], "nvidia.com/gpu");
     assert!(cpu_pod["affinity"]["podAntiAffinity"].is_object());
     assert!(gpu_pod["affinity"]["nodeAffinity"].is_object());
     assert!(gpu_pod["affinity"].get("podAntiAffinity").is_none());

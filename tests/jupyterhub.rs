@@ -303,11 +303,12 @@ fn without_patched_fields(mut sts: Value) -> Value {
     ] {
         obj.remove(k);
     }
-    // The node gate's startup-taint toleration, appended to the chart's list.
+    // The tolerations of the node gate's startup taint and of the autoscaler's
+    // soft taint, appended to the chart's list.
     if let Some(t) = spec["tolerations"].as_array_mut()
-        && t.last() == Some(&startup_toleration())
+        && t.ends_with(&added_tolerations())
     {
-        t.pop();
+        t.truncate(t.len() - 2);
     }
     let c = spec["containers"][0].as_object_mut().expect("container");
     c.remove("image");
@@ -316,6 +317,22 @@ fn without_patched_fields(mut sts: Value) -> Value {
         sc.remove("readOnlyRootFilesystem");
     }
     sts
+}
+
+/// The tolerations post-render.sh appends, in order: of the node gate's startup
+/// taint and of the cluster autoscaler's soft taint on an empty new node.
+fn added_tolerations() -> [Value; 2] {
+    [startup_toleration(), deletion_candidate_toleration()]
+}
+
+/// The cluster autoscaler's soft taint on an empty new node, tolerated as
+/// manifests/statefulset.yaml does (issue 32, 1b).
+fn deletion_candidate_toleration() -> Value {
+    json!({
+        "key": "DeletionCandidateOfClusterAutoscaler",
+        "operator": "Exists",
+        "effect": "PreferNoSchedule",
+    })
 }
 
 /// The node gate's startup taint, tolerated as manifests/statefulset.yaml does.
@@ -389,11 +406,16 @@ fn check_common(python: &Path, docs: &[Value], input: &[Value]) -> Value {
     // The node gate's startup taint is tolerated, after the chart's own
     // tolerations, which stay.
     let tolerations = pod["tolerations"].as_array().expect("tolerations");
-    assert_eq!(tolerations.last(), Some(&startup_toleration()));
+    assert!(
+        tolerations.ends_with(&added_tolerations()),
+        "{tolerations:?}"
+    );
     let main_tolerations = main_pod["tolerations"]
         .as_array()
         .expect("main tolerations");
-    assert!(main_tolerations.contains(&startup_toleration()));
+    for t in added_tolerations() {
+        assert!(main_tolerations.contains(&t), "{t} not in manifests/");
+    }
     assert!(
         tolerations
             .iter()

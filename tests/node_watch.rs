@@ -395,9 +395,8 @@ async fn sixteen_nodes_shown_full_do_not_hide_a_seventeenth() {
     // A sibling goes; its successor lands on the old node: every new node is full.
     assert!(s.fake.delete_pod(common::cluster::NS, "placeholder-1"));
     assert!(
-        vtime::until(Duration::from_secs(60), || (0..16).all(|i| logs
-            .text()
-            .contains(&format!("node {} is full", small(i)))))
+        vtime::until(Duration::from_secs(60), || (0..16)
+            .all(|i| logs.text().contains(&format!("node {} is full", small(i)))))
         .await,
         "the new nodes were not all shown full:\n{}",
         logs.text()

@@ -115,12 +115,13 @@ fn each_candidate_rule_alone() {
     for (name, n, want) in table {
         assert_eq!(c.verdict(&n), Err(want), "{name}");
     }
-    // PreferNoSchedule taints never block (the summary drops them anyway).
+    // An untolerated PreferNoSchedule taint blocks nothing, but the scheduler's
+    // TaintToleration score steers a replacement elsewhere: no target.
     let soft = NodeSummary {
         taints: vec![taint("x", "PreferNoSchedule")],
         ..fresh.clone()
     };
-    assert!(c.verdict(&soft).is_ok());
+    assert_eq!(c.verdict(&soft), Err(Reject::SoftTaint("x".into())));
     // Exactly at the settle boundary it counts.
     assert!(c.verdict(&node("new", 970)).is_ok());
     // Unknown own scheduling time: no node is a reason.
@@ -709,6 +710,116 @@ fn a_sibling_created_while_the_node_was_not_usable_says_nothing() {
     }];
     c.memory.observe_nodes(at(600), &c.own, Some(&[gated]));
     assert_eq!(c.memory.usable_since.get("new"), Some(&at(600)));
+}
+
+/// Issue 32, 1b: the cluster autoscaler puts `DeletionCandidateOfClusterAutoscaler`
+/// (PreferNoSchedule) on an empty new node 2-6 s after it turns Ready. A
+/// replacement that does not tolerate it is steered to an old node by the
+/// scheduler's TaintToleration score: while the node carries such a taint, a
+/// sibling landing elsewhere says nothing about its room, and once the taint is
+/// gone only siblings created after count. A pod that tolerates it (every template
+/// shipped) sees no difference.
+#[test]
+fn a_sibling_steered_by_a_soft_taint_does_not_show_the_node_full() {
+    let deletion_candidate = model::Taint {
+        key: "DeletionCandidateOfClusterAutoscaler".into(),
+        value: Some("1732620116".into()),
+        effect: "PreferNoSchedule".into(),
+    };
+    let soft = NodeSummary {
+        taints: vec![deletion_candidate],
+        ..node("new", 500)
+    };
+    let open = node("new", 500);
+    let tolerates = vec![Toleration {
+        key: Some("DeletionCandidateOfClusterAutoscaler".into()),
+        operator: Some("Exists".into()),
+        value: None,
+        effect: Some("PreferNoSchedule".into()),
+    }];
+    let full = |s: &str| Err(Reject::Full { sibling: s.into() });
+    let soft_taint = Err(Reject::SoftTaint(
+        "DeletionCandidateOfClusterAutoscaler".into(),
+    ));
+    // (case, own tolerations, the node as seen at 600 then at 800, sibling created
+    // at, verdict at 900 on the node as seen at 800)
+    type Row = (
+        &'static str,
+        bool,
+        NodeSummary,
+        NodeSummary,
+        u64,
+        Result<Duration, Reject>,
+    );
+    let table: Vec<Row> = vec![
+        (
+            "no soft taint: full",
+            false,
+            open.clone(),
+            open.clone(),
+            700,
+            full("placeholder-1"),
+        ),
+        (
+            "still tainted: no target, not full",
+            false,
+            soft.clone(),
+            soft.clone(),
+            700,
+            soft_taint.clone(),
+        ),
+        (
+            "steered while tainted, taint gone since",
+            false,
+            soft.clone(),
+            open.clone(),
+            700,
+            Ok(Duration::from_secs(400)),
+        ),
+        (
+            "created after the taint went: full",
+            false,
+            soft.clone(),
+            open.clone(),
+            850,
+            full("placeholder-1"),
+        ),
+        (
+            "tolerated: the taint changes nothing",
+            true,
+            soft.clone(),
+            soft.clone(),
+            700,
+            full("placeholder-1"),
+        ),
+        (
+            "tolerated, not re-created since Ready",
+            true,
+            soft.clone(),
+            soft.clone(),
+            400,
+            Ok(Duration::from_secs(400)),
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (case, tolerated, at_600, at_800, created, want) in table {
+        let mut c = World::new();
+        if tolerated {
+            c.own.tolerations = tolerates.clone();
+        }
+        c.siblings = Some(vec![sibling("placeholder-1", created, Some("old"), false)]);
+        for (t, seen) in [(600, &at_600), (800, &at_800)] {
+            c.nodes = Some(vec![node("old", 0), seen.clone()]);
+            c.now = at(t);
+            c.memory.observe_nodes(c.now, &c.own, c.nodes.as_deref());
+        }
+        c.now = at(900);
+        let got = c.verdict(&at_800);
+        if got != want {
+            wrong.push(format!("{case}: {got:?}, want {want:?}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
 }
 
 #[test]

@@ -220,14 +220,17 @@ patches:
         value: [$names]
 KUSTOMIZATION
 
-# The node gate's startup taint (manifests/node-gate/), tolerated as by
+# The node gate's startup taint (manifests/node-gate/) and the cluster
+# autoscaler's soft taint on an empty new node, tolerated as by
 # manifests/statefulset.yaml. Added to the chart's list (a JSON6902 add keeps
 # its hub.jupyter.org/dedicated tolerations), or as the list when it has none.
 startup_taint='{"key": "startup-taint.cluster-autoscaler.kubernetes.io/images-pending", "operator": "Exists", "effect": "NoSchedule"}'
+deletion_candidate='{"key": "DeletionCandidateOfClusterAutoscaler", "operator": "Exists", "effect": "PreferNoSchedule"}'
 if [[ -n "$tolerations" && "$tolerations" != "[]" ]]; then
-  toleration_op="{\"op\": \"add\", \"path\": \"/spec/template/spec/tolerations/-\", \"value\": $startup_taint}"
+  toleration_op="{\"op\": \"add\", \"path\": \"/spec/template/spec/tolerations/-\", \"value\": $startup_taint}
+      - {\"op\": \"add\", \"path\": \"/spec/template/spec/tolerations/-\", \"value\": $deletion_candidate}"
 else
-  toleration_op="{\"op\": \"add\", \"path\": \"/spec/template/spec/tolerations\", \"value\": [$startup_taint]}"
+  toleration_op="{\"op\": \"add\", \"path\": \"/spec/template/spec/tolerations\", \"value\": [$startup_taint, $deletion_candidate]}"
 fi
 # The head of a patch of the placeholder StatefulSet in the kustomization.
 sts_patch="  - target:

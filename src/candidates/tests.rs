@@ -88,7 +88,10 @@ fn when_slots_run_short_the_newest_usable_nodes_win() {
     );
     // Usable nodes outrank no-targets whatever their age: with both watched, the
     // newest no-target gives way before the oldest usable one.
-    let (usable, none) = (names(8), (8..16).map(|i| format!("n{i}")).collect::<Vec<_>>());
+    let (usable, none) = (
+        names(8),
+        (8..16).map(|i| format!("n{i}")).collect::<Vec<_>>(),
+    );
     let mut seats = watched(&usable, Standing::Wanted);
     seats.extend(watched(&none, Standing::NoTarget).into_iter().map(|mut s| {
         s.created = at(900);
@@ -97,7 +100,10 @@ fn when_slots_run_short_the_newest_usable_nodes_win() {
     seats.push(waiting("waiting", at(1)));
     let opening = next_opening(seats, 16).expect("an opening");
     assert_eq!(opening.open, "waiting");
-    assert!(opening.stop.is_some_and(|s| s.starts_with('n')), "{opening:?}");
+    assert!(
+        opening.stop.is_some_and(|s| s.starts_with('n')),
+        "{opening:?}"
+    );
 }
 
 #[test]
