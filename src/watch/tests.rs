@@ -28,8 +28,6 @@ fn the_node_list_bound_holds_more_nodes_than_any_cluster() {
     // GKE's largest clusters hold 65,000 nodes.
     let held: usize = (0..65_000).map(|i| gke_node(i).weight()).sum();
     assert!(held <= NODE_LIST_BYTES, "{held} bytes for 65,000 nodes");
-    // Yet an endless list stops long before memory runs short.
-    assert!(NODE_LIST_BYTES <= 32 << 20);
 }
 
 #[test]
