@@ -368,6 +368,52 @@ async fn twenty_tainted_nodes_joining_one_by_one_then_a_usable_one() {
     );
 }
 
+/// A tainted node that gave up its slot (17 tainted new nodes: the oldest is
+/// parked) is read again when the metadata watch reports a change of it: its
+/// taint lifted, it is moved to.
+#[tokio::test(start_paused = true)]
+async fn a_parked_node_whose_taint_is_lifted_is_read_again() {
+    let (s, _agent, logs, _guard) = one_placeholder(1, SETTLE).await;
+    for i in 0..17 {
+        s.fake.add_node(tainted(&format!("gpu-{i:02}")));
+        // One second apart: gpu-00 is the oldest.
+        vtime::pass(Duration::from_secs(1)).await;
+    }
+    assert!(
+        vtime::until(Duration::from_secs(120), || (0..17)
+            .all(|i| read_in_full(&s, &format!("gpu-{i:02}"))))
+        .await,
+        "the tainted nodes were not all read:\n{}",
+        logs.text()
+    );
+    vtime::pass(Duration::from_secs(10)).await;
+    assert!(
+        logs.text()
+            .lines()
+            .any(|l| l.contains("gives up its full watch") && l.contains("node=\"gpu-00\"")),
+        "gpu-00 did not give up its slot:\n{}",
+        logs.text()
+    );
+    let reads = s.fake.count_requests(|r| full_read_of(r, "gpu-00"));
+    assert!(s.fake.set_node_taints("gpu-00", Vec::new()));
+    assert!(
+        vtime::until(Duration::from_secs(30), || !s.evictions().is_empty()).await,
+        "no move towards gpu-00 once its taint was lifted (full reads: {reads} then {}):\n{}",
+        s.fake.count_requests(|r| full_read_of(r, "gpu-00")),
+        logs.text()
+    );
+    assert!(
+        logs.show("moving: node gpu-00 Ready", Duration::from_secs(1))
+            .await,
+        "{}",
+        logs.text()
+    );
+    assert!(
+        s.fake.count_requests(|r| full_read_of(r, "gpu-00")) > reads,
+        "gpu-00 was not read again"
+    );
+}
+
 /// 16 new nodes a sibling showed full (it was re-created after they were Ready,
 /// and landed on the old node), then one more new node: it is read and moved to.
 #[tokio::test(start_paused = true)]
