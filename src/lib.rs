@@ -24,5 +24,6 @@ pub mod pdb;
 pub mod signals;
 pub mod summarize;
 mod token_file;
+mod exec_plugin;
 pub mod watch;
 pub mod wrapper;
