@@ -893,6 +893,41 @@ async fn an_answer_over_the_size_cap_is_refused_and_retried() {
     drop(agent);
 }
 
+/// A watch line longer than 4 MiB (here one 8 MiB line; in the field an endless
+/// line at 20 MB/s, or a 300 MB event) ends the watch as a transport error: logged,
+/// backed off, watched again. kube reads a line without a limit: the old code held
+/// all of it (761 MiB after 40 s of an endless one) and then failed on its JSON.
+#[tokio::test(start_paused = true)]
+async fn a_watch_line_over_the_cap_ends_the_watch_and_watches_again() {
+    let (logs, _guard) = Logs::capture();
+    let s = vtime::placeholders(2).await;
+    let agent = vtime::agent(&s, "placeholder-0", &[("SELFDESTRUCT_MAX_LIFETIME", "1h")]);
+    let mut line = vec![b'x'; 8 << 20];
+    line.push(b'\n');
+    let answer = FaultResponse::Respond {
+        code: 200,
+        body: fake_apiserver::FaultBody::Raw(line),
+        headers: Vec::new(),
+    };
+    s.fake.fail_next(Call::SiblingWatch.matcher(), answer, 1);
+    assert!(
+        logs.show(
+            "watch event refused: a line longer than 4194304 bytes",
+            Duration::from_secs(30)
+        )
+        .await,
+        "{}",
+        logs.text()
+    );
+    let refused = s.fake.clock().instant();
+    let again = vtime::request(&s, Duration::from_secs(60), |r| {
+        Call::SiblingWatch.matches(r) && r.at > refused
+    })
+    .await;
+    assert!(again.is_some(), "not watched again:\n{}", logs.text());
+    assert!(agent.is_running());
+}
+
 /// An eviction answered 200 with a `Status` of `Failure`, code 429 (as an
 /// aggregated server or a proxy may answer): the 429 it carries, as client-go
 /// reads it. The agent backs off and evicts on a later try; the old code
