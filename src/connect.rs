@@ -396,7 +396,9 @@ async fn finish_build(
         from: from.to_string(),
         what: "its exec credential plugin has not answered, or its token file was not read",
     };
-    match tokio::time::timeout(limit, build).await {
+    // A plugin stops itself at `limit` (killed, with its own error): a little
+    // longer here, for a token file's read that does not return.
+    match tokio::time::timeout(limit + Duration::from_secs(1), build).await {
         Ok(Ok(built)) => built,
         Ok(Err(_)) | Err(_) => Err(timed_out()),
     }

@@ -7,7 +7,8 @@
 //! answer over the size cap, a 200 carrying a failure `Status`, a start time in
 //! the future. With the real binary: the own-pod-only admission policy (real
 //! tokens per process), the node gate's invalid settings (exit codes), a token
-//! rotated on disk, and the log of a node 403.
+//! rotated on disk or turned into a FIFO, and the log of a node 403. A watch line
+//! over the cap.
 
 mod common;
 
@@ -1235,6 +1236,47 @@ fn a_token_rotated_on_disk_is_used_at_the_next_try() {
     );
     assert!(!agent.log().contains("retrying rarely"), "{}", agent.log());
     let (status, _) = agent.terminate();
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", agent.log());
+}
+
+/// A token file turned into a FIFO nobody writes (or a hung mount) while the
+/// agent runs: the read after a 401 waits on a blocking thread, and SIGTERM
+/// still exits 0 at once. The old code read it on the thread that serves the
+/// signals, and ignored SIGTERM.
+#[test]
+fn sigterm_while_a_token_file_turned_fifo_is_read_again_exits_0() {
+    use std::os::unix::fs::OpenOptionsExt;
+    let s = Scene::placeholders(1);
+    let dir = s.home.join("fifo-token");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, "a-token-the-server-refuses").expect("the token");
+    let kubeconfig = dir.join("kubeconfig");
+    let user = format!("tokenFile: {}", token_file.display());
+    std::fs::write(&kubeconfig, kubeconfig_with_user(&s.fake.url(), &user, NS))
+        .expect("the kubeconfig");
+    let mut agent = s.agent_with_kubeconfig("placeholder-0", &kubeconfig, TIMER);
+    assert!(
+        agent.wait_for_log("cannot read own pod", Duration::from_secs(15)),
+        "{}",
+        agent.log()
+    );
+    std::fs::remove_file(&token_file).expect("rm");
+    mkfifo(&token_file);
+    // The next try reads it again (after the 401): a writer can then open it
+    // without waiting, and writes nothing, so the read goes on.
+    let mut writer = None;
+    let reading = wait_until(Duration::from_secs(30), || {
+        writer = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&token_file)
+            .ok();
+        writer.is_some()
+    });
+    assert!(reading, "the FIFO was never read:\n{}", agent.log());
+    let (status, _) = agent.terminate();
+    drop(writer);
     assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", agent.log());
 }
 
