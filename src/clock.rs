@@ -121,7 +121,10 @@ mod tests {
         let before = clock.now();
         STEPPED.store(true, Ordering::Relaxed);
         let after = clock.now();
-        assert!(after >= before, "the agent's time went back with the wall clock");
+        assert!(
+            after >= before,
+            "the agent's time went back with the wall clock"
+        );
         assert!(after.duration_since(before).expect("later") < Duration::from_secs(60));
     }
 
@@ -139,7 +142,11 @@ mod tests {
         assert_eq!(notice_step(now - hour, now, &reported), Some(-3_600_000));
         assert_eq!(notice_step(now - hour, now, &reported), None, "once");
         let later = now + Duration::from_secs(40);
-        assert_eq!(notice_step(later - hour, later, &reported), None, "still once");
+        assert_eq!(
+            notice_step(later - hour, later, &reported),
+            None,
+            "still once"
+        );
         assert_eq!(notice_step(later, later, &reported), Some(0), "and back");
     }
 }

@@ -131,7 +131,11 @@ pub(crate) fn run(exec: &ExecConfig, limit: Duration) -> Result<Credential, Plug
         child: Some(child),
         program,
     };
-    let (stdout, stderr, status) = run.collect(Instant::now() + limit, limit)?;
+    let Output {
+        stdout,
+        stderr,
+        status,
+    } = run.collect(Instant::now() + limit, limit)?;
     match status {
         Some(status) if !status.success() => {
             return Err(PluginError::Failed {
@@ -147,6 +151,13 @@ pub(crate) fn run(exec: &ExecConfig, limit: Duration) -> Result<Credential, Plug
     answer.status.ok_or(PluginError::NoStatus)
 }
 
+/// What a plugin printed, and how it ended (`None`: reaped by another waiter).
+struct Output {
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    status: Option<ExitStatus>,
+}
+
 /// A started plugin; its process group is killed when this is dropped unfinished.
 struct Running<'a> {
     child: Option<Child>,
@@ -160,7 +171,7 @@ impl Running<'_> {
         &mut self,
         deadline: Instant,
         limit: Duration,
-    ) -> Result<(Vec<u8>, Vec<u8>, Option<ExitStatus>), PluginError> {
+    ) -> Result<Output, PluginError> {
         let program = self.program.to_string();
         let child = self.child.as_mut().expect("a running plugin");
         let file = |fd: Option<std::os::fd::OwnedFd>| fd.map(std::fs::File::from);
@@ -235,7 +246,11 @@ impl Running<'_> {
         }
         self.child = None;
         let [stdout, stderr] = out;
-        Ok((stdout, stderr, status))
+        Ok(Output {
+            stdout,
+            stderr,
+            status,
+        })
     }
 }
 

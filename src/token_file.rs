@@ -113,7 +113,9 @@ impl Source {
 
 /// When to ask a plugin again for a token that expires at `expires`.
 fn refresh_at(expires: Option<SystemTime>) -> Option<Instant> {
-    let left = expires?.duration_since(SystemTime::now()).unwrap_or_default();
+    let left = expires?
+        .duration_since(SystemTime::now())
+        .unwrap_or_default();
     Some(Instant::now() + left.saturating_sub(EXPIRY_MARGIN))
 }
 

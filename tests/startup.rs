@@ -818,10 +818,7 @@ fn an_exec_plugin_whose_child_holds_its_output_is_waited_for_saying_why() {
     let mut env = vec![("KUBECONFIG", kc.as_str())];
     env.extend_from_slice(POD);
     let mut p = Proc::spawn(command(bin(), &[], &env, &home));
-    let told = p.wait_for_log(
-        "a process it started holds it",
-        Duration::from_secs(20),
-    );
+    let told = p.wait_for_log("a process it started holds it", Duration::from_secs(20));
     let (status, _) = p.terminate();
     kill_plugin(&child_pidfile);
     assert!(told, "{}", p.log());
