@@ -1239,6 +1239,51 @@ fn a_token_rotated_on_disk_is_used_at_the_next_try() {
     assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", agent.log());
 }
 
+/// An `exec` plugin's token refused (401) is asked for again at the next try:
+/// the plugin runs again (as client-go does) and the agent moves with its new
+/// token. The old code (kube) held a token without an expiry for good.
+#[test]
+fn an_exec_plugins_refused_token_is_asked_for_again() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = Scene::placeholders(1);
+    let dir = s.home.join("exec-rotated");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, "an-expired-token").expect("the token");
+    let plugin = dir.join("plugin.sh");
+    let script = format!(
+        "#!/bin/sh\nprintf '{{\"apiVersion\": \"client.authentication.k8s.io/v1\", \
+         \"kind\": \"ExecCredential\", \"status\": {{\"token\": \"%s\"}}}}' \"$(cat {})\"\n",
+        token_file.display()
+    );
+    std::fs::write(&plugin, script).expect("the plugin");
+    std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        kubeconfig_with_user(&s.fake.url(), &exec_user(&plugin), NS),
+    )
+    .expect("the kubeconfig");
+    let mut agent = s.agent_with_kubeconfig("placeholder-0", &kubeconfig, TIMER);
+    assert!(
+        agent.wait_for_log("cannot read own pod", Duration::from_secs(15)),
+        "{}",
+        agent.log()
+    );
+    s.fake.add_token(
+        "the-new-token",
+        Subject::placeholder_agent(NS, "placeholder").bound_to("placeholder-0"),
+    );
+    std::fs::write(&token_file, "the-new-token").expect("the new token");
+    let moved = s.fake.wait_for_request(
+        |r| accepted_removal(r, "placeholder-0"),
+        Duration::from_secs(30),
+    );
+    assert!(moved.is_some(), "no eviction with the new token:\n{}", agent.log());
+    let (status, _) = agent.terminate();
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", agent.log());
+}
+
 /// A token file turned into a FIFO nobody writes (or a hung mount) while the
 /// agent runs: the read after a 401 waits on a blocking thread, and SIGTERM
 /// still exits 0 at once. The old code read it on the thread that serves the
