@@ -38,9 +38,10 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 /// `/dev/zero`, is refused without holding more than this in memory.
 pub const KUBECONFIG_MAX_BYTES: u64 = 4 << 20;
 
-/// How long reading the kubeconfig files, or building a client (which runs an `exec`
-/// plugin), may take; a plugin still running then is left on its blocking thread and
-/// the build retried with backoff ([`client_retrying`]).
+/// How long reading the kubeconfig files, or building a client (reading the token
+/// file, running an `exec` plugin), may take; a plugin still running then is killed
+/// with its process group, and the build retried with backoff ([`client_retrying`]),
+/// which waits again for a token file's read still going rather than start another.
 pub const CREDENTIALS_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Why a kubeconfig file cannot be used.
@@ -140,7 +141,7 @@ impl AccessError {
 /// Why no API client was built.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    /// kube cannot build one (certificates, the `exec` plugin's failure or answer).
+    /// kube cannot build one (certificates, TLS).
     #[error("{from}: no API client can be built from it")]
     Build {
         /// Where the access came from ([`Access::source`]).

@@ -167,11 +167,7 @@ struct Running<'a> {
 impl Running<'_> {
     /// Its standard output and error, read to their ends, and how it ended
     /// (`None`: reaped by another waiter), by `deadline`.
-    fn collect(
-        &mut self,
-        deadline: Instant,
-        limit: Duration,
-    ) -> Result<Output, PluginError> {
+    fn collect(&mut self, deadline: Instant, limit: Duration) -> Result<Output, PluginError> {
         let program = self.program.to_string();
         let child = self.child.as_mut().expect("a running plugin");
         let file = |fd: Option<std::os::fd::OwnedFd>| fd.map(std::fs::File::from);

@@ -1,7 +1,11 @@
-//! A bearer token read from a file (a kubeconfig's `tokenFile`, the in-cluster
-//! `token`), trimmed of surrounding white space as client-go does (kube 5.0 sends the
-//! text as it is: a trailing newline fails every request), and read again once 50 s
-//! old, as kube does, and at the next request after a 401, for every caller.
+//! The bearer token, read by the agent rather than by kube, with bounds kube does not
+//! have: from a file (a kubeconfig's `tokenFile`, the in-cluster `token`; at most
+//! [`MAX_BYTES`], trimmed of surrounding white space as client-go does: kube 5.0 sends
+//! the text as it is, and a trailing newline fails every request), or from an `exec`
+//! plugin (`exec_plugin.rs`: time and output limits). Read again once 50 s old (a
+//! file, as kube does) or 60 s before it expires (a plugin's), and at the next request
+//! after a 401, for every caller; always on a blocking thread, one read at a time, so
+//! a FIFO or a hung mount holds neither the signals nor the requests for long.
 
 use std::future::Future;
 use std::io::Read;
@@ -147,22 +151,25 @@ impl TokenFile {
         let waiting_before = current.reading.is_some();
         if due || waiting_before {
             let source = self.source.clone();
-            let reading = current
+            let mut reading = current
                 .reading
                 .take()
                 .unwrap_or_else(|| tokio::task::spawn_blocking(move || source.read()));
+            // A read that hung before is not waited for again.
             let wait = if waiting_before {
                 Duration::ZERO
             } else {
                 REREAD_WAIT
             };
-            let mut reading = reading;
             match tokio::time::timeout(wait, &mut reading).await {
                 Ok(Ok(Ok((header, refresh_at)))) => {
                     (current.header, current.refresh_at) = (header, refresh_at);
                 }
                 Ok(Ok(Err(e))) => {
-                    tracing::warn!(error = %crate::logging::Chain(&e), "cannot read the token again: keeping the one held");
+                    tracing::warn!(
+                        error = %crate::logging::Chain(&e),
+                        "cannot read the token again: keeping the one held"
+                    );
                     if let Some(t) = &mut current.refresh_at {
                         *t = Instant::now() + RELOAD;
                     }

@@ -1279,7 +1279,11 @@ fn an_exec_plugins_refused_token_is_asked_for_again() {
         |r| accepted_removal(r, "placeholder-0"),
         Duration::from_secs(30),
     );
-    assert!(moved.is_some(), "no eviction with the new token:\n{}", agent.log());
+    assert!(
+        moved.is_some(),
+        "no eviction with the new token:\n{}",
+        agent.log()
+    );
     let (status, _) = agent.terminate();
     assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", agent.log());
 }
