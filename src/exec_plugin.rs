@@ -21,6 +21,10 @@ pub(crate) const MAX_OUTPUT: usize = 1 << 20;
 /// rest is read and dropped).
 const MAX_STDERR: usize = 16 << 10;
 
+/// A plugin's standard output still open this long after it exited is held by a
+/// process it started.
+const HELD_AFTER_EXIT: Duration = Duration::from_millis(200);
+
 /// What a plugin answered (its `ExecCredential`'s `status`).
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -177,25 +181,28 @@ impl Running<'_> {
         ];
         let mut out = [Vec::new(), Vec::new()];
         let mut status = None;
-        let mut exited = false;
+        // When it was seen to have exited.
+        let mut exited: Option<Instant> = None;
         let mut told = false;
         let mut buf = vec![0u8; 64 << 10];
         // Until it has exited and closed its standard output (its standard error
         // is then read as far as it is there).
-        while pipes[0].is_some() || !exited {
+        while pipes[0].is_some() || exited.is_none() {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return Err(PluginError::TimedOut(program, limit));
             }
-            if !exited {
+            if exited.is_none() {
                 match child.try_wait() {
-                    Ok(Some(s)) => (status, exited) = (Some(s), true),
+                    Ok(Some(s)) => (status, exited) = (Some(s), Some(Instant::now())),
                     Ok(None) => {}
                     // ECHILD: PID 1's reaper took its status.
-                    Err(_) => exited = true,
+                    Err(_) => exited = Some(Instant::now()),
                 }
             }
-            if exited && pipes[0].is_some() && !told {
+            // Its output's end may still be on its way just after it exits.
+            let held = exited.is_some_and(|t| t.elapsed() >= HELD_AFTER_EXIT);
+            if held && pipes[0].is_some() && !told {
                 told = true;
                 tracing::warn!(
                     plugin = %program,
