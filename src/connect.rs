@@ -6,11 +6,13 @@
 //! - the service-account folder may be another one (tests, unusual mounts): it is described
 //!   to kube as a kubeconfig naming its `ca.crt` and `token`;
 //! - nothing here holds the thread that serves the signals: kubeconfig files (at most
-//!   [`KUBECONFIG_MAX_BYTES`]) are read, and the client (whose build runs an `exec` plugin,
-//!   a blocking `Command::output()` in kube) is built, on blocking threads within
-//!   [`CREDENTIALS_TIMEOUT`];
-//! - a token file is re-read and trimmed as client-go does (`token_file.rs`), and an `exec`
-//!   plugin runs non-interactively, its stderr captured into the error.
+//!   [`KUBECONFIG_MAX_BYTES`]) are read, the token read and the client built, on
+//!   blocking threads within [`CREDENTIALS_TIMEOUT`];
+//! - the token is ours, not kube's (`token_file.rs`): a token file is read up to a
+//!   cap, re-read off the signals' thread and trimmed as client-go does; an `exec`
+//!   plugin runs non-interactively in a process group of its own, its output capped,
+//!   killed when it has not answered in time (`exec_plugin.rs`), its stderr captured
+//!   into the error.
 //!
 //! Everything else (YAML, exec plugins, client certificates, `tls-server-name`,
 //! `proxy-url`, TLS) is kube's.
@@ -29,16 +31,17 @@ use tokio::time::Instant;
 
 use selfdestruct_decision::backoff::Backoff;
 
-use kube::config::{ExecInteractiveMode, KubeConfigOptions, Kubeconfig};
+use kube::config::{KubeConfigOptions, Kubeconfig};
 
 /// The largest kubeconfig file read (a kubeconfig with a few clusters'
 /// certificates is some KiB): a larger one, or an endless one such as
 /// `/dev/zero`, is refused without holding more than this in memory.
 pub const KUBECONFIG_MAX_BYTES: u64 = 4 << 20;
 
-/// How long reading the kubeconfig files, or building a client (which runs an `exec`
-/// plugin), may take; a plugin still running then is left on its blocking thread and
-/// the build retried with backoff ([`client_retrying`]).
+/// How long reading the kubeconfig files, or building a client (reading the token
+/// file, running an `exec` plugin), may take; a plugin still running then is killed
+/// with its process group, and the build retried with backoff ([`client_retrying`]),
+/// which waits again for a token file's read still going rather than start another.
 pub const CREDENTIALS_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Why a kubeconfig file cannot be used.
@@ -138,7 +141,7 @@ impl AccessError {
 /// Why no API client was built.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    /// kube cannot build one (certificates, the `exec` plugin's failure or answer).
+    /// kube cannot build one (certificates, TLS).
     #[error("{from}: no API client can be built from it")]
     Build {
         /// Where the access came from ([`Access::source`]).
@@ -148,14 +151,26 @@ pub enum ClientError {
         source: kube::Error,
     },
     /// Not built within [`CREDENTIALS_TIMEOUT`]: an `exec` credential plugin
-    /// that does not answer.
+    /// that does not answer, a token file not read (a FIFO, a hung mount).
     #[error(
-        "{from}: no API client was built within {}s (its exec credential plugin has not answered)",
+        "{from}: no API client was built within {}s ({what})",
         CREDENTIALS_TIMEOUT.as_secs()
     )]
     TimedOut {
         /// Where the access came from ([`Access::source`]).
         from: String,
+        /// What did not answer.
+        what: &'static str,
+    },
+    /// No token: the token file cannot be read or is too large, the exec plugin
+    /// failed or answered too much.
+    #[error("{from}: no credentials")]
+    Credentials {
+        /// Where the access came from ([`Access::source`]).
+        from: String,
+        /// Why.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
 }
 
@@ -335,32 +350,77 @@ pub async fn in_cluster(
     })
 }
 
+/// What [`start_build`] builds.
+type Built = kube::Client;
+
+/// Starts building the client for `access` on a blocking thread: the token read
+/// (a file, or an exec plugin run within `limit`) and kube's build.
+fn start_build(
+    access: &Access,
+    default_namespace: &str,
+    limit: Duration,
+) -> tokio::task::JoinHandle<Result<Built, ClientError>> {
+    let mut config = client_config(access, default_namespace);
+    let from = access.source.clone();
+    tokio::task::spawn_blocking(move || {
+        let token = crate::token_file::TokenFileLayer::take_from(&mut config.auth_info, limit)
+            .map_err(|e| match e {
+                crate::token_file::TokenError::Plugin(p) if p.is_timeout() => {
+                    ClientError::TimedOut {
+                        from: from.clone(),
+                        what: "its exec credential plugin has not answered",
+                    }
+                }
+                e => ClientError::Credentials {
+                    from: from.clone(),
+                    source: Box::new(e),
+                },
+            })?;
+        let builder = kube::client::ClientBuilder::try_from(config)
+            .map_err(|source| ClientError::Build { from, source })?;
+        // The blocking thread is in the runtime's context (the client's buffer task).
+        Ok(builder
+            .with_layer(&token)
+            .with_layer(&tower::layer::layer_fn(PaceWatches::new))
+            .build())
+    })
+}
+
+/// Waits up to `limit` for a build started by [`start_build`]; a build not done
+/// then is left in `pending` (to be waited for again, not started again).
+async fn finish_build(
+    build: &mut tokio::task::JoinHandle<Result<Built, ClientError>>,
+    from: &str,
+    limit: Duration,
+) -> Result<kube::Client, ClientError> {
+    let timed_out = || ClientError::TimedOut {
+        from: from.to_string(),
+        what: "its exec credential plugin has not answered, or its token file was not read",
+    };
+    // A plugin stops itself at `limit` (killed, with its own error): a little
+    // longer here, for a token file's read that does not return.
+    match tokio::time::timeout(limit + Duration::from_secs(1), build).await {
+        Ok(Ok(built)) => built,
+        Ok(Err(_)) | Err(_) => Err(timed_out()),
+    }
+}
+
 /// The kube client for `access`, with `default_namespace`, built on a blocking
-/// thread within `limit` ([`CREDENTIALS_TIMEOUT`] but in tests).
+/// thread within `limit` ([`CREDENTIALS_TIMEOUT`] but in tests). The token is
+/// read here, not by kube: a token file up to [`crate::token_file::MAX_BYTES`], an
+/// exec plugin within `limit` and up to [`crate::exec_plugin::MAX_OUTPUT`] bytes
+/// of answer, its process group killed when it has not answered by then.
 pub async fn client_within(
     access: &Access,
     default_namespace: &str,
     limit: Duration,
 ) -> Result<kube::Client, ClientError> {
-    let (config, token_file) = client_config(access, default_namespace);
-    let from = access.source.clone();
-    // kube runs the exec plugin (if any) while it builds the client.
-    let build = tokio::task::spawn_blocking(move || kube::client::ClientBuilder::try_from(config));
-    let builder = match tokio::time::timeout(limit, build).await {
-        Ok(Ok(built)) => built.map_err(|source| ClientError::Build { from, source })?,
-        Ok(Err(_)) | Err(_) => return Err(ClientError::TimedOut { from }),
-    };
-    Ok(builder
-        .with_layer(&token_file)
-        .with_layer(&tower::layer::layer_fn(PaceWatches::new))
-        .build())
+    let mut build = start_build(access, default_namespace, limit);
+    finish_build(&mut build, &access.source, limit).await
 }
 
-/// kube's configuration for a client of `access`, and the token file's layer.
-fn client_config(
-    access: &Access,
-    default_namespace: &str,
-) -> (kube::Config, crate::token_file::TokenFileLayer) {
+/// kube's configuration for a client of `access`.
+fn client_config(access: &Access, default_namespace: &str) -> kube::Config {
     let mut config = access.config.clone();
     default_namespace.clone_into(&mut config.default_namespace);
     // Every retry is the agent's own, with its backoff: kube's retry layer
@@ -372,25 +432,28 @@ fn client_config(
     if config.cluster_url.scheme_str() == Some("http") && config.root_cert.is_none() {
         config.root_cert = Some(Vec::new());
     }
-    // No terminal in a pod: the plugin's standard error is captured (and
-    // quoted in kube's error), not written into the log stream.
-    if let Some(exec) = &mut config.auth_info.exec {
-        exec.interactive_mode = Some(ExecInteractiveMode::Never);
-    }
-    let token_file = crate::token_file::TokenFileLayer::take_from(&mut config.auth_info);
-    (config, token_file)
+    config
 }
 
 /// [`client_within`] [`CREDENTIALS_TIMEOUT`], retried with backoff while an `exec`
-/// plugin does not answer in time; any other error is returned. Cancel-safe: race it with the signals.
+/// plugin does not answer in time (or the token file is not read: that read is
+/// waited for again, never started twice); any other error is returned.
+/// Cancel-safe: race it with the signals.
 pub async fn client_retrying(
     access: &Access,
     default_namespace: &str,
 ) -> Result<kube::Client, ClientError> {
     let mut failures = 0u32;
+    let mut pending = None;
     loop {
-        match client_within(access, default_namespace, CREDENTIALS_TIMEOUT).await {
+        let mut build = pending
+            .take()
+            .unwrap_or_else(|| start_build(access, default_namespace, CREDENTIALS_TIMEOUT));
+        match finish_build(&mut build, &access.source, CREDENTIALS_TIMEOUT).await {
             Err(e @ ClientError::TimedOut { .. }) => {
+                if !build.is_finished() {
+                    pending = Some(build);
+                }
                 let wait = Backoff::TRANSIENT.delay(failures, crate::jitter::draw());
                 failures = failures.saturating_add(1);
                 tracing::warn!(
@@ -550,11 +613,79 @@ fn answer_limit(uri: &http::Uri) -> usize {
     }
 }
 
+/// The longest line of a watch stream (one event: `{"type":...,"object":{...}}`).
+/// etcd keeps an object under 1.5 MiB (its request limit) and its JSON is at most
+/// about twice that; kube's line reader has no limit, so an endless line (or a
+/// 300 MB event) would be held whole. A longer line ends the watch as a transport
+/// error ([`WatchLineTooLong`]): the watcher backs off and lists again.
+pub(crate) const MAX_WATCH_LINE: usize = 4 << 20;
+
+/// A watch stream sent a line longer than [`MAX_WATCH_LINE`].
+#[derive(Debug, thiserror::Error)]
+#[error("watch event refused: a line longer than {MAX_WATCH_LINE} bytes")]
+pub(crate) struct WatchLineTooLong;
+
+pin_project_lite::pin_project! {
+    /// A watch's body, failing with [`WatchLineTooLong`] once a line grows past
+    /// [`MAX_WATCH_LINE`] (only the length of the current line is counted).
+    pub(crate) struct CapLines<B> {
+        #[pin]
+        inner: B,
+        // Bytes since the last newline.
+        line: usize,
+    }
+}
+
+impl<B> CapLines<B> {
+    pub(crate) fn new(inner: B) -> Self {
+        CapLines { inner, line: 0 }
+    }
+}
+
+impl<B> http_body::Body for CapLines<B>
+where
+    B: http_body::Body<Data = bytes::Bytes>,
+    B::Error: Into<BoxError>,
+{
+    type Data = bytes::Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<bytes::Bytes>, BoxError>>> {
+        let this = self.project();
+        if *this.line > MAX_WATCH_LINE {
+            return Poll::Ready(None);
+        }
+        let frame = match this.inner.poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => frame,
+            Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e.into()))),
+            Poll::Ready(None) => return Poll::Ready(None),
+            Poll::Pending => return Poll::Pending,
+        };
+        if let Some(data) = frame.data_ref() {
+            // The first piece goes on with the line before; each newline starts one.
+            for (i, piece) in data.split(|&b| b == b'\n').enumerate() {
+                if i > 0 {
+                    *this.line = 0;
+                }
+                *this.line = this.line.saturating_add(piece.len());
+                if *this.line > MAX_WATCH_LINE {
+                    return Poll::Ready(Some(Err(Box::new(WatchLineTooLong))));
+                }
+            }
+        }
+        Poll::Ready(Some(Ok(frame)))
+    }
+}
+
 /// The service error of the client's stack.
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// A non-watch answer read in full within the time limit, or a watch's stream.
-type PacedBody<B> = http_body_util::Either<http_body_util::Full<bytes::Bytes>, B>;
+/// A non-watch answer read in full within the time limit, or a watch's stream
+/// with its lines capped.
+type PacedBody<B> = http_body_util::Either<http_body_util::Full<bytes::Bytes>, CapLines<B>>;
 
 impl<S, ReqB, B> tower::Service<http::Request<ReqB>> for PaceWatches<S>
 where
@@ -577,7 +708,8 @@ where
     /// [`ApiError::Timeout`]: a non-watch request (lists too) is read in full
     /// in that time, and up to [`answer_limit`] bytes ([`ApiError::TooLarge`]);
     /// a watch gets its response headers in that time (its stream is then
-    /// kube's, ended by the watch's own timeout). kube sets no
+    /// kube's, ended by the watch's own timeout), and its lines are capped
+    /// ([`MAX_WATCH_LINE`]). kube sets no
     /// read timeout, and a server that accepts a request and never answers, or
     /// a pooled connection to a dead peer, would otherwise hold the caller
     /// (the node or sibling watcher) silently for many minutes.
@@ -601,7 +733,7 @@ where
             let answer = async {
                 let res = call.await.map_err(Into::into)?;
                 if watch {
-                    return Ok(res.map(http_body_util::Either::Right));
+                    return Ok(res.map(|b| http_body_util::Either::Right(CapLines::new(b))));
                 }
                 let (parts, body) = res.into_parts();
                 let body = http_body_util::Limited::new(body, limit);

@@ -15,6 +15,7 @@ mod candidates;
 pub mod clock;
 pub mod config;
 pub mod connect;
+mod exec_plugin;
 pub mod identity;
 mod jitter;
 pub mod logging;

@@ -1,36 +1,81 @@
-//! A bearer token read from a file (a kubeconfig's `tokenFile`, the in-cluster
-//! `token`), trimmed of surrounding white space as client-go does (kube 5.0 sends the
-//! text as it is: a trailing newline fails every request), and read again once 50 s
-//! old, as kube does, and at the next request after a 401, for every caller.
+//! The bearer token, read by the agent rather than by kube, with bounds kube does not
+//! have: from a file (a kubeconfig's `tokenFile`, the in-cluster `token`; at most
+//! [`MAX_BYTES`], trimmed of surrounding white space as client-go does: kube 5.0 sends
+//! the text as it is, and a trailing newline fails every request), or from an `exec`
+//! plugin (`exec_plugin.rs`: time and output limits). Read again once 50 s old (a
+//! file, as kube does) or 60 s before it expires (a plugin's), and at the next request
+//! after a 401, for every caller; always on a blocking thread, one read at a time, so
+//! a FIFO or a hung mount holds neither the signals nor the requests for long.
 
 use std::future::Future;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use http::HeaderValue;
-use kube::config::AuthInfo;
+use kube::config::{AuthInfo, ExecConfig};
+use tokio::task::JoinHandle;
+
+use crate::exec_plugin::{self, PluginError};
 
 /// How old the token held may get before the file is read again (kube's: its
 /// 60 s period less its 10 s margin).
 const RELOAD: Duration = Duration::from_secs(50);
 
-/// A token file is a few KiB at most; more is not read.
-const MAX_BYTES: u64 = 64 << 10;
+/// How long before its expiry a plugin's token is asked for again (kube's margin).
+const EXPIRY_MARGIN: Duration = Duration::from_secs(60);
 
-/// The token's `Authorization` header, or `None` if the file cannot be read
-/// or holds no token usable in a header.
-fn read_header(path: &Path) -> Option<HeaderValue> {
-    let mut text = String::new();
+/// A token file is a few KiB at most (a projected service-account token about 1 KiB);
+/// a larger one (or an endless one, `/dev/zero`) is refused, read no further.
+pub(crate) const MAX_BYTES: u64 = 64 << 10;
+
+/// How long a request waits for a token being read again (a FIFO nobody writes, a
+/// hung mount); then it goes with the token held, and the read goes on alone (only
+/// one at a time).
+const REREAD_WAIT: Duration = Duration::from_secs(5);
+
+/// Why no token was read.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TokenError {
+    /// The file cannot be opened or read.
+    #[error("cannot read the token file {}", .0.display())]
+    Read(PathBuf, #[source] std::io::Error),
+    /// It is larger than [`MAX_BYTES`].
+    #[error("the token file {} is larger than {MAX_BYTES} bytes", .0.display())]
+    TooLarge(PathBuf),
+    /// It holds no token usable in a header (empty, or bytes a header cannot carry).
+    #[error("the token file {} holds no usable token", .0.display())]
+    Unusable(PathBuf),
+    /// The plugin's token cannot be sent in a header.
+    #[error("the exec credential plugin's token cannot be sent in a header")]
+    UnusableToken,
+    /// The plugin gave no credential.
+    #[error(transparent)]
+    Plugin(#[from] PluginError),
+}
+
+/// The token's `Authorization` header (blocking: a FIFO's open waits for a writer).
+fn read_header(path: &Path) -> Result<HeaderValue, TokenError> {
+    let read = |e| TokenError::Read(path.to_path_buf(), e);
+    let mut text = Vec::new();
     std::fs::File::open(path)
-        .ok()?
-        .take(MAX_BYTES)
-        .read_to_string(&mut text)
-        .ok()?;
-    let token = text.trim();
+        .map_err(read)?
+        .take(MAX_BYTES + 1)
+        .read_to_end(&mut text)
+        .map_err(read)?;
+    if text.len() as u64 > MAX_BYTES {
+        return Err(TokenError::TooLarge(path.to_path_buf()));
+    }
+    let text = String::from_utf8_lossy(&text);
+    bearer(text.trim()).ok_or_else(|| TokenError::Unusable(path.to_path_buf()))
+}
+
+/// `Bearer token` as a sensitive header, if the token can be one.
+fn bearer(token: &str) -> Option<HeaderValue> {
     if token.is_empty() {
         return None;
     }
@@ -39,60 +84,169 @@ fn read_header(path: &Path) -> Option<HeaderValue> {
     Some(value)
 }
 
+/// Where the token comes from.
+#[derive(Clone)]
+enum Source {
+    /// A file, read again every [`RELOAD`].
+    File(PathBuf),
+    /// An exec plugin, run again [`EXPIRY_MARGIN`] before the token expires, within
+    /// this time.
+    Exec(Box<ExecConfig>, Duration),
+}
+
+/// A token read: its header, and when to read it again (`None`: only after a 401).
+type Fresh = (HeaderValue, Option<Instant>);
+
+impl Source {
+    /// Reads the token (blocking).
+    fn read(&self) -> Result<Fresh, TokenError> {
+        match self {
+            Source::File(path) => Ok((read_header(path)?, Some(Instant::now() + RELOAD))),
+            Source::Exec(exec, limit) => {
+                let credential = exec_plugin::run(exec, *limit)?;
+                let header = credential
+                    .token
+                    .as_deref()
+                    .and_then(bearer)
+                    .ok_or(TokenError::UnusableToken)?;
+                Ok((header, refresh_at(credential.expires()?)))
+            }
+        }
+    }
+}
+
+/// When to ask a plugin again for a token that expires at `expires`.
+fn refresh_at(expires: Option<SystemTime>) -> Option<Instant> {
+    let left = expires?
+        .duration_since(SystemTime::now())
+        .unwrap_or_default();
+    Some(Instant::now() + left.saturating_sub(EXPIRY_MARGIN))
+}
+
 struct TokenFile {
-    path: PathBuf,
-    /// The header last read, and when (`None`: read again at the next request).
-    current: Mutex<(HeaderValue, Option<Instant>)>,
+    source: Source,
+    /// The header held, and the read going on, if any.
+    current: tokio::sync::Mutex<Current>,
+    /// The server refused it: read it again at the next request.
+    refused: AtomicBool,
+}
+
+struct Current {
+    header: HeaderValue,
+    /// When to read it again (`None`: only after a 401).
+    refresh_at: Option<Instant>,
+    /// A read (or plugin run) not finished yet.
+    reading: Option<JoinHandle<Result<Fresh, TokenError>>>,
 }
 
 impl TokenFile {
-    /// The header, re-read from the file when [`RELOAD`] has passed or the
-    /// server refused it. A file that cannot be read keeps the last token (as
-    /// kube and client-go do).
-    fn header(&self) -> HeaderValue {
-        let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
-        if current.1.is_none_or(|read| read.elapsed() >= RELOAD) {
-            if let Some(header) = read_header(&self.path) {
-                current.0 = header;
+    /// The header, read again (on a blocking thread) when [`RELOAD`] has passed or
+    /// the server refused it. A token that cannot be read keeps the last one (as
+    /// kube and client-go do); a read that hangs is waited for [`REREAD_WAIT`] once,
+    /// and not started again while it runs.
+    async fn header(&self) -> HeaderValue {
+        let mut current = self.current.lock().await;
+        let refused = self.refused.swap(false, Ordering::Relaxed);
+        let due = refused || current.refresh_at.is_some_and(|t| Instant::now() >= t);
+        let waiting_before = current.reading.is_some();
+        if due || waiting_before {
+            let source = self.source.clone();
+            let mut reading = current
+                .reading
+                .take()
+                .unwrap_or_else(|| tokio::task::spawn_blocking(move || source.read()));
+            // A read that hung before is not waited for again.
+            let wait = if waiting_before {
+                Duration::ZERO
+            } else {
+                REREAD_WAIT
+            };
+            match tokio::time::timeout(wait, &mut reading).await {
+                Ok(Ok(Ok((header, refresh_at)))) => {
+                    (current.header, current.refresh_at) = (header, refresh_at);
+                }
+                Ok(Ok(Err(e))) => {
+                    tracing::warn!(
+                        error = %crate::logging::Chain(&e),
+                        "cannot read the token again: keeping the one held"
+                    );
+                    if let Some(t) = &mut current.refresh_at {
+                        *t = Instant::now() + RELOAD;
+                    }
+                }
+                Ok(Err(_)) => {}
+                Err(_) => current.reading = Some(reading),
             }
-            current.1 = Some(Instant::now());
         }
-        current.0.clone()
+        current.header.clone()
     }
 
-    /// The server refused the token (401): the file is read at the next request.
+    /// The server refused the token (401): it is read again at the next request.
     fn refused(&self) {
-        self.current.lock().unwrap_or_else(|p| p.into_inner()).1 = None;
+        self.refused.store(true, Ordering::Relaxed);
     }
 }
 
-/// Sets every request's `Authorization` header from the token file, if any.
+/// Sets every request's `Authorization` header from a token file or an exec plugin,
+/// if any.
 #[derive(Clone, Default)]
 pub(crate) struct TokenFileLayer(Option<Arc<TokenFile>>);
 
 impl TokenFileLayer {
-    /// Takes the token file out of `auth` when kube would use it (no auth
-    /// provider, no user and password, no inline token: kube's precedence),
-    /// and it can be read now. Otherwise `auth` stays as it is and kube reports
-    /// what is wrong with it.
-    pub(crate) fn take_from(auth: &mut AuthInfo) -> Self {
+    /// Takes the token file or the exec plugin out of `auth` when kube would use it
+    /// (kube's precedence: no auth provider, no user and password, no inline token;
+    /// then the token file, then the plugin), and reads the token now, within
+    /// `limit` (blocking: run it on a blocking thread). kube is left neither: it
+    /// would read a file without a limit and run a plugin without a time limit.
+    /// A plugin that answers with a client certificate puts it into `auth`.
+    pub(crate) fn take_from(auth: &mut AuthInfo, limit: Duration) -> Result<Self, TokenError> {
         let used = auth.auth_provider.is_none()
             && !(auth.username.is_some() && auth.password.is_some())
             && auth.token.is_none();
-        let Some(path) = auth.token_file.as_ref().filter(|_| used) else {
-            return TokenFileLayer(None);
+        if !used {
+            return Ok(TokenFileLayer(None));
+        }
+        let source = match (auth.token_file.take(), auth.exec.take()) {
+            (Some(path), _) => Source::File(PathBuf::from(path)),
+            (None, Some(exec)) => {
+                let credential = exec_plugin::run(&exec, limit)?;
+                if let (Some(cert), Some(key)) = (
+                    &credential.client_certificate_data,
+                    &credential.client_key_data,
+                ) {
+                    use base64::Engine as _;
+                    let b64 = base64::engine::general_purpose::STANDARD;
+                    auth.client_certificate_data = Some(b64.encode(cert));
+                    auth.client_key_data = Some(b64.encode(key).into());
+                    return Ok(TokenFileLayer(None));
+                }
+                let Some(header) = credential.token.as_deref().and_then(bearer) else {
+                    return Err(TokenError::UnusableToken);
+                };
+                let current = Current {
+                    header,
+                    refresh_at: refresh_at(credential.expires()?),
+                    reading: None,
+                };
+                return Ok(TokenFileLayer(Some(Arc::new(TokenFile {
+                    source: Source::Exec(exec.into(), limit),
+                    current: current.into(),
+                    refused: AtomicBool::new(false),
+                }))));
+            }
+            (None, None) => return Ok(TokenFileLayer(None)),
         };
-        let path = PathBuf::from(path);
-        let Some(header) = read_header(&path) else {
-            return TokenFileLayer(None);
-        };
-        auth.token_file = None;
-        // kube would use the token file before an exec plugin: so do we.
-        auth.exec = None;
-        TokenFileLayer(Some(Arc::new(TokenFile {
-            path,
-            current: Mutex::new((header, Some(Instant::now()))),
-        })))
+        let (header, refresh_at) = source.read()?;
+        Ok(TokenFileLayer(Some(Arc::new(TokenFile {
+            source,
+            current: Current {
+                header,
+                refresh_at,
+                reading: None,
+            }
+            .into(),
+            refused: AtomicBool::new(false),
+        }))))
     }
 }
 
@@ -103,15 +257,21 @@ impl<S> tower::Layer<S> for TokenFileLayer {
         TokenFileService {
             inner,
             token: self.0.clone(),
+            header: None,
+            pending: None,
         }
     }
 }
 
-/// See [`TokenFileLayer`].
-#[derive(Clone)]
+/// See [`TokenFileLayer`]. The header is found in `poll_ready` (a read again
+/// waits there, off the thread's stack of blocking work), and set in `call`.
 pub(crate) struct TokenFileService<S> {
     inner: S,
     token: Option<Arc<TokenFile>>,
+    /// The header for the next call.
+    header: Option<HeaderValue>,
+    /// The header being found.
+    pending: Option<Pin<Box<dyn Future<Output = HeaderValue> + Send>>>,
 }
 
 impl<S, B, ResB> tower::Service<http::Request<B>> for TokenFileService<S>
@@ -124,14 +284,27 @@ where
     type Future = Pin<Box<dyn Future<Output = Result<S::Response, S::Error>> + Send>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        if let Some(token) = &self.token
+            && self.header.is_none()
+        {
+            let pending = self.pending.get_or_insert_with(|| {
+                let token = Arc::clone(token);
+                Box::pin(async move { token.header().await })
+            });
+            let Poll::Ready(header) = pending.as_mut().poll(cx) else {
+                return Poll::Pending;
+            };
+            self.pending = None;
+            self.header = Some(header);
+        }
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, mut req: http::Request<B>) -> Self::Future {
         let token = self.token.clone();
-        if let Some(token) = &token {
+        if let Some(header) = self.header.take() {
             req.headers_mut()
-                .insert(http::header::AUTHORIZATION, token.header());
+                .insert(http::header::AUTHORIZATION, header);
         }
         let answer = self.inner.call(req);
         Box::pin(async move {
@@ -159,24 +332,39 @@ mod tests {
         let header = read_header(&path).expect("a token");
         assert_eq!(header.to_str().expect("ascii"), "Bearer abc.def");
         std::fs::write(&path, "\n").expect("write");
-        assert_eq!(read_header(&path), None);
+        assert!(matches!(read_header(&path), Err(TokenError::Unusable(_))));
         let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
-    fn a_refused_token_is_read_again_at_the_next_request_only() {
+    fn an_endless_token_file_is_refused_after_the_cap() {
+        // Issue 32, item 6: a token file linked to /dev/zero was read by kube to 1 GiB.
+        let err = read_header(Path::new("/dev/zero")).expect_err("no token");
+        assert!(matches!(err, TokenError::TooLarge(_)), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_refused_token_is_read_again_at_the_next_request_only() {
         let dir = std::env::temp_dir().join(format!("token-refused-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("mkdir");
         let path = dir.join("token");
         std::fs::write(&path, "old").expect("write");
+        let source = Source::File(path.clone());
+        let (header, refresh_at) = source.read().expect("a token");
         let token = TokenFile {
-            current: Mutex::new((read_header(&path).expect("a token"), Some(Instant::now()))),
-            path: path.clone(),
+            source,
+            current: Current {
+                header,
+                refresh_at,
+                reading: None,
+            }
+            .into(),
+            refused: AtomicBool::new(false),
         };
         std::fs::write(&path, "new").expect("write");
-        assert_eq!(token.header(), "Bearer old", "held for 50 s");
+        assert_eq!(token.header().await, "Bearer old", "held for 50 s");
         token.refused();
-        assert_eq!(token.header(), "Bearer new", "read again after a 401");
+        assert_eq!(token.header().await, "Bearer new", "read again after a 401");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

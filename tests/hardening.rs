@@ -7,7 +7,8 @@
 //! answer over the size cap, a 200 carrying a failure `Status`, a start time in
 //! the future. With the real binary: the own-pod-only admission policy (real
 //! tokens per process), the node gate's invalid settings (exit codes), a token
-//! rotated on disk, and the log of a node 403.
+//! rotated on disk or turned into a FIFO, and the log of a node 403. A watch line
+//! over the cap.
 
 mod common;
 
@@ -893,6 +894,41 @@ async fn an_answer_over_the_size_cap_is_refused_and_retried() {
     drop(agent);
 }
 
+/// A watch line longer than 4 MiB (here one 8 MiB line; in the field an endless
+/// line at 20 MB/s, or a 300 MB event) ends the watch as a transport error: logged,
+/// backed off, watched again. kube reads a line without a limit: the old code held
+/// all of it (761 MiB after 40 s of an endless one) and then failed on its JSON.
+#[tokio::test(start_paused = true)]
+async fn a_watch_line_over_the_cap_ends_the_watch_and_watches_again() {
+    let (logs, _guard) = Logs::capture();
+    let s = vtime::placeholders(2).await;
+    let agent = vtime::agent(&s, "placeholder-0", &[("SELFDESTRUCT_MAX_LIFETIME", "1h")]);
+    let mut line = vec![b'x'; 8 << 20];
+    line.push(b'\n');
+    let answer = FaultResponse::Respond {
+        code: 200,
+        body: fake_apiserver::FaultBody::Raw(line),
+        headers: Vec::new(),
+    };
+    s.fake.fail_next(Call::SiblingWatch.matcher(), answer, 1);
+    assert!(
+        logs.show(
+            "watch event refused: a line longer than 4194304 bytes",
+            Duration::from_secs(30)
+        )
+        .await,
+        "{}",
+        logs.text()
+    );
+    let refused = s.fake.clock().instant();
+    let again = vtime::request(&s, Duration::from_secs(60), |r| {
+        Call::SiblingWatch.matches(r) && r.at > refused
+    })
+    .await;
+    assert!(again.is_some(), "not watched again:\n{}", logs.text());
+    assert!(agent.is_running());
+}
+
 /// An eviction answered 200 with a `Status` of `Failure`, code 429 (as an
 /// aggregated server or a proxy may answer): the 429 it carries, as client-go
 /// reads it. The agent backs off and evicts on a later try; the old code
@@ -1200,6 +1236,96 @@ fn a_token_rotated_on_disk_is_used_at_the_next_try() {
     );
     assert!(!agent.log().contains("retrying rarely"), "{}", agent.log());
     let (status, _) = agent.terminate();
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", agent.log());
+}
+
+/// An `exec` plugin's token refused (401) is asked for again at the next try:
+/// the plugin runs again (as client-go does) and the agent moves with its new
+/// token. The old code (kube) held a token without an expiry for good.
+#[test]
+fn an_exec_plugins_refused_token_is_asked_for_again() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = Scene::placeholders(1);
+    let dir = s.home.join("exec-rotated");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, "an-expired-token").expect("the token");
+    let plugin = dir.join("plugin.sh");
+    let script = format!(
+        "#!/bin/sh\nprintf '{{\"apiVersion\": \"client.authentication.k8s.io/v1\", \
+         \"kind\": \"ExecCredential\", \"status\": {{\"token\": \"%s\"}}}}' \"$(cat {})\"\n",
+        token_file.display()
+    );
+    std::fs::write(&plugin, script).expect("the plugin");
+    std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        kubeconfig_with_user(&s.fake.url(), &exec_user(&plugin), NS),
+    )
+    .expect("the kubeconfig");
+    let mut agent = s.agent_with_kubeconfig("placeholder-0", &kubeconfig, TIMER);
+    assert!(
+        agent.wait_for_log("cannot read own pod", Duration::from_secs(15)),
+        "{}",
+        agent.log()
+    );
+    s.fake.add_token(
+        "the-new-token",
+        Subject::placeholder_agent(NS, "placeholder").bound_to("placeholder-0"),
+    );
+    std::fs::write(&token_file, "the-new-token").expect("the new token");
+    let moved = s.fake.wait_for_request(
+        |r| accepted_removal(r, "placeholder-0"),
+        Duration::from_secs(30),
+    );
+    assert!(
+        moved.is_some(),
+        "no eviction with the new token:\n{}",
+        agent.log()
+    );
+    let (status, _) = agent.terminate();
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", agent.log());
+}
+
+/// A token file turned into a FIFO nobody writes (or a hung mount) while the
+/// agent runs: the read after a 401 waits on a blocking thread, and SIGTERM
+/// still exits 0 at once. The old code read it on the thread that serves the
+/// signals, and ignored SIGTERM.
+#[test]
+fn sigterm_while_a_token_file_turned_fifo_is_read_again_exits_0() {
+    use std::os::unix::fs::OpenOptionsExt;
+    let s = Scene::placeholders(1);
+    let dir = s.home.join("fifo-token");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, "a-token-the-server-refuses").expect("the token");
+    let kubeconfig = dir.join("kubeconfig");
+    let user = format!("tokenFile: {}", token_file.display());
+    std::fs::write(&kubeconfig, kubeconfig_with_user(&s.fake.url(), &user, NS))
+        .expect("the kubeconfig");
+    let mut agent = s.agent_with_kubeconfig("placeholder-0", &kubeconfig, TIMER);
+    assert!(
+        agent.wait_for_log("cannot read own pod", Duration::from_secs(15)),
+        "{}",
+        agent.log()
+    );
+    std::fs::remove_file(&token_file).expect("rm");
+    mkfifo(&token_file);
+    // The next try reads it again (after the 401): a writer can then open it
+    // without waiting, and writes nothing, so the read goes on.
+    let mut writer = None;
+    let reading = wait_until(Duration::from_secs(30), || {
+        writer = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&token_file)
+            .ok();
+        writer.is_some()
+    });
+    assert!(reading, "the FIFO was never read:\n{}", agent.log());
+    let (status, _) = agent.terminate();
+    drop(writer);
     assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", agent.log());
 }
 

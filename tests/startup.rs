@@ -518,9 +518,20 @@ fn a_hanging_exec_plugin_does_not_hold_sigterm() {
 }
 
 #[test]
-fn building_a_client_whose_exec_plugin_hangs_gives_up_in_time() {
+fn building_a_client_whose_exec_plugin_hangs_gives_up_in_time_and_kills_it() {
+    // Issue 32, item 7: the plugin, and what it started, ran on after the time limit.
     let home = tempdir("hanging-plugin-client");
     let (kubeconfig, pidfile) = hanging_plugin_kubeconfig(&home);
+    // The plugin starts a process of its own first, and hangs.
+    let script = home.join("hanging-plugin.sh");
+    let child_pidfile = home.join("plugin-child.pid");
+    let text = std::fs::read_to_string(&script).expect("the plugin");
+    let text = text.replacen(
+        "\n",
+        &format!("\nsleep 120 &\necho $! > {}\n", child_pidfile.display()),
+        1,
+    );
+    std::fs::write(&script, text).expect("write the plugin");
     let env = |k: &str| (k == "KUBECONFIG").then(|| kubeconfig.clone().into_os_string());
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -537,7 +548,19 @@ fn building_a_client_whose_exec_plugin_hangs_gives_up_in_time() {
         )
         .await
     });
+    // Both are gone once the build gave up (the old code left them running).
+    let alive = |file: &std::path::Path| {
+        let pid = std::fs::read_to_string(file).expect("a pid");
+        let pid: i32 = pid.trim().parse().expect("a pid");
+        // SAFETY: signal 0 only checks that the process exists.
+        unsafe { libc::kill(pid, 0) == 0 }
+    };
+    let plugin_gone = wait_until(Duration::from_secs(10), || !alive(&pidfile));
+    let child_gone = wait_until(Duration::from_secs(10), || !alive(&child_pidfile));
     kill_plugin(&pidfile);
+    kill_plugin(&child_pidfile);
+    assert!(plugin_gone, "the plugin still runs");
+    assert!(child_gone, "the process the plugin started still runs");
     match built {
         Ok(Err(e @ selfdestruct::connect::ClientError::TimedOut { .. })) => {
             let text = e.to_string();
@@ -565,14 +588,11 @@ fn catches(pid: u32, sig: libc::c_int) -> bool {
 #[test]
 fn sigterm_while_the_kubeconfig_is_a_fifo_nobody_writes_exits_0() {
     // Issue 27, item 11: the kubeconfig was read before the handlers were installed.
-    use std::os::unix::ffi::OsStrExt;
     use std::os::unix::fs::OpenOptionsExt;
     for args in [&[][..], &["--", "sleep", "60"][..]] {
         let home = tempdir("fifo");
         let fifo = home.join("kubeconfig");
-        let name = std::ffi::CString::new(fifo.as_os_str().as_bytes()).expect("path");
-        // SAFETY: mkfifo on a NUL-terminated path in the test's own folder.
-        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0, "mkfifo");
+        mkfifo(&fifo);
         let shown = fifo.display().to_string();
         let mut p = Proc::spawn(command(bin(), args, &[("KUBECONFIG", &shown)], &home));
         // It reads the FIFO: a writer can open it without waiting. The writer
@@ -698,4 +718,144 @@ fn a_failing_exec_plugin_is_one_json_line_with_json_logging() {
             .any(|l| l.contains("plugin: first line") && l.contains("plugin: second line")),
         "the plugin's error is in the log:\n{log}"
     );
+}
+
+/// A kubeconfig for a server never reached whose user's `exec` plugin is `script`
+/// (shell text), written into `home`.
+fn plugin_kubeconfig(home: &std::path::Path, script: &str) -> std::path::PathBuf {
+    let plugin = home.join("plugin.sh");
+    std::fs::write(&plugin, format!("#!/bin/sh\n{script}")).expect("write the plugin");
+    std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let kubeconfig = home.join("plugin-kubeconfig");
+    let text = kubeconfig_with_user("http://127.0.0.1:1", &exec_user(&plugin), NS);
+    std::fs::write(&kubeconfig, text).expect("write the kubeconfig");
+    kubeconfig
+}
+
+/// The binary with `KUBECONFIG` and 1 GiB of address space: reading anything
+/// endless to its end fails there.
+fn with_1_gib(kubeconfig: &str, home: &std::path::Path) -> Proc {
+    use std::os::unix::process::CommandExt;
+    let mut env = vec![("KUBECONFIG", kubeconfig)];
+    env.extend_from_slice(POD);
+    let mut cmd = command(bin(), &[], &env, home);
+    // SAFETY: setrlimit is async-signal-safe; the closure touches nothing else.
+    unsafe {
+        cmd.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: 1 << 30,
+                rlim_max: 1 << 30,
+            };
+            if libc::setrlimit(libc::RLIMIT_AS, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    Proc::spawn(cmd)
+}
+
+/// The one `selfdestruct:` line of a run that exited 2.
+fn exits_2(p: &mut Proc) -> String {
+    let status = p
+        .wait_exit(Duration::from_secs(60))
+        .unwrap_or_else(|| panic!("no exit:\n{}", p.log()));
+    assert_eq!(status.code(), Some(2), "{}", p.log());
+    let log = p.log();
+    log.lines()
+        .find(|l| l.starts_with("selfdestruct:"))
+        .unwrap_or_else(|| panic!("no message:\n{log}"))
+        .to_string()
+}
+
+#[test]
+fn an_exec_plugin_that_prints_endlessly_is_read_only_up_to_the_cap() {
+    // Issue 32, item 7: an endless printer reached 526 MiB, then the process aborted.
+    let home = tempdir("endless-plugin");
+    let kubeconfig = plugin_kubeconfig(&home, "exec cat /dev/zero\n");
+    let mut p = with_1_gib(&kubeconfig.display().to_string(), &home);
+    let line = exits_2(&mut p);
+    assert!(
+        line.contains("printed more than 1048576 bytes"),
+        "names the cause: {line}"
+    );
+}
+
+#[test]
+fn a_token_file_linked_to_dev_zero_is_read_only_up_to_the_cap() {
+    // Issue 32, item 6: kube read it without a limit, to 1 GiB, then out of memory.
+    let home = tempdir("token-dev-zero");
+    let token = home.join("token");
+    std::os::unix::fs::symlink("/dev/zero", &token).expect("symlink");
+    let kubeconfig = home.join("kubeconfig");
+    let user = format!("tokenFile: {}", token.display());
+    std::fs::write(
+        &kubeconfig,
+        kubeconfig_with_user("http://127.0.0.1:1", &user, NS),
+    )
+    .expect("write");
+    let mut p = with_1_gib(&kubeconfig.display().to_string(), &home);
+    let line = exits_2(&mut p);
+    assert!(
+        line.contains(&token.display().to_string()) && line.contains("larger than 65536 bytes"),
+        "names the file and the cause: {line}"
+    );
+}
+
+#[test]
+fn an_exec_plugin_whose_child_holds_its_output_is_waited_for_saying_why() {
+    // Issue 32, item 12: the build waited for the time limit without a word.
+    let home = tempdir("plugin-grandchild");
+    let child_pidfile = home.join("child.pid");
+    let script = format!(
+        "sleep 120 &\necho $! > {}\n\
+         echo '{{\"apiVersion\": \"client.authentication.k8s.io/v1\", \"kind\": \"ExecCredential\", \
+         \"status\": {{\"token\": \"t\"}}}}'\nexit 0\n",
+        child_pidfile.display()
+    );
+    let kubeconfig = plugin_kubeconfig(&home, &script);
+    let kc = kubeconfig.display().to_string();
+    let mut env = vec![("KUBECONFIG", kc.as_str())];
+    env.extend_from_slice(POD);
+    let mut p = Proc::spawn(command(bin(), &[], &env, &home));
+    let told = p.wait_for_log("a process it started holds it", Duration::from_secs(20));
+    let (status, _) = p.terminate();
+    kill_plugin(&child_pidfile);
+    assert!(told, "{}", p.log());
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", p.log());
+}
+
+#[test]
+fn sigterm_while_the_token_file_is_a_fifo_nobody_writes_exits_0() {
+    // Issue 32, item 5: the token file was read on the thread that serves the signals.
+    use std::os::unix::fs::OpenOptionsExt;
+    let home = tempdir("token-fifo");
+    let fifo = home.join("token");
+    mkfifo(&fifo);
+    let kubeconfig = home.join("kubeconfig");
+    let user = format!("tokenFile: {}", fifo.display());
+    std::fs::write(
+        &kubeconfig,
+        kubeconfig_with_user("http://127.0.0.1:1", &user, NS),
+    )
+    .expect("write");
+    let kc = kubeconfig.display().to_string();
+    let mut env = vec![("KUBECONFIG", kc.as_str())];
+    env.extend_from_slice(POD);
+    let mut p = Proc::spawn(command(bin(), &[], &env, &home));
+    // It reads the FIFO once a writer can open it without waiting; the writer
+    // writes nothing, so the read goes on.
+    let mut writer = None;
+    let reading = wait_until(Duration::from_secs(10), || {
+        writer = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo)
+            .ok();
+        writer.is_some()
+    });
+    assert!(reading, "the token FIFO was never opened:\n{}", p.log());
+    let (status, _) = p.terminate();
+    drop(writer);
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", p.log());
 }

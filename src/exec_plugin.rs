@@ -1,0 +1,292 @@
+//! A kubeconfig's `exec` credential plugin, run here rather than by kube (whose
+//! `Command::output()` has no time limit and no output limit): in a process group of
+//! its own, killed whole when it does not answer in time, its standard output read
+//! up to [`MAX_OUTPUT`], non-interactively, as client-go runs it. Blocking: run it on
+//! a blocking thread. It always returns by its deadline, so no thread or plugin is
+//! left behind for the next try to pile onto.
+
+use std::io::Read;
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use kube::config::ExecConfig;
+
+/// The most bytes of a plugin's answer (an `ExecCredential` with a client
+/// certificate and key is a few KiB).
+pub(crate) const MAX_OUTPUT: usize = 1 << 20;
+
+/// The most bytes of a plugin's standard error kept for the error message (the
+/// rest is read and dropped).
+const MAX_STDERR: usize = 16 << 10;
+
+/// A plugin's standard output still open this long after it exited is held by a
+/// process it started.
+const HELD_AFTER_EXIT: Duration = Duration::from_millis(200);
+
+/// What a plugin answered (its `ExecCredential`'s `status`).
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Credential {
+    pub(crate) token: Option<String>,
+    /// RFC 3339.
+    pub(crate) expiration_timestamp: Option<String>,
+    /// PEM.
+    pub(crate) client_certificate_data: Option<String>,
+    /// PEM.
+    pub(crate) client_key_data: Option<String>,
+}
+
+impl Credential {
+    /// When the credential expires, if it says so.
+    pub(crate) fn expires(&self) -> Result<Option<SystemTime>, PluginError> {
+        let Some(t) = &self.expiration_timestamp else {
+            return Ok(None);
+        };
+        let time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time =
+            serde_json::from_value(serde_json::Value::String(t.clone()))
+                .map_err(PluginError::Answer)?;
+        Ok(Some(crate::summarize::time_of(&time)))
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct ExecCredential {
+    status: Option<Credential>,
+}
+
+/// Why a plugin gave no credential.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PluginError {
+    /// The kubeconfig names no command.
+    #[error("the exec credential plugin names no command")]
+    NoCommand,
+    /// It cannot be started.
+    #[error("cannot start the exec credential plugin {0}")]
+    Start(String, #[source] std::io::Error),
+    /// Reading its output failed.
+    #[error("cannot read the answer of the exec credential plugin {0}")]
+    Read(String, #[source] std::io::Error),
+    /// It did not answer in time (its process group was killed).
+    #[error("the exec credential plugin {0} has not answered within {secs}s (killed)", secs = .1.as_secs())]
+    TimedOut(String, Duration),
+    /// It printed more than [`MAX_OUTPUT`] (its process group was killed).
+    #[error("the exec credential plugin {0} printed more than {MAX_OUTPUT} bytes (killed)")]
+    TooLarge(String),
+    /// It failed.
+    #[error("the exec credential plugin {command} failed ({status}): {stderr}")]
+    Failed {
+        /// The command.
+        command: String,
+        /// How it ended.
+        status: ExitStatus,
+        /// Its standard error (at most [`MAX_STDERR`] bytes).
+        stderr: String,
+    },
+    /// Its answer is not an `ExecCredential` with a status.
+    #[error("the exec credential plugin's answer is not an ExecCredential with a status")]
+    Answer(#[source] serde_json::Error),
+    /// Its answer has no status.
+    #[error("the exec credential plugin's answer has no status")]
+    NoStatus,
+}
+
+impl PluginError {
+    /// The plugin did not answer in time: worth another try later.
+    pub(crate) fn is_timeout(&self) -> bool {
+        matches!(self, PluginError::TimedOut(..))
+    }
+}
+
+/// Runs the plugin of `exec` and returns its credential, within `limit`.
+pub(crate) fn run(exec: &ExecConfig, limit: Duration) -> Result<Credential, PluginError> {
+    let program = exec.command.as_deref().ok_or(PluginError::NoCommand)?;
+    let mut cmd = Command::new(program);
+    cmd.args(exec.args.iter().flatten());
+    for e in exec.env.iter().flatten() {
+        if let (Some(k), Some(v)) = (e.get("name"), e.get("value")) {
+            cmd.env(k, v);
+        }
+    }
+    // As kube: the request's description, never interactive here (no terminal in a pod).
+    let mut spec = serde_json::json!({ "interactive": false });
+    if exec.provide_cluster_info
+        && let Some(cluster) = &exec.cluster
+    {
+        spec["cluster"] = serde_json::to_value(cluster).unwrap_or_default();
+    }
+    let info = serde_json::json!({
+        "apiVersion": exec.api_version, "kind": "ExecCredential", "spec": spec,
+    });
+    cmd.env("KUBERNETES_EXEC_INFO", info.to_string());
+    for k in exec.drop_env.iter().flatten() {
+        cmd.env_remove(k);
+    }
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Its own group: killed whole, with anything it started.
+        .process_group(0);
+    let child = cmd
+        .spawn()
+        .map_err(|e| PluginError::Start(program.to_string(), e))?;
+    let mut run = Running {
+        child: Some(child),
+        program,
+    };
+    let Output {
+        stdout,
+        stderr,
+        status,
+    } = run.collect(Instant::now() + limit, limit)?;
+    match status {
+        Some(status) if !status.success() => {
+            return Err(PluginError::Failed {
+                command: program.to_string(),
+                status,
+                stderr: String::from_utf8_lossy(&stderr).trim().to_string(),
+            });
+        }
+        // `None`: reaped by PID 1's reaper first; its answer tells.
+        _ => {}
+    }
+    let answer: ExecCredential = serde_json::from_slice(&stdout).map_err(PluginError::Answer)?;
+    answer.status.ok_or(PluginError::NoStatus)
+}
+
+/// What a plugin printed, and how it ended (`None`: reaped by another waiter).
+struct Output {
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    status: Option<ExitStatus>,
+}
+
+/// A started plugin; its process group is killed when this is dropped unfinished.
+struct Running<'a> {
+    child: Option<Child>,
+    program: &'a str,
+}
+
+impl Running<'_> {
+    /// Its standard output and error, read to their ends, and how it ended
+    /// (`None`: reaped by another waiter), by `deadline`.
+    fn collect(&mut self, deadline: Instant, limit: Duration) -> Result<Output, PluginError> {
+        let program = self.program.to_string();
+        let child = self.child.as_mut().expect("a running plugin");
+        let file = |fd: Option<std::os::fd::OwnedFd>| fd.map(std::fs::File::from);
+        let mut pipes = [
+            file(child.stdout.take().map(Into::into)),
+            file(child.stderr.take().map(Into::into)),
+        ];
+        let mut out = [Vec::new(), Vec::new()];
+        let mut status = None;
+        // When it was seen to have exited.
+        let mut exited: Option<Instant> = None;
+        let mut told = false;
+        let mut buf = vec![0u8; 64 << 10];
+        // Until it has exited and closed its standard output (its standard error
+        // is then read as far as it is there).
+        while pipes[0].is_some() || exited.is_none() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(PluginError::TimedOut(program, limit));
+            }
+            if exited.is_none() {
+                match child.try_wait() {
+                    Ok(Some(s)) => (status, exited) = (Some(s), Some(Instant::now())),
+                    Ok(None) => {}
+                    // ECHILD: PID 1's reaper took its status.
+                    Err(_) => exited = Some(Instant::now()),
+                }
+            }
+            // Its output's end may still be on its way just after it exits.
+            let held = exited.is_some_and(|t| t.elapsed() >= HELD_AFTER_EXIT);
+            if held && pipes[0].is_some() && !told {
+                told = true;
+                tracing::warn!(
+                    plugin = %program,
+                    "the exec credential plugin has exited but its standard output is still open: \
+                     a process it started holds it; waiting for it to close (at most {}s)",
+                    left.as_secs()
+                );
+            }
+            // Wake at least every 50 ms to notice the plugin's exit.
+            let wait = left.min(Duration::from_millis(50)).as_millis() as libc::c_int;
+            let ready = poll(&pipes, wait);
+            for (i, pipe) in pipes.iter_mut().enumerate() {
+                let Some(p) = pipe.as_mut().filter(|_| ready[i]) else {
+                    continue;
+                };
+                let read = p
+                    .read(&mut buf)
+                    .map_err(|e| PluginError::Read(program.clone(), e))?;
+                if read == 0 {
+                    *pipe = None;
+                    continue;
+                }
+                let keep = if i == 0 {
+                    read
+                } else {
+                    read.min(MAX_STDERR.saturating_sub(out[1].len()))
+                };
+                out[i].extend_from_slice(&buf[..keep]);
+                if out[0].len() > MAX_OUTPUT {
+                    return Err(PluginError::TooLarge(program));
+                }
+            }
+        }
+        // What the plugin wrote to its standard error before it exited is there now.
+        while poll(&pipes, 0)[1] {
+            let Some(p) = pipes[1].as_mut() else { break };
+            match p.read(&mut buf) {
+                Ok(n) if n > 0 => {
+                    let keep = n.min(MAX_STDERR.saturating_sub(out[1].len()));
+                    out[1].extend_from_slice(&buf[..keep]);
+                }
+                _ => pipes[1] = None,
+            }
+        }
+        self.child = None;
+        let [stdout, stderr] = out;
+        Ok(Output {
+            stdout,
+            stderr,
+            status,
+        })
+    }
+}
+
+/// Which of `pipes` can be read without blocking (data or their end), waiting
+/// up to `wait_ms`.
+fn poll(pipes: &[Option<std::fs::File>; 2], wait_ms: libc::c_int) -> [bool; 2] {
+    let mut fds = pipes.each_ref().map(|p| libc::pollfd {
+        // A negative fd is skipped by poll.
+        fd: p.as_ref().map_or(-1, |f| f.as_raw_fd()),
+        events: libc::POLLIN,
+        revents: 0,
+    });
+    if fds.iter().all(|f| f.fd < 0) {
+        std::thread::sleep(Duration::from_millis(wait_ms.max(0) as u64));
+        return [false; 2];
+    }
+    // SAFETY: `fds` is an array of two pollfd.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, wait_ms) };
+    if n <= 0 {
+        return [false; 2];
+    }
+    fds.map(|f| f.fd >= 0 && f.revents != 0)
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // The whole group: the plugin and whatever it started (and left holding its output).
+            // SAFETY: a signal to the process group this plugin leads.
+            unsafe {
+                libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL);
+            }
+            let _ = child.wait();
+        }
+    }
+}
