@@ -77,11 +77,36 @@ pub struct CheckSettings {
     pub settings: Vec<String>,
 }
 
+/// The variables of the settings an operator gives the agent: [`AgentSettings`] and the
+/// [`SharedSettings`] but for the own pod's identity and API access ([`IdentitySettings`]:
+/// the Downward API's and the tests' internal folders), read from the structs themselves.
+fn operator_variables() -> Vec<String> {
+    let vars = |c: clap::Command| -> Vec<String> {
+        c.get_arguments()
+            .filter_map(|a| a.get_env())
+            .map(|e| e.to_string_lossy().into_owned())
+            .collect()
+    };
+    let identity = vars(IdentitySettings::augment_args(clap::Command::new(
+        "identity",
+    )));
+    let mut accepted = vars(AgentSettings::augment_args(clap::Command::new("agent")));
+    accepted.extend(
+        vars(SharedSettings::augment_args(clap::Command::new("shared")))
+            .into_iter()
+            .filter(|v| !identity.contains(v)),
+    );
+    accepted
+}
+
 /// Checks agent settings given as `VARIABLE=VALUE` exactly as the agent reads them from
 /// its environment (which is not read here): the settings as (variable, value), or the
-/// message the agent would exit 2 with, naming the variable.
+/// message the agent would exit 2 with, naming the variable. Only the settings an
+/// operator gives (`operator_variables`): the identity variables (`POD_NAME`,
+/// `SELFDESTRUCT_SERVICE_ACCOUNT_DIR`, ...) come from the pod, not from a setting.
 pub fn check_settings(settings: &[String]) -> Result<Vec<(String, String)>, String> {
     let cli = <Cli as clap::CommandFactory>::command();
+    let accepted = operator_variables();
     let mut given: Vec<(String, String)> = Vec::new();
     let mut argv = vec!["selfdestruct".to_string()];
     for setting in settings {
@@ -92,6 +117,12 @@ pub fn check_settings(settings: &[String]) -> Result<Vec<(String, String)>, Stri
             .get_arguments()
             .find(|a| a.get_env().is_some_and(|e| e == var))
             .ok_or_else(|| format!("unknown setting {var}: no agent setting has this variable"))?;
+        if !accepted.iter().any(|a| a == var) {
+            return Err(format!(
+                "{var} is not an agent setting: the own pod's identity and its service-account and \
+                 podinfo folders come from the pod (the Downward API and its volumes), not from settings"
+            ));
+        }
         if given.iter().any(|(v, _)| v == var) {
             return Err(format!("{var} is given twice"));
         }

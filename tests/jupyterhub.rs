@@ -787,7 +787,19 @@ fn the_post_renderer_takes_the_image_from_selfdestruct_image() {
         "registry.example/other:2"
     );
     // Neither a tag nor a digest: refused, naming the variable.
-    for bad in ["registry.example/selfdestruct", "a b:c", "x:y/z"] {
+    // Nor a valid reference: an empty path component, upper case outside a
+    // registry host, a separator at an end or doubled, a short digest.
+    for bad in [
+        "registry.example/selfdestruct",
+        "a b:c",
+        "x:y/z",
+        "reg.example//sd:1",
+        "reg.example/sd/:1",
+        "Team/selfdestruct:1",
+        "reg.example/-sd:1",
+        "reg.example/s..d:1",
+        "reg.example/sd@sha256:abc",
+    ] {
         let out = render(bad, "full");
         assert!(!out.status.success(), "{bad} was accepted");
         assert!(
@@ -811,6 +823,81 @@ fn the_post_renderer_takes_the_image_from_selfdestruct_image() {
             "{stderr}"
         );
         assert_eq!(stderr.lines().count(), 1, "one message: {stderr}");
+    }
+}
+
+#[test]
+fn a_chart_output_written_otherwise_is_read_as_yaml_not_passed_through() {
+    let (kubectl, python) = tools();
+    let text = chart_output();
+    // CRLF line endings (a chart or a values file edited on Windows), and
+    // every component label quoted: the same objects to Kubernetes.
+    let crlf = text.replace('\n', "\r\n");
+    let quoted = text.replace(
+        "component: user-placeholder\n",
+        "component: \"user-placeholder\"\n",
+    );
+    assert!(!quoted.contains("component: user-placeholder\n"));
+    for (what, input_text) in [("CRLF", crlf), ("quoted labels", quoted)] {
+        let input = yaml_docs(&python, &input_text);
+        assert_eq!(input, yaml_docs(&python, &text), "{what}: the same objects");
+        let (docs, stderr) = post_render_err(&kubectl, &python, &input_text, "");
+        assert!(stderr.is_empty(), "{what}: {stderr}");
+        check_common(&python, &docs, &input);
+        check_priority(&docs);
+    }
+    // An output kubectl cannot read fails the render (Helm hides a
+    // passed-through chart's stderr: nobody would learn that nothing changed).
+    let broken = format!("{text}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: [x\n");
+    let stderr = render_fails(&mut post_render_command(&kubectl), &broken);
+    assert!(
+        stderr.contains("could not read the chart's output"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "one message: {stderr}");
+}
+
+#[test]
+fn placeholder_replicas_are_bounded_and_refused_promptly() {
+    let (kubectl, _python) = tools();
+    let text = chart_output();
+    assert!(
+        text.contains("\n  replicas: 4\n"),
+        "the capture's placeholders"
+    );
+    for replicas in ["10001", "3000000", "4294967296"] {
+        let input = text.replace("\n  replicas: 4\n", &format!("\n  replicas: {replicas}\n"));
+        let mut child = post_render_command(&kubectl)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let mut stdin = child.stdin.take().expect("stdin");
+        let writer = std::thread::spawn(move || {
+            let _ = stdin.write_all(input.as_bytes());
+        });
+        // A guard, not a measurement: the old script never returned on
+        // 3000000 (a name per replica, then kustomize over millions of them).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while child.try_wait().expect("try_wait").is_none() {
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("replicas {replicas}: still running after 120 s");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        writer.join().expect("writer");
+        let out = child.wait_with_output().expect("output");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "replicas {replicas}: accepted");
+        assert!(out.stdout.is_empty(), "replicas {replicas}: printed output");
+        assert!(
+            stderr.contains(&format!("has {replicas} replicas: at most 10000"))
+                && stderr.contains("scheduling.userPlaceholder.replicas"),
+            "{replicas}: {stderr}"
+        );
     }
 }
 
@@ -1133,6 +1220,65 @@ fn agent_settings_given_as_arguments_reach_the_placeholders_env_checked_by_the_a
     let stderr = render_fails(&mut cmd, &input_text);
     assert!(
         stderr.contains("SELFDESTRUCT_BIN") && stderr.contains("cargo build --release"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn check_settings_accepts_the_operators_settings_only_not_the_pods_identity() {
+    // The identity and internal variables: the Downward API fills them, and a
+    // service-account folder pointed elsewhere turns every placeholder into a
+    // plain pause. Exit 2, naming the variable, as the agent on a bad setting.
+    for setting in [
+        "POD_NAME=placeholder-0",
+        "POD_NAMESPACE=jhub",
+        "POD_UID=0b7a0c4e-2f7d-4bf3-9f0a-0c2a8f1b7f3e",
+        "NODE_NAME=node-a",
+        "SELFDESTRUCT_SERVICE_ACCOUNT_DIR=/nonexistent",
+        "SELFDESTRUCT_PODINFO_DIR=/nonexistent",
+    ] {
+        let var = setting.split_once('=').expect("VAR=VALUE").0;
+        let out = Command::new(AGENT)
+            .env_clear()
+            .args(["check-settings", setting])
+            .output()
+            .expect("check-settings");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{setting}: {stderr}");
+        assert!(out.stdout.is_empty(), "{setting}");
+        assert!(
+            stderr.contains(&format!("{var} is not an agent setting")),
+            "{setting}: {stderr}"
+        );
+    }
+    // The documented settings, the shared logging ones included, pass.
+    let out = Command::new(AGENT)
+        .env_clear()
+        .args([
+            "check-settings",
+            "SELFDESTRUCT_LOG_LEVEL=debug",
+            "SELFDESTRUCT_LOG_FORMAT=json",
+            "SELFDESTRUCT_MAX_LIFETIME=12h",
+            "SELFDESTRUCT_NODE_SETTLE=20s",
+        ])
+        .output()
+        .expect("check-settings");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 4);
+    // Through the post-renderer: the render fails, naming it.
+    let (kubectl, _python) = tools();
+    let stderr = render_fails(
+        post_render_command(&kubectl)
+            .env("SELFDESTRUCT_BIN", AGENT)
+            .arg("SELFDESTRUCT_SERVICE_ACCOUNT_DIR=/nonexistent"),
+        &chart_output(),
+    );
+    assert!(
+        stderr.contains("SELFDESTRUCT_SERVICE_ACCOUNT_DIR is not an agent setting"),
         "{stderr}"
     );
 }

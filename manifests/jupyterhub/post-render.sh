@@ -108,28 +108,38 @@ work="$(mktemp -d "${TMPDIR:-/tmp}/selfdestruct-post-render.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 
 cat >"$work/all.yaml"
-if ! grep -q '^ *component: user-placeholder *$' "$work/all.yaml"; then
-  echo "post-render.sh: no user-placeholder StatefulSet in the chart's output" \
-    "(scheduling.userPlaceholder.enabled: false?): passing it through unchanged" >&2
-  cat "$work/all.yaml"
-  exit 0
-fi
 
 # The placeholder StatefulSet as the chart rendered it: its name and replicas
 # (the pod names the Role may touch), its release label (the chart's own
 # selector, and the names this script adds) and whether it has tolerations.
-# Read locally by kubectl.
+# Read locally by kubectl, a YAML parser (CRLF line endings, quoted or flow
+# values read as Kubernetes reads them), never by a pattern over the text: an
+# output it cannot read fails the render, since passing it through would leave
+# the placeholders plain pause with nobody told (Helm hides stderr on success).
 "$kubectl" annotate --local -f "$work/all.yaml" selfdestruct.post-render/unused- \
   -o jsonpath='{.kind}{"\t"}{.metadata.name}{"\t"}{.metadata.labels.component}{"\t"}{.spec.replicas}{"\t"}{.metadata.labels.release}{"\t"}{.spec.template.spec.tolerations}{"\n"}' \
   >"$work/input.tsv" 2>"$work/input.err" ||
   fail "could not read the chart's output: $(head -c 300 "$work/input.err")"
 awk -F'\t' '$1 == "StatefulSet" && $3 == "user-placeholder"' "$work/input.tsv" >"$work/sts.tsv"
+if [[ ! -s "$work/sts.tsv" ]]; then
+  echo "post-render.sh: no StatefulSet labelled component=user-placeholder in the chart's output" \
+    "(scheduling.userPlaceholder.enabled: false?): passing it through unchanged" >&2
+  cat "$work/all.yaml"
+  exit 0
+fi
 [[ "$(wc -l <"$work/sts.tsv")" -eq 1 ]] ||
   fail "expected one StatefulSet labelled component=user-placeholder, found $(wc -l <"$work/sts.tsv")"
 IFS=$'\t' read -r _ sts_name _ replicas release tolerations <"$work/sts.tsv" || true
 [[ "$sts_name" =~ ^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$ ]] || fail "odd StatefulSet name '$sts_name'"
 [[ -z "$replicas" ]] && replicas=1 # the API's default
 [[ "$replicas" =~ ^[0-9]+$ ]] || fail "odd replicas '$replicas' of StatefulSet $sts_name"
+# The Role names every placeholder pod: bounded (and checked as text first, so
+# no number overflows the shell's arithmetic).
+max_replicas=10000
+if [[ ${#replicas} -gt ${#max_replicas} || "$((10#$replicas))" -gt "$max_replicas" ]]; then
+  fail "StatefulSet $sts_name has $replicas replicas: at most $max_replicas placeholders (the Role lists each one's pod name); lower scheduling.userPlaceholder.replicas"
+fi
+replicas="$((10#$replicas))"
 if [[ "$replicas" -eq 0 ]]; then
   # scheduling.userPlaceholder.replicas: 0 (the chart's default): placeholders
   # turned off, nothing to patch.
@@ -308,19 +318,37 @@ $(sed 's/^/                  - /' "$work/env.jsonl")
 SETTINGS
 fi
 
-# SELFDESTRUCT_IMAGE: the image to run, with a tag or a digest.
+# SELFDESTRUCT_IMAGE: the image to run, with a tag or a digest. Its name
+# follows the image reference grammar (github.com/distribution/reference): an
+# optional registry (a host with a dot or a port, or localhost) and path
+# components of lowercase letters and digits joined by single separators, at
+# most 255 characters; no empty component.
 image="$SELFDESTRUCT_IMAGE"
-if [[ "$image" =~ ^([a-z0-9][a-z0-9._/:-]*[a-z0-9])@(sha256:[0-9a-f]{64})$ ]]; then
-  pin="digest: ${BASH_REMATCH[2]}"
-elif [[ "$image" =~ ^([a-z0-9][a-z0-9._/:-]*[a-z0-9]):([A-Za-z0-9_][A-Za-z0-9_.-]{0,127})$ ]]; then
-  pin="newTag: \"${BASH_REMATCH[2]}\""
+image_form="an image with a tag (REGISTRY/selfdestruct:TAG) or a digest (REGISTRY/selfdestruct@sha256:...)"
+host_part='([a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])'
+registry="(localhost|$host_part(\.$host_part)+|$host_part:[0-9]+|localhost:[0-9]+|$host_part(\.$host_part)+:[0-9]+)"
+path_part='[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*'
+name="$image" tag="" digest=""
+[[ "$name" == *@* ]] && digest="${name#*@}" name="${name%%@*}"
+last="${name##*/}"
+[[ "$last" == *:* ]] && tag="${last##*:}" name="${name%:*}"
+if [[ -n "$digest" && ! "$digest" =~ ^sha256:[0-9a-f]{64}$ ]] ||
+  [[ -n "$tag" && ! "$tag" =~ ^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$ ]] ||
+  [[ -z "$tag" && -z "$digest" ]] || [[ ${#name} -gt 255 ]] ||
+  [[ ! "$name" =~ ^(($registry)/)?$path_part(/$path_part)*$ ]]; then
+  fail "SELFDESTRUCT_IMAGE must be $image_form, not '$image'"
+fi
+if [[ -n "$digest" ]]; then
+  # A tag beside the digest stays in the name (the digest decides what runs).
+  name="$name${tag:+:$tag}"
+  pin="digest: $digest"
 else
-  fail "SELFDESTRUCT_IMAGE must be an image with a tag (REGISTRY/selfdestruct:TAG) or a digest (REGISTRY/selfdestruct@sha256:...), not '$image'"
+  pin="newTag: \"$tag\""
 fi
 cat >>"$work/kustomization.yaml" <<IMAGES
 images:
   - name: ghcr.io/selfdestruct/selfdestruct
-    newName: ${BASH_REMATCH[1]}
+    newName: $name
     $pin
 IMAGES
 
