@@ -1,0 +1,910 @@
+//! The real-stack tier: the shipped manifests, the chart and the real `selfdestruct` binary on
+//! a real control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler v1.36.2)
+//! with the stand-in kubelet of `realstack/` and, in one scenario, the real cluster-autoscaler.
+//!
+//! `cargo test --test cluster` with `SELFDESTRUCT_KUBE_BIN` naming the binaries' folder
+//! (docs/testing.md, "The real-stack tier"); without it every test fails at once, naming the
+//! variable. Not part of `cargo test --workspace` (`test = false` in Cargo.toml).
+//!
+//! Most tests share one control plane and one kubelet (started by the first test that needs
+//! it). Each test keeps to its own namespace and its own pool of nodes: the pool's nodes carry
+//! a label and a NoSchedule taint that only that test's pods tolerate. Time is compressed:
+//! boot, pull and start delays of about a second, lifetimes of seconds, an autoscaler scan
+//! every 2 s. Every wait is on a condition read from the API, with a deadline.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, ListParams, PostParams};
+use selfdestruct_realstack::kubelet::{self, NO_KUBELET_LABEL};
+use selfdestruct_realstack::wait::until;
+use selfdestruct_realstack::{
+    Autoscaler, AutoscalerOptions, ControlPlane, ControlPlaneOptions, Error, Kubelet,
+    KubeletOptions, block_on, node,
+};
+use serde_json::{Value, json};
+
+/// The image the stand-in kubelet runs as the real binary.
+const IMAGE: &str = "ghcr.io/selfdestruct/selfdestruct:0.1.0";
+/// A user image with a slow pull (the required-image scenario).
+const SLOW_IMAGE: &str = "example.org/hub/user-image:slow";
+/// The pool label and taint key.
+const POOL: &str = "realstack.selfdestruct.io/pool";
+/// Long enough for a step of the control plane under load; never a pass condition.
+const STEP: Duration = Duration::from_secs(90);
+
+/// The audit policy: responses to the nodes requests of service accounts (the agent's),
+/// nothing else.
+const AUDIT_POLICY: &str = r#"{"apiVersion": "audit.k8s.io/v1", "kind": "Policy",
+  "omitStages": ["RequestReceived"],
+  "rules": [
+    {"level": "RequestResponse", "userGroups": ["system:serviceaccounts"],
+     "resources": [{"group": "", "resources": ["nodes"]}]},
+    {"level": "None"}
+  ]}"#;
+
+struct Shared {
+    cp: ControlPlane,
+    kubelet: Kubelet,
+}
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The shared control plane and kubelet, started once per run.
+fn shared() -> &'static Shared {
+    static SHARED: OnceLock<Result<Shared, String>> = OnceLock::new();
+    let s = SHARED.get_or_init(|| {
+        let cp = ControlPlane::start(ControlPlaneOptions {
+            audit_policy: Some(AUDIT_POLICY.into()),
+            ..ControlPlaneOptions::default()
+        })
+        .map_err(|e| chain(&e))?;
+        let kubelet = Kubelet::start(
+            &cp,
+            KubeletOptions {
+                boot_delay: Duration::from_secs(2),
+                pull_time: Duration::from_millis(500),
+                pull_times: [(SLOW_IMAGE.to_string(), Duration::from_secs(10))].into(),
+                selfdestruct_bin: Some(PathBuf::from(env!("CARGO_BIN_EXE_selfdestruct"))),
+                ..KubeletOptions::default()
+            },
+        )
+        .map_err(|e| chain(&e))?;
+        Ok(Shared { cp, kubelet })
+    });
+    match s {
+        Ok(s) => s,
+        Err(e) => panic!("the real stack did not start: {e}"),
+    }
+}
+
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(&format!(": {c}"));
+        cur = c.source();
+    }
+    s
+}
+
+fn ok<T>(r: Result<T, Error>) -> T {
+    r.unwrap_or_else(|e| panic!("{}", chain(&e)))
+}
+
+/// `kubectl kustomize DIR`, as JSON objects (kubectl converts; the server only for mapping).
+fn kustomize(cp: &ControlPlane, dir: &Path) -> Vec<Value> {
+    let yaml = ok(cp.kubectl_run(&["kustomize", &dir.display().to_string()], None));
+    to_json(cp, &yaml)
+}
+
+/// YAML documents as JSON objects, through kubectl.
+fn to_json(cp: &ControlPlane, yaml: &str) -> Vec<Value> {
+    let out = ok(cp.kubectl_run(
+        &["create", "--dry-run=client", "-o", "json", "-f", "-"],
+        Some(yaml),
+    ));
+    let mut docs = Vec::new();
+    for v in serde_json::Deserializer::from_str(&out).into_iter::<Value>() {
+        let v = v.expect("kubectl's JSON");
+        match v["kind"].as_str() {
+            Some("List") => docs.extend(v["items"].as_array().cloned().unwrap_or_default()),
+            _ => docs.push(v),
+        }
+    }
+    docs
+}
+
+/// Applies objects server-side.
+fn apply(cp: &ControlPlane, objects: &[Value]) -> Result<String, Error> {
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": objects});
+    cp.kubectl_run(
+        &["apply", "--server-side", "--force-conflicts", "-f", "-"],
+        Some(&list.to_string()),
+    )
+}
+
+/// The placeholder set of `manifests/` (with `rbac/node-reader`), moved into namespace `ns`:
+/// cluster-scoped names get the namespace, the admission policy names the namespace's
+/// account, the StatefulSet gets `replicas`, the pool's selector and toleration and `env`.
+fn placeholder_set(cp: &ControlPlane, ns: &str, pool: &str, replicas: u32, env: &[(&str, &str)]) -> Vec<Value> {
+    let mut docs = kustomize(cp, &root().join("manifests"));
+    docs.extend(kustomize(cp, &root().join("rbac/node-reader")));
+    docs.extend(kustomize(cp, &root().join("rbac/admission-policy")));
+    let cluster_scoped = [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    ];
+    let mut out = Vec::new();
+    for mut d in docs {
+        let kind = d["kind"].as_str().unwrap_or_default().to_string();
+        match kind.as_str() {
+            "Namespace" => d["metadata"]["name"] = json!(ns),
+            // One PriorityClass for all (the same object).
+            "PriorityClass" => {}
+            k if cluster_scoped.contains(&k) => {
+                let name = format!("{}-{ns}", d["metadata"]["name"].as_str().unwrap_or_default());
+                d["metadata"]["name"] = json!(name);
+            }
+            _ => d["metadata"]["namespace"] = json!(ns),
+        }
+        let text = d.to_string();
+        let text = text
+            .replace("system:serviceaccount:placeholders:", &format!("system:serviceaccount:{ns}:"))
+            .replace("placeholder-own-pod-only\"", &format!("placeholder-own-pod-only-{ns}\""))
+            .replace("placeholder-node-reader\"", &format!("placeholder-node-reader-{ns}\""));
+        let mut d: Value = serde_json::from_str(&text).expect("json");
+        if kind == "ClusterRoleBinding" || kind == "RoleBinding" {
+            for s in d["subjects"].as_array_mut().into_iter().flatten() {
+                s["namespace"] = json!(ns);
+            }
+        }
+        if kind == "StatefulSet" {
+            d["spec"]["replicas"] = json!(replicas);
+            let spec = &mut d["spec"]["template"]["spec"];
+            in_pool(spec, pool);
+            let c = &mut spec["containers"][0];
+            set_env(c, env);
+        }
+        out.push(d);
+    }
+    // The pods last: their agents find their permissions in place.
+    out.sort_by_key(|d| d["kind"] == "StatefulSet");
+    out
+}
+
+/// Puts a pod spec onto `pool`'s nodes (selector and toleration).
+fn in_pool(spec: &mut Value, pool: &str) {
+    spec["nodeSelector"][POOL] = json!(pool);
+    let tol = json!({"key": POOL, "operator": "Equal", "value": pool, "effect": "NoSchedule"});
+    match spec["tolerations"].as_array_mut() {
+        Some(t) => t.push(tol),
+        None => spec["tolerations"] = json!([tol]),
+    }
+}
+
+/// Sets (or replaces) env entries of a container.
+fn set_env(c: &mut Value, env: &[(&str, &str)]) {
+    let list = c["env"].as_array_mut().expect("env");
+    for (k, v) in env {
+        list.retain(|e| e["name"] != *k);
+        list.push(json!({"name": k, "value": v}));
+    }
+}
+
+/// The agent settings that compress time (seconds, not hours).
+const FAST: &[(&str, &str)] = &[
+    ("SELFDESTRUCT_START_JITTER", "0s"),
+    ("SELFDESTRUCT_MIN_AGE", "1s"),
+    ("SELFDESTRUCT_NODE_SETTLE", "1s"),
+    ("SELFDESTRUCT_MOVE_JITTER", "1s"),
+    ("SELFDESTRUCT_MAX_MOVES_PER_HOUR", "1000"),
+    ("SELFDESTRUCT_LOG_LEVEL", "debug"),
+];
+
+fn with<'a>(base: &[(&'a str, &'a str)], more: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+    let mut v: Vec<(&str, &str)> = base.to_vec();
+    for (k, val) in more {
+        v.retain(|(kk, _)| kk != k);
+        v.push((k, val));
+    }
+    v
+}
+
+/// A node of `pool`: labelled and tainted for it, `cpu` cores, 4 GiB a core.
+fn pool_node(name: &str, pool: &str, cpu: u32, more_taints: &[Value], images: &[&str]) -> Node {
+    let mut taints = vec![json!({"key": POOL, "value": pool, "effect": "NoSchedule"})];
+    taints.extend(more_taints.iter().cloned());
+    node(name, &[(POOL, pool)], cpu, cpu * 4, &taints, images)
+}
+
+/// A user pod of `cpu` cores (4 GiB a core) bound to `node` (as the users on an old node):
+/// with it, LeastAllocated scores the old node fuller than a new one after each move.
+async fn user_pod(client: &kube::Client, ns: &str, name: &str, node: &str, pool: &str, cpu: u32) {
+    let mut pod = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "labels": {"component": "singleuser-server"}},
+        "spec": {"nodeName": node,
+            "securityContext": {"runAsNonRoot": true, "runAsUser": 65534, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [{"name": "notebook", "image": "example.org/hub/user:1",
+                "resources": {"requests": {"cpu": cpu.to_string(), "memory": format!("{}Gi", cpu * 4)}},
+                "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}}}]}});
+    in_pool(&mut pod["spec"], pool);
+    let pod: Pod = serde_json::from_value(pod).expect("a pod");
+    Api::<Pod>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &pod)
+        .await
+        .unwrap_or_else(|e| panic!("create pod {name}: {e}"));
+}
+
+async fn create_node(client: &kube::Client, n: &Node) {
+    Api::<Node>::all(client.clone())
+        .create(&PostParams::default(), n)
+        .await
+        .unwrap_or_else(|e| panic!("create node {:?}: {e}", n.metadata.name));
+}
+
+/// The placeholder pods of `ns`, as read now.
+async fn pods(client: &kube::Client, ns: &str) -> Vec<Pod> {
+    Api::<Pod>::namespaced(client.clone(), ns)
+        .list(&ListParams::default().labels("app.kubernetes.io/name=selfdestruct"))
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+}
+
+fn is_ready(p: &Pod) -> bool {
+    p.metadata.deletion_timestamp.is_none()
+        && p.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+fn node_of(p: &Pod) -> String {
+    p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default()
+}
+
+fn uid(p: &Pod) -> String {
+    p.metadata.uid.clone().unwrap_or_default()
+}
+
+fn name(p: &Pod) -> String {
+    p.metadata.name.clone().unwrap_or_default()
+}
+
+/// Waits until `n` placeholders of `ns` are Ready, all on nodes in `on`.
+async fn all_ready_on(client: &kube::Client, ns: &str, n: usize, on: &[&str]) -> Vec<Pod> {
+    let what = format!("{n} Ready placeholders in {ns} on {on:?}");
+    let r = until(&what, STEP, || async {
+        let ps = pods(client, ns).await;
+        let ready: Vec<Pod> = ps
+            .into_iter()
+            .filter(|p| is_ready(p) && on.contains(&node_of(p).as_str()))
+            .collect();
+        (ready.len() == n).then_some(ready)
+    })
+    .await;
+    ok(r)
+}
+
+/// What the test's agents and the kubelet said, for a failure message.
+fn logs(ns: &str) -> String {
+    let s = shared();
+    let text = s.kubelet.namespace_logs(ns);
+    let tail: Vec<&str> = text.lines().rev().take(60).collect();
+    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+}
+
+/// Runs a scenario; on failure, prints the namespace's container logs.
+fn scenario<F: std::future::Future<Output = ()>>(ns: &str, f: impl FnOnce(kube::Client) -> F) {
+    let s = shared();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        block_on(async {
+            let client = ok(s.cp.client().await);
+            f(client).await
+        })
+    }));
+    if let Err(e) = result {
+        eprintln!("--- logs of {ns}:\n{}", logs(ns));
+        std::panic::resume_unwind(e);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The shipped manifests.
+
+/// `kubectl apply -k manifests/` once per run, with a node for its four placeholders (the
+/// only untainted node of the run: no other test's pod lands there).
+fn manifests_applied() -> &'static Shared {
+    static DONE: Mutex<bool> = Mutex::new(false);
+    let s = shared();
+    let mut done = DONE.lock().unwrap_or_else(|e| e.into_inner());
+    if !*done {
+        block_on(async {
+            let client = ok(s.cp.client().await);
+            create_node(&client, &node("general-1", &[], 8, 32, &[], &[])).await;
+            let out = ok(s.cp.kubectl_run(
+                &["apply", "-k", &root().join("manifests").display().to_string()],
+                None,
+            ));
+            for want in [
+                "namespace/placeholders",
+                "priorityclass.scheduling.k8s.io/placeholder",
+                "serviceaccount/placeholder",
+                "statefulset.apps/placeholder",
+                "poddisruptionbudget.policy/placeholder",
+                "role.rbac.authorization.k8s.io/placeholder",
+                "rolebinding.rbac.authorization.k8s.io/placeholder",
+            ] {
+                assert!(out.contains(want), "kubectl apply -k manifests/ did not create {want}:\n{out}");
+            }
+            // The optional admission policy, as docs say: `kubectl apply -k rbac/admission-policy/`.
+            let out = ok(s.cp.kubectl_run(
+                &["apply", "-k", &root().join("rbac/admission-policy").display().to_string()],
+                None,
+            ));
+            assert!(out.contains("validatingadmissionpolicy.admissionregistration.k8s.io/placeholder-own-pod-only"), "{out}");
+            all_ready_on(&client, "placeholders", 4, &["general-1"]).await;
+        });
+        *done = true;
+    }
+    s
+}
+
+#[test]
+fn manifests_apply_and_their_placeholders_run_the_agent() {
+    let s = manifests_applied();
+    scenario("placeholders", |client| async move {
+        let ps = all_ready_on(&client, "placeholders", 4, &["general-1"]).await;
+        // Each container is the real agent, which found its own pod through the Downward API
+        // and its pod-bound token.
+        for p in &ps {
+            let n = name(p);
+            let log = ok(until(&format!("{n}'s agent log"), STEP, || async {
+                let l = s.kubelet.pod_logs("placeholders", &n);
+                (l.contains("selfdestruct started") && l.contains(&uid(p))).then_some(l)
+            })
+            .await);
+            assert!(!log.contains("\"level\":\"ERROR\""), "{n}: {log}");
+        }
+    });
+}
+
+#[test]
+fn admission_policy_refuses_a_siblings_token() {
+    let s = manifests_applied();
+    scenario("placeholders", |client| async move {
+        let ps = all_ready_on(&client, "placeholders", 4, &["general-1"]).await;
+        let (a, b) = (&ps[0], &ps[1]);
+        // A token bound to pod a, as the kubelet gives a's container.
+        let tr = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+            "spec": {"boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": name(a), "uid": uid(a)},
+                     "expirationSeconds": 600}});
+        let sa = Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(client.clone(), "placeholders");
+        let answer: Value = sa
+            .create_subresource("token", "placeholder", &PostParams::default(), &tr)
+            .await
+            .expect("a token");
+        let token = answer["status"]["token"].as_str().expect("token").to_string();
+        let as_a = ok(s.cp.token_client("placeholder-0-token", &token).await);
+        let evict = |who: &Pod, dry: bool| {
+            let api = Api::<Pod>::namespaced(as_a.clone(), "placeholders");
+            let n = name(who);
+            async move {
+                let ep = kube::api::EvictParams {
+                    post_options: PostParams {
+                        dry_run: dry,
+                        ..PostParams::default()
+                    },
+                    ..kube::api::EvictParams::default()
+                };
+                api.evict(&n, &ep).await
+            }
+        };
+        // The sibling: refused by the policy, 422 Invalid, with its message.
+        match evict(b, false).await {
+            Err(kube::Error::Api(s)) => {
+                assert_eq!(s.code, 422, "{s:?}");
+                assert!(s.message.contains("a placeholder may only delete or evict its own pod"), "{s:?}");
+            }
+            other => panic!("a sibling's eviction with a's token: {other:?}"),
+        }
+        // Its own pod: admitted (a dry run: nothing moves).
+        evict(a, true).await.expect("a's own eviction (dry run) is admitted");
+        // b still there, same uid.
+        let now = pods(&client, "placeholders").await;
+        assert!(now.iter().any(|p| uid(p) == uid(b)), "b was evicted");
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Placeholder behaviour.
+
+#[test]
+fn placeholders_are_replaced_on_a_lifetime() {
+    let ns = "lifetime";
+    scenario(ns, |client| async move {
+        let s = shared();
+        create_node(&client, &pool_node("lifetime-1", ns, 4, &[], &[])).await;
+        let env = with(FAST, &[("SELFDESTRUCT_MIN_LIFETIME", "3s"), ("SELFDESTRUCT_MAX_LIFETIME", "5s")]);
+        ok(apply(&s.cp, &placeholder_set(&s.cp, ns, ns, 2, &env)));
+        let first = all_ready_on(&client, ns, 2, &["lifetime-1"]).await;
+        let first_uids: BTreeSet<String> = first.iter().map(uid).collect();
+        // Each placeholder is replaced (a new uid under its name) and Ready again.
+        ok(until("both placeholders replaced after their lifetime", STEP, || async {
+            let now = pods(&client, ns).await;
+            let fresh = now
+                .iter()
+                .filter(|p| is_ready(p) && !first_uids.contains(&uid(p)))
+                .map(name)
+                .collect::<BTreeSet<_>>();
+            (fresh.len() == 2).then_some(())
+        })
+        .await);
+        let log = s.kubelet.namespace_logs(ns);
+        assert!(log.contains("lifetime"), "no lifetime decision in the agents' logs:\n{log}");
+    });
+}
+
+/// Watches placeholders of `ns` until all `n` are Ready on `target`; checks on every read
+/// that at most one is missing or not Ready (the budget's one-at-a-time), and returns the
+/// uids seen per name.
+async fn watch_moves(client: &kube::Client, ns: &str, n: usize, target: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let mut seen: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let deadline = std::time::Instant::now() + STEP * 2;
+    loop {
+        let ps = pods(client, ns).await;
+        for p in &ps {
+            seen.entry(name(p)).or_default().insert(uid(p));
+        }
+        let ready = ps.iter().filter(|p| is_ready(p)).count();
+        assert!(
+            ready + 1 >= n,
+            "more than one placeholder away at once: {} Ready of {n}: {:?}",
+            ready,
+            ps.iter().map(|p| (name(p), node_of(p), is_ready(p))).collect::<Vec<_>>()
+        );
+        if ps.iter().filter(|p| is_ready(p) && node_of(p) == target).count() == n {
+            return seen;
+        }
+        assert!(std::time::Instant::now() < deadline, "timed out: placeholders not all on {target}: {seen:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[test]
+fn placeholders_move_one_at_a_time_onto_a_new_node_once_each() {
+    let ns = "moves";
+    scenario(ns, |client| async move {
+        let s = shared();
+        create_node(&client, &pool_node("moves-old", ns, 5, &[], &[IMAGE])).await;
+        ok(apply(&s.cp, &placeholder_set(&s.cp, ns, ns, 3, FAST)));
+        let first = all_ready_on(&client, ns, 3, &["moves-old"]).await;
+        user_pod(&client, ns, "user", "moves-old", ns, 2).await;
+        create_node(&client, &pool_node("moves-new", ns, 8, &[], &[])).await;
+        let seen = watch_moves(&client, ns, 3, "moves-new").await;
+        // Once each: two pods (the first and its replacement) per name.
+        for p in &first {
+            assert_eq!(seen[&name(p)].len(), 2, "{}: {seen:?}", name(p));
+        }
+        // The Events after an accepted eviction: the agent's SelfDestruct (action Evict) about
+        // the old pod, and the StatefulSet's re-creation.
+        let events = Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), ns);
+        let old: BTreeSet<String> = first.iter().map(uid).collect();
+        let evs = ok(until("the agents' Events", STEP, || async {
+            let l = events.list(&ListParams::default()).await.ok()?;
+            let ours: Vec<_> = l
+                .items
+                .into_iter()
+                .filter(|e| e.reason.as_deref() == Some("SelfDestruct"))
+                .collect();
+            (ours.len() >= 3).then_some(ours)
+        })
+        .await);
+        for e in &evs {
+            assert_eq!(e.action.as_deref(), Some("Evict"), "{e:?}");
+            assert_eq!(e.reporting_controller.as_deref(), Some("selfdestruct"), "{e:?}");
+            let r = e.regarding.as_ref().expect("regarding");
+            assert!(old.contains(r.uid.as_deref().unwrap_or_default()), "{e:?}");
+        }
+        let core = Api::<k8s_openapi::api::core::v1::Event>::namespaced(client.clone(), ns);
+        let l = core.list(&ListParams::default()).await.expect("events");
+        let creates = l
+            .items
+            .iter()
+            .filter(|e| e.reason.as_deref() == Some("SuccessfulCreate"))
+            .count();
+        assert!(creates >= 1, "no SuccessfulCreate Event from the StatefulSet controller");
+    });
+}
+
+#[test]
+fn no_move_before_the_required_image_is_on_the_node() {
+    let ns = "images";
+    scenario(ns, |client| async move {
+        let s = shared();
+        create_node(&client, &pool_node("images-old", ns, 4, &[], &[IMAGE, SLOW_IMAGE])).await;
+        let env = with(FAST, &[("SELFDESTRUCT_REQUIRED_IMAGES", SLOW_IMAGE)]);
+        ok(apply(&s.cp, &placeholder_set(&s.cp, ns, ns, 2, &env)));
+        all_ready_on(&client, ns, 2, &["images-old"]).await;
+        user_pod(&client, ns, "user", "images-old", ns, 2).await;
+        create_node(&client, &pool_node("images-new", ns, 8, &[], &[])).await;
+        ok(kubelet::wait_ready(&client, "images-new", STEP).await);
+        // The user image's pull starts with a pod that needs it (as a pre-puller's would).
+        let mut puller = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "puller", "namespace": ns},
+            "spec": {"nodeName": "images-new",
+                "securityContext": {"runAsNonRoot": true, "runAsUser": 65534, "seccompProfile": {"type": "RuntimeDefault"}},
+                "containers": [{"name": "c", "image": SLOW_IMAGE,
+                "resources": {"requests": {"cpu": "10m"}},
+                "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}}}]}});
+        in_pool(&mut puller["spec"], ns);
+        let pod: Pod = serde_json::from_value(puller).unwrap();
+        Api::<Pod>::namespaced(client.clone(), ns)
+            .create(&PostParams::default(), &pod)
+            .await
+            .expect("the puller");
+        let nodes = Api::<Node>::all(client.clone());
+        let has_image = |n: &Node| {
+            n.status
+                .as_ref()
+                .and_then(|s| s.images.as_ref())
+                .is_some_and(|i| i.iter().any(|i| i.names.iter().flatten().any(|n| n == SLOW_IMAGE)))
+        };
+        // Until the image is there, no placeholder goes to the new node.
+        let deadline = std::time::Instant::now() + STEP;
+        loop {
+            let n = nodes.get("images-new").await.expect("node");
+            let ps = pods(&client, ns).await;
+            if has_image(&n) {
+                break;
+            }
+            assert!(
+                ps.iter().all(|p| node_of(p) == "images-old" && is_ready(p)),
+                "a placeholder moved before {SLOW_IMAGE} was on images-new: {:?}",
+                ps.iter().map(|p| (name(p), node_of(p))).collect::<Vec<_>>()
+            );
+            assert!(std::time::Instant::now() < deadline, "the pull never finished");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // Then they move.
+        watch_moves(&client, ns, 2, "images-new").await;
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// The node gate.
+
+#[test]
+fn node_gate_lifts_only_its_own_nodes_taint_and_keeps_the_others() {
+    let ns = "node-gate";
+    scenario(ns, |client| async move {
+        let s = shared();
+        let gate_taint = json!({"key": "startup-taint.cluster-autoscaler.kubernetes.io/images-pending", "effect": "NoSchedule"});
+        let other = json!({"key": "example.org/keep", "value": "yes", "effect": "PreferNoSchedule"});
+        // gate-a: selected by the DaemonSet; gate-b: not (no gate runs there).
+        let mut a = pool_node("gate-a", "gate", 4, &[gate_taint.clone(), other.clone()], &[]);
+        a.metadata.labels.as_mut().unwrap().insert("realstack.selfdestruct.io/gated".into(), "yes".into());
+        create_node(&client, &a).await;
+        create_node(&client, &pool_node("gate-b", "gate", 4, &[gate_taint.clone(), other.clone()], &[])).await;
+        let mut docs = kustomize(&s.cp, &root().join("manifests/node-gate"));
+        for d in &mut docs {
+            if d["kind"] == "DaemonSet" {
+                let spec = &mut d["spec"]["template"]["spec"];
+                in_pool(spec, "gate");
+                spec["nodeSelector"]["realstack.selfdestruct.io/gated"] = json!("yes");
+                set_env(&mut spec["containers"][0], &[("SELFDESTRUCT_GATE_POLL", "1s")]);
+            }
+        }
+        ok(apply(&s.cp, &docs));
+        let nodes = Api::<Node>::all(client.clone());
+        let taints = |n: &Node| -> Vec<String> {
+            n.spec
+                .as_ref()
+                .and_then(|s| s.taints.as_ref())
+                .into_iter()
+                .flatten()
+                .map(|t| t.key.clone())
+                .collect()
+        };
+        let lifted = ok(until("gate-a's startup taint lifted", STEP, || async {
+            let n = nodes.get("gate-a").await.ok()?;
+            let t = taints(&n);
+            (!t.iter().any(|k| k.starts_with("startup-taint"))).then_some(t)
+        })
+        .await);
+        assert!(lifted.contains(&"example.org/keep".to_string()), "{lifted:?}");
+        assert!(lifted.contains(&POOL.to_string()), "{lifted:?}");
+        let b = nodes.get("gate-b").await.expect("gate-b");
+        assert!(
+            taints(&b).iter().any(|k| k.starts_with("startup-taint")),
+            "gate-b's taint was lifted without a gate there: {:?}",
+            taints(&b)
+        );
+        let log = s.kubelet.namespace_logs(ns);
+        assert!(log.contains("gate opened"), "{log}");
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// The agent's node requests, from the apiserver's audit log.
+
+#[test]
+fn agents_node_lists_are_served_as_partial_object_metadata() {
+    let ns = "metadata";
+    scenario(ns, |client| async move {
+        let s = shared();
+        create_node(&client, &pool_node("metadata-1", ns, 4, &[], &[IMAGE])).await;
+        ok(apply(&s.cp, &placeholder_set(&s.cp, ns, ns, 1, FAST)));
+        all_ready_on(&client, ns, 1, &["metadata-1"]).await;
+        let user = format!("system:serviceaccount:{ns}:placeholder");
+        let audit = s.cp.dir().join("audit.log");
+        let entries = ok(until("the agent's node list in the audit log", STEP, || async {
+            let text = std::fs::read_to_string(&audit).unwrap_or_default();
+            let mine: Vec<Value> = text
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .filter(|e| e["user"]["username"] == user.as_str() && e["stage"] == "ResponseComplete")
+                .collect();
+            mine.iter().any(|e| e["verb"] == "list").then_some(mine)
+        })
+        .await);
+        let lists: Vec<&Value> = entries.iter().filter(|e| e["verb"] == "list").collect();
+        for e in &lists {
+            assert_eq!(
+                e["responseObject"]["kind"], "PartialObjectMetadataList",
+                "a node list not served as metadata: {}",
+                e["requestURI"]
+            );
+        }
+        eprintln!(
+            "the agent's node requests (audit): {:?}",
+            entries
+                .iter()
+                .map(|e| format!("{} {} -> {}", e["verb"], e["requestURI"], e["responseObject"]["kind"]))
+                .collect::<Vec<_>>()
+        );
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// The harness itself.
+
+#[test]
+fn harness_fails_fast_when_kube_apiserver_exits() {
+    let dir = std::env::temp_dir().join(format!("realstack-broken-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let real = selfdestruct_realstack::kube_bin().unwrap_or_else(|e| panic!("{}", chain(&e)));
+    for b in ["kube-controller-manager", "kube-scheduler", "kubectl"] {
+        let _ = std::fs::remove_file(dir.join(b));
+        std::os::unix::fs::symlink(real.join(b), dir.join(b)).unwrap();
+    }
+    let api = dir.join("kube-apiserver");
+    std::fs::write(&api, "#!/bin/sh\necho 'broken on purpose' >&2\nexit 1\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&api, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let started = std::time::Instant::now();
+    let r = ControlPlane::start(ControlPlaneOptions {
+        bin_dir: Some(dir.clone()),
+        ..ControlPlaneOptions::default()
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    match r {
+        Err(e @ Error::Exited { .. }) => {
+            let msg = chain(&e);
+            assert!(msg.contains("kube-apiserver exited"), "{msg}");
+            assert!(msg.contains("broken on purpose"), "{msg}");
+        }
+        other => panic!("expected the apiserver's exit, got {other:?}"),
+    }
+    // Fast: the exit is seen at the first readiness poll, not at the deadline.
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+}
+
+#[test]
+fn harness_names_the_variable_when_the_binaries_are_missing() {
+    // The message a contributor without the binaries sees (the variable itself is read
+    // once per process: checked on the error's text).
+    let e = Error::NoBinaries("unset".into());
+    let msg = e.to_string();
+    assert!(msg.contains("SELFDESTRUCT_KUBE_BIN is unset"), "{msg}");
+    assert!(msg.contains("docs/testing.md"), "{msg}");
+}
+
+/// Run only as the child of the next test: starts a control plane, says where, then panics
+/// or hangs (to be killed), as the parent asks.
+#[test]
+#[ignore = "the child of harness_leaves_no_process_behind_*"]
+fn harness_child() {
+    let Ok(how) = std::env::var("REALSTACK_CHILD") else {
+        return;
+    };
+    let cp = ok(ControlPlane::start(ControlPlaneOptions::default()));
+    let k = ok(Kubelet::start(&cp, KubeletOptions::default()));
+    println!("REALSTACK-DIR {}", cp.dir().display());
+    use std::io::Write;
+    std::io::stdout().flush().unwrap();
+    if how == "panic" {
+        // The shared pattern: a static control plane, then a panic (the test process
+        // exits without dropping statics).
+        static KEEP: OnceLock<(ControlPlane, Kubelet)> = OnceLock::new();
+        let _ = KEEP.set((cp, k));
+        panic!("a failing test");
+    }
+    std::thread::sleep(Duration::from_secs(600));
+}
+
+fn leaves_nothing(how: &str) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "harness_child", "--ignored", "--nocapture", "--test-threads=1"])
+        .env("REALSTACK_CHILD", how)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let mut dir = None;
+    for line in std::io::BufReader::new(out).lines() {
+        let line = line.unwrap();
+        if let Some(i) = line.find("REALSTACK-DIR ") {
+            dir = Some(line[i + "REALSTACK-DIR ".len()..].trim().to_string());
+            break;
+        }
+    }
+    let dir = dir.expect("the child started a control plane");
+    let before = processes_naming(&dir);
+    assert!(before.len() >= 4, "the child's processes were not found: {before:?}");
+    if how == "kill" {
+        child.kill().unwrap();
+    }
+    let _ = child.wait();
+    let left = ok(block_on(until("the child's processes gone", Duration::from_secs(20), || {
+        let dir = dir.clone();
+        async move { processes_naming(&dir).is_empty().then_some(()) }
+    })));
+    let _ = left;
+    if how == "kill" {
+        // A SIGKILLed run cannot clean its folder (the next run's start removes such
+        // folders); this one is ours to remove.
+        let _ = std::fs::remove_dir_all(&dir);
+        return;
+    }
+    assert!(
+        !Path::new(&dir).exists(),
+        "the folder {dir} is left after a normal exit"
+    );
+}
+
+/// The processes whose command line names `dir`.
+fn processes_naming(dir: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if cmd.contains(dir) {
+            found.push(format!("{}: {cmd}", e.file_name().to_string_lossy()));
+        }
+    }
+    found
+}
+
+#[test]
+fn harness_leaves_no_process_behind_a_killed_test() {
+    leaves_nothing("kill");
+}
+
+#[test]
+fn harness_leaves_no_process_behind_a_panicking_test() {
+    leaves_nothing("panic");
+}
+
+// ---------------------------------------------------------------------------------------
+// The real cluster-autoscaler.
+
+#[test]
+fn autoscaler_adds_a_node_the_placeholders_move_there_and_the_old_node_goes() {
+    let ns = "autoscaled";
+    scenario(ns, |client| async move {
+        let s = shared();
+        let group = "realstack.selfdestruct.io/group";
+        let mut template = pool_node("as-template", ns, 2, &[], &[IMAGE]);
+        // No not-ready taint in a template (the autoscaler would think no pod fits); its
+        // Ready=False condition has the lifecycle controller add it to each new node.
+        template.spec.as_mut().unwrap().taints.as_mut().unwrap().retain(|t| t.key != "node.kubernetes.io/not-ready");
+        let meta = &mut template.metadata;
+        meta.labels.as_mut().unwrap().insert(group.into(), ns.into());
+        meta.annotations = Some(
+            [
+                ("cluster-autoscaler.kwok.nodegroup/min-count", "1"),
+                ("cluster-autoscaler.kwok.nodegroup/max-count", "3"),
+                ("cluster-autoscaler.kwok.nodegroup/desired-count", "1"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        );
+        let autoscaler = ok(Autoscaler::start(
+            &s.cp,
+            AutoscalerOptions {
+                templates: vec![template],
+                ..AutoscalerOptions::default()
+            },
+        ));
+        let nodes = Api::<Node>::all(client.clone());
+        let group_nodes = || {
+            let nodes = nodes.clone();
+            async move {
+                nodes
+                    .list(&ListParams::default().labels(&format!("{group}={ns}")))
+                    .await
+                    .map(|l| l.items)
+                    .unwrap_or_default()
+            }
+        };
+        // The group's first node (min 1), booted by the kubelet.
+        let first = ok(until("the node group's first node", STEP, || async {
+            let ns_ = group_nodes().await;
+            ns_.into_iter().find(|n| {
+                n.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            })
+        })
+        .await);
+        let old = first.metadata.name.clone().unwrap();
+        // Two placeholders fill the 2-core node.
+        ok(apply(&s.cp, &placeholder_set(&s.cp, ns, ns, 2, FAST)));
+        all_ready_on(&client, ns, 2, &[&old]).await;
+        // A user pod at priority 0 preempts one: it goes Pending, the autoscaler adds a node.
+        let mut user = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "user", "namespace": ns, "labels": {"component": "singleuser-server"}},
+            "spec": {"containers": [{"name": "c", "image": "example.org/hub/user:1",
+                "resources": {"requests": {"cpu": "1", "memory": "4Gi"}}}]}});
+        in_pool(&mut user["spec"], ns);
+        let pod: Pod = serde_json::from_value(user).unwrap();
+        Api::<Pod>::namespaced(client.clone(), ns)
+            .create(&PostParams::default(), &pod)
+            .await
+            .expect("the user pod");
+        let new = ok(until("a second node from the autoscaler", STEP, || async {
+            group_nodes()
+                .await
+                .into_iter()
+                .filter_map(|n| n.metadata.name)
+                .find(|n| *n != old)
+        })
+        .await);
+        // Both placeholders end up on the new node (the preempted one scheduled there, the
+        // other moved by its agent, past the autoscaler's soft deletion-candidate taint).
+        ok(until(&format!("both placeholders Ready on {new}"), STEP * 2, || async {
+            let ps = pods(&client, ns).await;
+            (ps.iter().filter(|p| is_ready(p) && node_of(p) == new).count() == 2).then_some(())
+        })
+        .await);
+        // The old node now holds only the user pod: not empty, so it stays; the user leaves,
+        // and the emptied old node is scaled down.
+        Api::<Pod>::namespaced(client.clone(), ns)
+            .delete("user", &kube::api::DeleteParams::default())
+            .await
+            .expect("delete the user pod");
+        ok(until(&format!("{old} scaled down"), STEP * 2, || async {
+            nodes.get_opt(&old).await.ok().flatten().is_none().then_some(())
+        })
+        .await);
+        let log = autoscaler.log();
+        assert!(log.contains("Scale-up"), "no scale-up in the autoscaler's log");
+        let _ = NO_KUBELET_LABEL;
+    });
+}
