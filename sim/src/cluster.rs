@@ -213,12 +213,32 @@ impl Node {
     }
 }
 
-/// Picks the node for a user: the fullest node that fits (MostAllocated); ties go to the older node.
-pub fn most_allocated(nodes: &[Node], req: &Resources) -> Option<usize> {
+/// The ImageLocality score every registered node holding the user image gets (the same for
+/// each: it depends on the image's spread over the Node objects, Ready or draining; a node still
+/// booting is no Node yet).
+fn warm_score(nodes: &[Node], image_mib: u64) -> f64 {
+    let registered = nodes
+        .iter()
+        .filter(|n| matches!(n.phase, Phase::Ready | Phase::Draining))
+        .count();
+    let holders = nodes
+        .iter()
+        .filter(|n| matches!(n.phase, Phase::Ready | Phase::Draining) && n.image)
+        .count();
+    image_locality(image_mib, holders, registered) as f64
+}
+
+/// Picks the node for a user as zero-to-jupyterhub's user-scheduler does: NodeResourcesFit
+/// scored MostAllocated at weight 121 plus ImageLocality at weight 11 (`jupyterhub/values.yaml`,
+/// `scheduling.userScheduler.plugins`; an image of `image_mib` MiB): the fullest node that fits,
+/// unless a warm node is within about 9 points of it. Ties go to the older node.
+pub fn most_allocated(nodes: &[Node], req: &Resources, image_mib: u64) -> Option<usize> {
+    let warm = warm_score(nodes, image_mib);
     let mut best: Option<(usize, f64)> = None;
     for (i, n) in nodes.iter().enumerate() {
         if n.takes_users() && n.fits(req) {
-            let score = n.allocated_with(req);
+            let image = if n.image { warm } else { 0.0 };
+            let score = 121.0 * 100.0 * n.allocated_with(req) + 11.0 * image;
             if best.is_none_or(|(_, b)| score > b) {
                 best = Some((i, score));
             }
@@ -250,19 +270,12 @@ pub fn image_locality(size_mib: u64, holders: usize, registered: usize) -> u64 {
 /// nodes (Ready or draining; a node still booting is no Node yet). The other default score plugins
 /// (NodeResourcesBalancedAllocation, TaintToleration, ...) score every node about alike here.
 pub fn least_allocated_for_users(nodes: &[Node], req: &Resources, image_mib: u64) -> Option<usize> {
-    let registered = nodes
-        .iter()
-        .filter(|n| matches!(n.phase, Phase::Ready | Phase::Draining))
-        .count();
-    let holders = nodes
-        .iter()
-        .filter(|n| matches!(n.phase, Phase::Ready | Phase::Draining) && n.image)
-        .count();
-    let warm = image_locality(image_mib, holders, registered) as f64;
+    let warm = warm_score(nodes, image_mib);
     let mut best: Option<(usize, f64)> = None;
     for (i, n) in nodes.iter().enumerate() {
         if n.takes_users() && n.fits(req) {
-            let score = 100.0 * (1.0 - n.allocated_with(req)) + if n.image { warm } else { 0.0 };
+            let image = if n.image { warm } else { 0.0 };
+            let score = 100.0 * (1.0 - n.allocated_with(req)) + image;
             if best.is_none_or(|(_, b)| score > b) {
                 best = Some((i, score));
             }
@@ -279,7 +292,7 @@ pub fn place_user(
     image_mib: u64,
 ) -> Option<usize> {
     match placement {
-        UserPlacement::MostAllocated => most_allocated(nodes, req),
+        UserPlacement::MostAllocated => most_allocated(nodes, req, image_mib),
         UserPlacement::LeastAllocated => least_allocated_for_users(nodes, req, image_mib),
     }
 }
@@ -395,10 +408,10 @@ mod tests {
     fn users_go_to_the_fullest_node_that_fits() {
         let req = Resources::new(0.15, 1.0);
         let nodes = vec![node(0, 40, 0), node(1, 90, 0), node(2, 100, 0)];
-        assert_eq!(most_allocated(&nodes, &req), Some(1));
+        assert_eq!(most_allocated(&nodes, &req, 8192), Some(1));
         let mut gated = nodes.clone();
         gated[1].gated = true;
-        assert_eq!(most_allocated(&gated, &req), Some(0));
+        assert_eq!(most_allocated(&gated, &req, 8192), Some(0));
         assert_eq!(
             place_user(&nodes, &req, UserPlacement::LeastAllocated, 8192),
             Some(0)
@@ -427,6 +440,21 @@ mod tests {
     }
 
     #[test]
+    fn the_user_scheduler_weighs_the_image_lightly() {
+        let req = Resources::new(0.15, 1.0);
+        // A warm node at 60 users, a cold one at 65: 5 points fuller, less than ImageLocality's
+        // 11/121 x 100 = 9: the warm node.
+        let mut nodes = vec![node(0, 60, 0), node(1, 65, 0)];
+        nodes[1].image = false;
+        assert_eq!(most_allocated(&nodes, &req, 8192), Some(0));
+        assert_eq!(most_allocated(&nodes, &req, 0), Some(1));
+        // 15 points fuller: the cold one.
+        nodes[1] = node(1, 75, 0);
+        nodes[1].image = false;
+        assert_eq!(most_allocated(&nodes, &req, 8192), Some(1));
+    }
+
+    #[test]
     fn image_locality_scales_with_size_and_spread() {
         // 23 MB and below score 0, 1000 MB and above 100 (one container).
         assert_eq!(image_locality(20, 1, 1), 0);
@@ -443,7 +471,7 @@ mod tests {
     fn preemption_takes_the_newest_placeholder_whatever_the_allocation() {
         let req = Resources::new(0.15, 1.0);
         let full = vec![node(0, 100, 0), node(1, 95, 5), node(2, 98, 2)];
-        assert_eq!(most_allocated(&full, &req), None);
+        assert_eq!(most_allocated(&full, &req, 8192), None);
         // node 2 holds the newest placeholder (started at 50): it is preempted there.
         let starts = vec![vec![], vec![40, 30, 20, 10, 0], vec![50, 5]];
         assert_eq!(preemption_node(&full, &req, &req, &starts), Some((2, 1)));
