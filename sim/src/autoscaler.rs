@@ -7,8 +7,10 @@
 //! fit there once the taint goes trigger nothing.
 //!
 //! Scale-down: a node is unneeded when it holds no user pod (bare pods block
-//! scale-down), its requests are below the utilisation threshold, and its
-//! placeholders fit on the other nodes. After `unneeded_time` it is drained:
+//! scale-down), its requests (the larger of CPU and memory, a buffer's chunks on it included)
+//! are below the utilisation threshold, and its placeholders fit on the other nodes; a node
+//! found unremovable is looked at again only after `unremovable_recheck`. After
+//! `unneeded_time` it is drained:
 //! empty nodes all at once, at most one node with placeholders per scan. Nothing
 //! is removed within `delay_after_add` of a scale-up, while any pod is Pending,
 //! or below the minimum node count.
@@ -60,8 +62,35 @@ pub fn nodes_for_whole_node_pods(nodes: &[Node], pending: u64, cfg: &AutoscalerC
     u32::try_from(pending.saturating_sub(empty).min(room)).unwrap_or(u32::MAX)
 }
 
+/// Where the autoscaler's snapshot holds `chunks` injected chunk pods of size `pod`: first fit
+/// over the Ready nodes (gated or not) in creation order, then the booting ones. Per node.
+pub fn chunks_per_node(nodes: &[Node], chunks: u64, pod: &Resources) -> Vec<u64> {
+    let mut left = chunks;
+    let mut out = vec![0; nodes.len()];
+    for phase in [Phase::Ready, Phase::Provisioning] {
+        for (i, n) in nodes.iter().enumerate() {
+            if left == 0 {
+                return out;
+            }
+            if n.phase == phase {
+                let take = n.free().fits_times(pod).min(left);
+                out[i] = take;
+                left -= take;
+            }
+        }
+    }
+    out
+}
+
 /// Updates every node's `unneeded_since` and returns the nodes to drain now. `reserve` pods of
 /// size `pod` (a CapacityBuffer's chunks) must still fit on the nodes that stay.
+///
+/// As `cluster-autoscaler/core/scaledown/planner` does: a node is a candidate when its
+/// utilisation (the larger of CPU and memory, chunks placed on it included:
+/// `simulator/utilization/info.go`) is below the threshold and it was not found unremovable
+/// within `unremovable_recheck`; the removal is then simulated: a user pod (a bare pod) blocks it,
+/// and its placeholders and the buffer's chunks must fit on the nodes that stay. A node that fails
+/// the simulation is unremovable for `unremovable_recheck` (`--unremovable-node-recheck-timeout`).
 pub fn scale_down(
     nodes: &mut [Node],
     pod: &Resources,
@@ -81,24 +110,39 @@ pub fn scale_down(
             }
         })
         .collect();
+    let chunks_on = chunks_per_node(nodes, reserve, pod);
+    for n in nodes.iter_mut() {
+        if n.unremovable_until.is_some_and(|t| now >= t) {
+            n.unremovable_until = None;
+        }
+    }
     let mut candidates: Vec<usize> = (0..nodes.len())
         .filter(|&i| {
             let n = &nodes[i];
+            let chunks = Resources {
+                cpu_m: pod.cpu_m * chunks_on[i],
+                mem_mib: pod.mem_mib * chunks_on[i],
+            };
             n.phase == Phase::Ready
                 && !n.gated
-                && n.users == 0
-                && n.allocated_with(&Resources::default()) < cfg.utilisation
+                && n.unremovable_until.is_none()
+                && n.utilisation_with(&chunks) < cfg.utilisation
         })
         .collect();
     candidates.sort_by_key(|&i| (nodes[i].placeholders, i));
     let mut unneeded = vec![false; nodes.len()];
     for &c in &candidates {
+        if nodes[c].users > 0 {
+            nodes[c].unremovable_until = Some(now + cfg.unremovable_recheck);
+            continue;
+        }
         let mut need = u64::from(nodes[c].placeholders);
         let available: u64 = (0..nodes.len())
             .filter(|&j| j != c && !unneeded[j])
             .map(|j| slots[j])
             .sum();
         if need + reserve > available {
+            nodes[c].unremovable_until = Some(now + cfg.unremovable_recheck);
             continue;
         }
         unneeded[c] = true;
@@ -158,7 +202,7 @@ pub fn scale_down(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenario::Scenario;
+    use crate::scenario::{MIN, Scenario};
 
     fn nodes(fill: &[(u32, u32)]) -> Vec<Node> {
         let sc = Scenario::binder();
@@ -248,6 +292,70 @@ mod tests {
         let mut ns = nodes(&[(70, 0), (0, 0)]);
         scale_down(&mut ns, &sc.user, &cfg, 0, None, false, 35);
         assert!(ns[1].unneeded_since.is_none());
+    }
+
+    #[test]
+    fn a_node_found_unremovable_is_looked_at_again_after_the_recheck_timeout() {
+        let sc = Scenario::binder();
+        let cfg = AutoscalerConfig {
+            min_nodes: 1,
+            ..sc.autoscaler.clone()
+        };
+        // node 1 holds one user: below 50 %, but its bare pod blocks the removal.
+        let mut ns = nodes(&[(90, 0), (1, 0)]);
+        scale_down(&mut ns, &sc.user, &cfg, 0, None, false, 0);
+        assert_eq!(ns[1].unremovable_until, Some(cfg.unremovable_recheck));
+        // The user leaves; the node is not looked at again before the timeout ...
+        ns[1].account(&sc.user, false);
+        ns[1].users = 0;
+        scale_down(&mut ns, &sc.user, &cfg, MIN, None, false, 0);
+        assert!(ns[1].unneeded_since.is_none());
+        // ... and then found unneeded.
+        let t = cfg.unremovable_recheck;
+        scale_down(&mut ns, &sc.user, &cfg, t, None, false, 0);
+        assert_eq!(ns[1].unneeded_since, Some(t));
+        // A node above the threshold is not simulated, so not remembered as unremovable.
+        let mut ns = nodes(&[(90, 0), (60, 0)]);
+        scale_down(&mut ns, &sc.user, &cfg, 0, None, false, 0);
+        assert!(ns[1].unremovable_until.is_none());
+    }
+
+    #[test]
+    fn a_buffers_chunks_count_in_the_utilisation_of_the_node_they_are_placed_on() {
+        let sc = Scenario::binder();
+        let cfg = AutoscalerConfig {
+            min_nodes: 1,
+            ..sc.autoscaler.clone()
+        };
+        // An empty old node and a node at 30 users: 55 chunks go first fit to the old node,
+        // which is then 55 % utilised: not a candidate, although the chunks would fit on node 1.
+        let mut ns = nodes(&[(0, 0), (30, 0)]);
+        assert_eq!(chunks_per_node(&ns, 55, &sc.user), vec![55, 0]);
+        scale_down(&mut ns, &sc.user, &cfg, 0, None, false, 55);
+        assert!(ns[0].unneeded_since.is_none() && ns[0].unremovable_until.is_none());
+        // 45 chunks leave it at 45 %: unneeded (they fit on node 1).
+        let mut ns = nodes(&[(0, 0), (30, 0)]);
+        scale_down(&mut ns, &sc.user, &cfg, 0, None, false, 45);
+        assert!(ns[0].unneeded_since.is_some());
+    }
+
+    #[test]
+    fn scale_down_uses_the_larger_of_cpu_and_memory() {
+        let sc = Scenario::binder();
+        let cfg = AutoscalerConfig {
+            min_nodes: 1,
+            ..sc.autoscaler.clone()
+        };
+        // 45 placeholders of a memory-heavy shape: CPU 21 %, memory 54 %, mean 38 %.
+        let pod = Resources::new(0.075, 1.2);
+        let mut ns = nodes(&[(0, 0), (0, 0)]);
+        for _ in 0..45 {
+            ns[1].account(&pod, true);
+        }
+        ns[1].placeholders = 45;
+        scale_down(&mut ns, &pod, &cfg, 0, None, false, 0);
+        assert!(ns[1].unneeded_since.is_none(), "54 % is not below 50 %");
+        assert!(ns[0].unneeded_since.is_some());
     }
 
     #[test]

@@ -61,6 +61,8 @@ pub struct Node {
     pub placeholders: u32,
     /// Since when the autoscaler finds it unneeded.
     pub unneeded_since: Option<Ms>,
+    /// The autoscaler found it unremovable and looks at it again only from then on.
+    pub unremovable_until: Option<Ms>,
 }
 
 impl Node {
@@ -81,6 +83,7 @@ impl Node {
             users: 0,
             placeholders: 0,
             unneeded_since: None,
+            unremovable_until: None,
         }
     }
 
@@ -140,7 +143,16 @@ impl Node {
         self.phase == Phase::Ready
     }
 
-    /// Fraction allocated (mean of CPU and memory) with `extra` added.
+    /// The cluster autoscaler's utilisation for scale-down: the larger of the CPU and memory
+    /// fractions requested, `extra` included (`cluster-autoscaler/simulator/utilization/info.go`,
+    /// `Calculate`).
+    pub fn utilisation_with(&self, extra: &Resources) -> f64 {
+        let cpu = (self.used.cpu_m + extra.cpu_m) as f64 / self.alloc.cpu_m.max(1) as f64;
+        let mem = (self.used.mem_mib + extra.mem_mib) as f64 / self.alloc.mem_mib.max(1) as f64;
+        cpu.max(mem)
+    }
+
+    /// Fraction allocated (mean of CPU and memory, NodeResourcesFit's score) with `extra` added.
     pub fn allocated_with(&self, extra: &Resources) -> f64 {
         let cpu = (self.used.cpu_m + extra.cpu_m) as f64 / self.alloc.cpu_m.max(1) as f64;
         let mem = (self.used.mem_mib + extra.mem_mib) as f64 / self.alloc.mem_mib.max(1) as f64;
@@ -201,12 +213,32 @@ impl Node {
     }
 }
 
-/// Picks the node for a user: the fullest node that fits (MostAllocated); ties go to the older node.
-pub fn most_allocated(nodes: &[Node], req: &Resources) -> Option<usize> {
+/// The ImageLocality score every registered node holding the user image gets (the same for
+/// each: it depends on the image's spread over the Node objects, Ready or draining; a node still
+/// booting is no Node yet).
+fn warm_score(nodes: &[Node], image_mib: u64) -> f64 {
+    let registered = nodes
+        .iter()
+        .filter(|n| matches!(n.phase, Phase::Ready | Phase::Draining))
+        .count();
+    let holders = nodes
+        .iter()
+        .filter(|n| matches!(n.phase, Phase::Ready | Phase::Draining) && n.image)
+        .count();
+    image_locality(image_mib, holders, registered) as f64
+}
+
+/// Picks the node for a user as zero-to-jupyterhub's user-scheduler does: NodeResourcesFit
+/// scored MostAllocated at weight 121 plus ImageLocality at weight 11 (`jupyterhub/values.yaml`,
+/// `scheduling.userScheduler.plugins`; an image of `image_mib` MiB): the fullest node that fits,
+/// unless a warm node is within about 9 points of it. Ties go to the older node.
+pub fn most_allocated(nodes: &[Node], req: &Resources, image_mib: u64) -> Option<usize> {
+    let warm = warm_score(nodes, image_mib);
     let mut best: Option<(usize, f64)> = None;
     for (i, n) in nodes.iter().enumerate() {
         if n.takes_users() && n.fits(req) {
-            let score = n.allocated_with(req);
+            let image = if n.image { warm } else { 0.0 };
+            let score = 121.0 * 100.0 * n.allocated_with(req) + 11.0 * image;
             if best.is_none_or(|(_, b)| score > b) {
                 best = Some((i, score));
             }
@@ -215,14 +247,36 @@ pub fn most_allocated(nodes: &[Node], req: &Resources) -> Option<usize> {
     best.map(|(i, _)| i)
 }
 
-/// Picks the node for a user: the emptiest node that fits (LeastAllocated, the default
-/// scheduler); ties go to the older node.
-pub fn least_allocated_for_users(nodes: &[Node], req: &Resources) -> Option<usize> {
+/// The default scheduler's ImageLocality score (0-100) of a node that holds an image of
+/// `size_mib` MiB, when `holders` of the `registered` Node objects hold it
+/// (`pkg/scheduler/framework/plugins/imagelocality/image_locality.go`): the size scaled by the
+/// image's spread (`holders / registered`), clamped to 23 MB..1000 MB per container (one container
+/// here), mapped linearly onto 0-100. A multi-GB image held by more than a few nodes scores 100.
+pub fn image_locality(size_mib: u64, holders: usize, registered: usize) -> u64 {
+    const MB: u64 = 1024 * 1024;
+    const MIN: u64 = 23 * MB;
+    const MAX: u64 = 1000 * MB;
+    if holders == 0 || registered == 0 {
+        return 0;
+    }
+    let spread = holders as f64 / registered as f64;
+    let sum = ((size_mib * MB) as f64 * spread) as u64;
+    100 * (sum.clamp(MIN, MAX) - MIN) / (MAX - MIN)
+}
+
+/// Picks the node for a user as the default scheduler does: LeastAllocated (NodeResourcesFit,
+/// weight 1) plus ImageLocality (weight 1; `pkg/scheduler/apis/config/v1/default_plugins.go`) for
+/// an image of `image_mib` MiB; ties go to the older node. The Node objects are the registered
+/// nodes (Ready or draining; a node still booting is no Node yet). The other default score plugins
+/// (NodeResourcesBalancedAllocation, TaintToleration, ...) score every node about alike here.
+pub fn least_allocated_for_users(nodes: &[Node], req: &Resources, image_mib: u64) -> Option<usize> {
+    let warm = warm_score(nodes, image_mib);
     let mut best: Option<(usize, f64)> = None;
     for (i, n) in nodes.iter().enumerate() {
         if n.takes_users() && n.fits(req) {
-            let score = n.allocated_with(req);
-            if best.is_none_or(|(_, b)| score < b) {
+            let image = if n.image { warm } else { 0.0 };
+            let score = 100.0 * (1.0 - n.allocated_with(req)) + image;
+            if best.is_none_or(|(_, b)| score > b) {
                 best = Some((i, score));
             }
         }
@@ -231,32 +285,56 @@ pub fn least_allocated_for_users(nodes: &[Node], req: &Resources) -> Option<usiz
 }
 
 /// Picks the node for a user with the users' scorer.
-pub fn place_user(nodes: &[Node], req: &Resources, placement: UserPlacement) -> Option<usize> {
+pub fn place_user(
+    nodes: &[Node],
+    req: &Resources,
+    placement: UserPlacement,
+    image_mib: u64,
+) -> Option<usize> {
     match placement {
-        UserPlacement::MostAllocated => most_allocated(nodes, req),
-        UserPlacement::LeastAllocated => least_allocated_for_users(nodes, req),
+        UserPlacement::MostAllocated => most_allocated(nodes, req, image_mib),
+        UserPlacement::LeastAllocated => least_allocated_for_users(nodes, req, image_mib),
     }
 }
 
-/// Picks the node where a user preempts one placeholder: among nodes where
-/// removing one placeholder makes room, the one that ends up most allocated.
-pub fn preemption_node(nodes: &[Node], req: &Resources, placeholder: &Resources) -> Option<usize> {
-    let mut best: Option<(usize, f64)> = None;
+/// Where a user preempts placeholders, as the scheduler's DefaultPreemption chooses
+/// (`pkg/scheduler/framework/preemption/preemption.go`, `pickOneNodeForPreemption`; victims per
+/// node by `plugins/defaultpreemption/default_preemption.go`, `SelectVictimsOnNode`). On each node
+/// the user could run on, the victims are the fewest placeholders that make room, the most
+/// recently started first (the older ones are reprieved first: `MoreImportantPod` ranks equal
+/// priorities by start time). Among those nodes (every victim has the same priority and PDB): the
+/// fewest victims, then the latest start of the earliest-started victim, then the first node.
+/// The nodes' allocation plays no part. `starts[n]` holds the start times of the placeholders on
+/// node `n`, newest first. Returns the node and the number of victims.
+pub fn preemption_node(
+    nodes: &[Node],
+    req: &Resources,
+    placeholder: &Resources,
+    starts: &[Vec<Ms>],
+) -> Option<(usize, usize)> {
+    let mut best: Option<(usize, usize, Ms)> = None;
     for (i, n) in nodes.iter().enumerate() {
         if !n.takes_users() || n.placeholders == 0 {
             continue;
         }
+        let on_node = starts.get(i).map_or(&[][..], Vec::as_slice);
         let mut after = n.clone();
-        after.account(placeholder, false);
-        if !after.fits(req) {
+        let mut victims = 0;
+        while victims < on_node.len() && !after.fits(req) {
+            after.account(placeholder, false);
+            victims += 1;
+        }
+        if victims == 0 || !after.fits(req) {
             continue;
         }
-        let score = after.allocated_with(req);
-        if best.is_none_or(|(_, b)| score > b) {
-            best = Some((i, score));
+        // The earliest start among the victims: the last of the newest-first list taken.
+        let earliest = on_node[victims - 1];
+        let better = best.is_none_or(|(_, v, e)| victims < v || (victims == v && earliest > e));
+        if better {
+            best = Some((i, victims, earliest));
         }
     }
-    best.map(|(i, _)| i)
+    best.map(|(i, v, _)| (i, v))
 }
 
 /// Picks the node for a placeholder: LeastAllocated, plus (with `spreading`
@@ -330,21 +408,98 @@ mod tests {
     fn users_go_to_the_fullest_node_that_fits() {
         let req = Resources::new(0.15, 1.0);
         let nodes = vec![node(0, 40, 0), node(1, 90, 0), node(2, 100, 0)];
-        assert_eq!(most_allocated(&nodes, &req), Some(1));
+        assert_eq!(most_allocated(&nodes, &req, 8192), Some(1));
         let mut gated = nodes.clone();
         gated[1].gated = true;
-        assert_eq!(most_allocated(&gated, &req), Some(0));
+        assert_eq!(most_allocated(&gated, &req, 8192), Some(0));
         assert_eq!(
-            place_user(&nodes, &req, UserPlacement::LeastAllocated),
+            place_user(&nodes, &req, UserPlacement::LeastAllocated, 8192),
             Some(0)
         );
         assert_eq!(
-            place_user(&nodes, &req, UserPlacement::MostAllocated),
+            place_user(&nodes, &req, UserPlacement::MostAllocated, 8192),
             Some(1)
         );
+    }
+
+    #[test]
+    fn the_default_scheduler_prefers_a_warm_node_for_a_big_image() {
+        let req = Resources::new(0.15, 1.0);
+        // Two warm nodes at 60 users, a new empty node still pulling the image.
+        let mut nodes = vec![node(0, 60, 0), node(1, 60, 0), node(2, 0, 0)];
+        nodes[2].image = false;
+        // LeastAllocated alone takes the empty node (100 - 0.5 against 100 - 60.5) ...
+        assert_eq!(least_allocated_for_users(&nodes, &req, 0), Some(2));
+        // ... an 8 GiB image on 2 of 3 nodes adds 100 to each warm node: a warm one wins.
+        assert_eq!(least_allocated_for_users(&nodes, &req, 8192), Some(0));
+        // A small image adds little: the empty node wins again.
+        assert_eq!(least_allocated_for_users(&nodes, &req, 100), Some(2));
+        // A node still booting is no Node object: it neither holds nor dilutes the image.
+        nodes[2].phase = Phase::Provisioning;
+        assert_eq!(least_allocated_for_users(&nodes, &req, 8192), Some(0));
+    }
+
+    #[test]
+    fn the_user_scheduler_weighs_the_image_lightly() {
+        let req = Resources::new(0.15, 1.0);
+        // A warm node at 60 users, a cold one at 65: 5 points fuller, less than ImageLocality's
+        // 11/121 x 100 = 9: the warm node.
+        let mut nodes = vec![node(0, 60, 0), node(1, 65, 0)];
+        nodes[1].image = false;
+        assert_eq!(most_allocated(&nodes, &req, 8192), Some(0));
+        assert_eq!(most_allocated(&nodes, &req, 0), Some(1));
+        // 15 points fuller: the cold one.
+        nodes[1] = node(1, 75, 0);
+        nodes[1].image = false;
+        assert_eq!(most_allocated(&nodes, &req, 8192), Some(1));
+    }
+
+    #[test]
+    fn image_locality_scales_with_size_and_spread() {
+        // 23 MB and below score 0, 1000 MB and above 100 (one container).
+        assert_eq!(image_locality(20, 1, 1), 0);
+        assert_eq!(image_locality(1000, 1, 1), 100);
+        assert_eq!(image_locality(8192, 1, 1), 100);
+        // Spread: 8 GiB on 1 of 10 nodes is 819 MiB after scaling: (819 - 23) / 977 -> 81.
+        assert_eq!(image_locality(8192, 1, 10), 81);
+        assert_eq!(image_locality(8192, 0, 10), 0);
+        // 1 GiB on half the nodes: 512 MiB after scaling: (512 - 23) / 977 -> 50.
+        assert_eq!(image_locality(1024, 5, 10), 50);
+    }
+
+    #[test]
+    fn preemption_takes_the_newest_placeholder_whatever_the_allocation() {
+        let req = Resources::new(0.15, 1.0);
         let full = vec![node(0, 100, 0), node(1, 95, 5), node(2, 98, 2)];
-        assert_eq!(most_allocated(&full, &req), None);
-        assert_eq!(preemption_node(&full, &req, &req), Some(1));
+        assert_eq!(most_allocated(&full, &req, 8192), None);
+        // node 2 holds the newest placeholder (started at 50): it is preempted there.
+        let starts = vec![vec![], vec![40, 30, 20, 10, 0], vec![50, 5]];
+        assert_eq!(preemption_node(&full, &req, &req, &starts), Some((2, 1)));
+        // node 1 holds it: there, although node 2 would end up fuller.
+        let starts = vec![vec![], vec![60, 30, 20, 10, 0], vec![50, 5]];
+        assert_eq!(preemption_node(&full, &req, &req, &starts), Some((1, 1)));
+        // Gated nodes take no users, so no preemption there.
+        let mut gated = full.clone();
+        gated[1].gated = true;
+        assert_eq!(preemption_node(&gated, &req, &req, &starts), Some((2, 1)));
+        // Fewer victims first: a double-sized user needs 2 on node 1, 2 on node 2; a node with
+        // one free slot needs only 1.
+        let double = Resources::new(0.30, 2.0);
+        let mut roomy = full.clone();
+        roomy[1].account(&req, false);
+        roomy[1].users -= 1;
+        assert_eq!(
+            preemption_node(&roomy, &double, &req, &starts),
+            Some((1, 1))
+        );
+    }
+
+    #[test]
+    fn scale_down_utilisation_is_the_larger_fraction() {
+        let mut n = Node::initial("n".into(), Resources::new(10.0, 10.0), 0);
+        n.account(&Resources::new(1.0, 6.0), true);
+        assert!((n.utilisation_with(&Resources::default()) - 0.6).abs() < 1e-9);
+        assert!((n.allocated_with(&Resources::default()) - 0.35).abs() < 1e-9);
     }
 
     #[test]

@@ -64,7 +64,8 @@ enum Event {
     NodeGone(usize),
     Recreate(usize),
     Wake(usize, u64),
-    Scan,
+    /// An autoscaler loop; only the latest one scheduled (by generation) runs.
+    Scan(u64),
     /// The rebalancer's loop or a descheduler run.
     PeerScan,
     Sample,
@@ -102,6 +103,10 @@ struct Engine<'a> {
     placeholder_size: Resources,
     /// The rebalancer's view: nodes it has seen Ready.
     known_ready: Vec<bool>,
+    /// The generation of the next autoscaler loop (a triggered loop replaces the timer's).
+    loop_gen: u64,
+    /// Per placeholder: the scheduler has marked its current (Pending) pod unschedulable.
+    unschedulable: Vec<bool>,
 }
 
 /// How many placeholder pods a row runs: none for a buffer, whole-node balloons for
@@ -157,6 +162,23 @@ impl<'a> Engine<'a> {
                 sc.user
             },
             known_ready: Vec::new(),
+            loop_gen: 0,
+            unschedulable: vec![false; pods],
+        }
+    }
+
+    /// Schedules the autoscaler's next loop at `at`, replacing the one scheduled before.
+    fn schedule_loop(&mut self, at: Ms) {
+        self.loop_gen += 1;
+        let generation = self.loop_gen;
+        self.push(at, Event::Scan(generation));
+    }
+
+    /// A pod has just become unschedulable: with frequent loops the autoscaler's pod observer
+    /// starts a loop at once (`cluster-autoscaler/loop/trigger.go`).
+    fn pod_unschedulable(&mut self) {
+        if self.sc.autoscaler.frequent_loops {
+            self.schedule_loop(self.now);
         }
     }
 
@@ -182,7 +204,7 @@ impl<'a> Engine<'a> {
         if !self.arrivals.is_empty() {
             self.push(self.arrivals[0].at, Event::Arrival(0));
         }
-        self.push(self.sc.autoscaler.scan, Event::Scan);
+        self.schedule_loop(self.sc.autoscaler.scan);
         match self.setup.peer {
             Peer::Rebalancer => self.push(self.sc.peers.rebalancer_interval, Event::PeerScan),
             Peer::PodLifeTime => self.push(self.sc.peers.descheduler_interval, Event::PeerScan),
@@ -297,6 +319,7 @@ impl<'a> Engine<'a> {
                 if matches!(ph.state, PodState::Terminating { .. }) {
                     ph.incarnation += 1;
                     ph.state = PodState::Pending { created: self.now };
+                    self.unschedulable[p] = false;
                     self.sched_dirty = true;
                     self.view_dirty = true;
                 }
@@ -313,9 +336,18 @@ impl<'a> Engine<'a> {
                     self.step_agent(p);
                 }
             }
-            Event::Scan => {
-                self.autoscale();
-                self.push(self.now + self.sc.autoscaler.scan, Event::Scan);
+            Event::Scan(generation) => {
+                if generation == self.loop_gen {
+                    let scaled_up = self.autoscale();
+                    // After a scale-up the next loop starts at once (frequent loops); otherwise
+                    // the timer (or an unschedulable pod) starts it.
+                    let next = if scaled_up && self.sc.autoscaler.frequent_loops {
+                        self.now
+                    } else {
+                        self.now + self.sc.autoscaler.scan
+                    };
+                    self.schedule_loop(next);
+                }
             }
             Event::PeerScan => {
                 let every = match self.setup.peer {
@@ -365,14 +397,21 @@ impl<'a> Engine<'a> {
     fn schedule(&mut self) {
         let pod = self.sc.user;
         while let Some(&u) = self.pending_users.front() {
-            if let Some(n) = cluster::place_user(&self.nodes, &pod, self.sc.user_placement) {
+            if let Some(n) = cluster::place_user(
+                &self.nodes,
+                &pod,
+                self.sc.user_placement,
+                self.sc.image_size_mib,
+            ) {
                 self.pending_users.pop_front();
                 self.bind_user(u, n, false);
-            } else if let Some(n) =
-                cluster::preemption_node(&self.nodes, &pod, &self.placeholder_size)
-            {
-                let victim = self.victim_on(n);
-                if let Some(v) = victim {
+            } else if let Some((n, victims)) = cluster::preemption_node(
+                &self.nodes,
+                &pod,
+                &self.placeholder_size,
+                &self.placeholder_starts(),
+            ) {
+                for v in self.victims_on(n, victims) {
                     self.evict(v);
                     self.log.preemptions.push(self.now);
                 }
@@ -380,8 +419,13 @@ impl<'a> Engine<'a> {
                 self.bind_user(u, n, true);
             } else {
                 // Every user requests the same: none of the others fits either.
+                let mut new = false;
                 for &w in &self.pending_users {
+                    new |= !self.users[w].delayed;
                     self.users[w].delayed = true;
+                }
+                if new {
+                    self.pod_unschedulable();
                 }
                 break;
             }
@@ -397,25 +441,49 @@ impl<'a> Engine<'a> {
             .collect();
         pending.sort_unstable();
         let spreading = self.sc.default_spreading.then_some(self.sc.spread_weight);
+        let mut new = false;
         for (_, p) in pending {
             match cluster::least_allocated(&self.nodes, &self.placeholder_size, spreading) {
                 Some(n) => self.bind_placeholder(p, n),
-                None => break,
+                None => {
+                    new |= !self.unschedulable[p];
+                    self.unschedulable[p] = true;
+                }
             }
+        }
+        if new {
+            self.pod_unschedulable();
         }
     }
 
-    /// The placeholder a preempting user evicts on node `n`: the most recently started.
-    fn victim_on(&self, n: usize) -> Option<usize> {
-        self.placeholders
+    /// Per node, the start times of its running placeholders, newest first.
+    fn placeholder_starts(&self) -> Vec<Vec<Ms>> {
+        let mut starts = vec![Vec::new(); self.nodes.len()];
+        for p in &self.placeholders {
+            if let PodState::Running { node, bound_at, .. } = p.state {
+                starts[node].push(bound_at);
+            }
+        }
+        for s in &mut starts {
+            s.sort_unstable_by(|a, b| b.cmp(a));
+        }
+        starts
+    }
+
+    /// The `count` placeholders a preempting user evicts on node `n`: the most recently started
+    /// (the scheduler reprieves the older ones first).
+    fn victims_on(&self, n: usize, count: usize) -> Vec<usize> {
+        let mut on_node: Vec<(Ms, usize)> = self
+            .placeholders
             .iter()
             .enumerate()
             .filter_map(|(i, p)| match p.state {
                 PodState::Running { node, bound_at, .. } if node == n => Some((bound_at, i)),
                 _ => None,
             })
-            .max()
-            .map(|(_, i)| i)
+            .collect();
+        on_node.sort_unstable_by(|a, b| b.cmp(a));
+        on_node.into_iter().take(count).map(|(_, i)| i).collect()
     }
 
     fn bind_user(&mut self, u: usize, n: usize, preempted: bool) {
@@ -659,12 +727,24 @@ impl<'a> Engine<'a> {
 
     // ----- autoscaler -----
 
-    fn autoscale(&mut self) {
+    /// One autoscaler loop. Returns whether it scaled up.
+    fn autoscale(&mut self) -> bool {
         let pending_placeholders = self
             .placeholders
             .iter()
             .filter(|p| matches!(p.state, PodState::Pending { .. }))
             .count();
+        // The oldest unschedulable pod's creation (users: their arrival; a placeholder: its
+        // re-creation by the StatefulSet).
+        let oldest_pending = self
+            .pending_users
+            .iter()
+            .map(|&u| self.users[u].arrival)
+            .chain(self.placeholders.iter().filter_map(|p| match p.state {
+                PodState::Pending { created } => Some(created),
+                _ => None,
+            }))
+            .min();
         let chunks = if self.setup.peer == Peer::Buffer {
             self.setup.replicas
         } else {
@@ -676,17 +756,27 @@ impl<'a> Engine<'a> {
         } else {
             ((self.pending_users.len() + pending_placeholders) as u64, 0)
         };
+        let unplaced_chunks = peers::unplaced_chunks(&self.nodes, chunks, &self.sc.user);
+        // "Unschedulable pods are very new, waiting one iteration for more"
+        // (`core/static_autoscaler.go`): no scale-up while every unschedulable pod is younger
+        // than the hold. A buffer's injected chunks are never new (the real stack scales up for
+        // them at the first loop).
+        let very_new = unplaced_chunks == 0
+            && oldest_pending.is_some_and(|t| self.now < t + cfg.new_pod_hold);
         // A buffer's chunks are Pending pods to the autoscaler while they fit nowhere.
-        let add = autoscaler::nodes_to_add(
+        let add = if very_new {
+            0
+        } else {
+            autoscaler::nodes_to_add(
             &self.nodes,
             user_sized + u64::from(chunks),
             &self.sc.user,
             &self.sc.node,
             cfg,
-        ) + autoscaler::nodes_for_whole_node_pods(&self.nodes, whole_node, cfg);
+        ) + autoscaler::nodes_for_whole_node_pods(&self.nodes, whole_node, cfg)
+        };
         let existing = self.nodes.iter().filter(|n| n.exists()).count() as u32;
         let add = add.min(cfg.max_nodes.saturating_sub(existing));
-        let unplaced_chunks = peers::unplaced_chunks(&self.nodes, chunks, &self.sc.user);
         let pending = user_sized + whole_node + unplaced_chunks;
         for _ in 0..add {
             let spread = self.sc.delay_spread;
@@ -730,6 +820,7 @@ impl<'a> Engine<'a> {
             self.last_recount = self.now;
             self.recount();
         }
+        add > 0
     }
 
     /// Taints the node, evicts its placeholders and removes it after the drain.
@@ -872,6 +963,81 @@ mod tests {
             .iter()
             .filter(|p| matches!(p.state, PodState::Running { .. }))
             .count()
+    }
+
+    /// Runs the queued events up to and including `end`.
+    fn run_until(e: &mut Engine, end: Ms) {
+        while let Some(&Reverse((t, _, ev))) = e.queue.peek() {
+            if t > end {
+                break;
+            }
+            e.queue.pop();
+            e.now = t;
+            e.handle(ev);
+            e.settle();
+        }
+    }
+
+    /// One full node and one placeholder re-created at 3.5 s that fits nowhere.
+    fn one_unschedulable_placeholder(sc: &Scenario, row: &Setup) -> Vec<(Ms, u32)> {
+        let mut e = Engine::new(sc, row, &[], 1, true);
+        e.nodes.push(node_with(sc, 0, sc.pods_per_node() as u32));
+        e.schedule_loop(sc.autoscaler.scan);
+        e.now = 3_500;
+        e.placeholders[0].state = PodState::Pending { created: 3_500 };
+        e.settle();
+        run_until(&mut e, 30 * SEC);
+        e.log.scale_ups
+    }
+
+    #[test]
+    fn a_new_unschedulable_pod_starts_a_loop_that_waits_one_iteration() {
+        let sc = Scenario::small();
+        let row = setup(Peer::Selfdestruct, 1);
+        // Frequent loops: the pod starts a loop at once (3.5 s), which finds it "very new" and
+        // waits; the next loop, one scan later, scales up.
+        assert_eq!(one_unschedulable_placeholder(&sc, &row), vec![(13_500, 1)]);
+        // Without them: the timer's loop at 10 s, when the pod is 6.5 s old.
+        let mut fixed = sc.clone();
+        fixed.autoscaler.frequent_loops = false;
+        assert_eq!(one_unschedulable_placeholder(&fixed, &row), vec![(10_000, 1)]);
+        // A pod younger than the hold at the timer's loop waits for the next one.
+        let mut late = fixed.clone();
+        late.autoscaler.scan = 4_000;
+        assert_eq!(one_unschedulable_placeholder(&late, &row), vec![(8_000, 1)]);
+    }
+
+    #[test]
+    fn a_preempting_user_evicts_the_newest_placeholder_of_the_chosen_node() {
+        let sc = Scenario::small();
+        let row = setup(Peer::Selfdestruct, 3);
+        let arrivals = [Arrival {
+            at: 0,
+            session: HOUR,
+        }];
+        let mut e = Engine::new(&sc, &row, &arrivals, 1, true);
+        let per = sc.pods_per_node() as u32;
+        e.nodes.push(node_with(&sc, 0, per - 2));
+        e.nodes.push(node_with(&sc, 1, per - 1));
+        // placeholders 0 and 1 on node 0 (started at 1 s and 3 s), 2 on node 1 (at 5 s): both
+        // nodes are full, the newest placeholder is on node 1, so the user goes there.
+        for (p, n, t) in [(0, 0, 1_000), (1, 0, 3_000), (2, 1, 5_000)] {
+            e.now = t;
+            e.bind_placeholder(p, n);
+        }
+        e.pending_users.push_back(0);
+        e.schedule();
+        assert!(e.users[0].preempted && e.users[0].node == Some(1));
+        assert!(matches!(e.placeholders[2].state, PodState::Terminating { .. }));
+        assert!(matches!(e.placeholders[0].state, PodState::Running { .. }));
+        assert!(matches!(e.placeholders[1].state, PodState::Running { .. }));
+        // Another user: node 0 is the only one with placeholders; its newest (1) goes.
+        e.users.push(User::default());
+        e.pending_users.push_back(1);
+        e.schedule();
+        assert!(e.users[1].preempted && e.users[1].node == Some(0));
+        assert!(matches!(e.placeholders[1].state, PodState::Terminating { .. }));
+        assert!(matches!(e.placeholders[0].state, PodState::Running { .. }));
     }
 
     #[test]

@@ -67,6 +67,19 @@ pub fn describe(setup: &Setup) -> String {
     format!("{} replicas, {}", setup.replicas, parts.join(", "))
 }
 
+/// What the counts cover: steady state after a dropped warm-up, or everything from an empty
+/// cluster (`--warmup 0`).
+pub fn counted(sc: &Scenario) -> String {
+    if sc.warmup == 0 {
+        format!(
+            "counted from an empty cluster ({} nodes, no users; --warmup 0)",
+            sc.autoscaler.min_nodes.max(1)
+        )
+    } else {
+        format!("counted in steady state (a {} warm-up dropped)", dur(sc.warmup))
+    }
+}
+
 /// The scenario parameters, a few lines.
 pub fn header(sc: &Scenario, seeds: &[u64]) -> String {
     let mut out = String::new();
@@ -81,10 +94,10 @@ pub fn header(sc: &Scenario, seeds: &[u64]) -> String {
     };
     let _ = writeln!(
         out,
-        "scenario {}: {runs}, each {} measured after {} warm-up",
+        "scenario {}: {runs}, each {} {}",
         sc.name,
         dur(sc.measured),
-        dur(sc.warmup)
+        counted(sc)
     );
     let _ = writeln!(
         out,
@@ -150,8 +163,11 @@ pub fn header(sc: &Scenario, seeds: &[u64]) -> String {
         sc.user.cpu_m as f64 / 1000.0,
         sc.user.mem_mib as f64 / 1024.0,
         match sc.user_placement {
-            UserPlacement::MostAllocated => "MostAllocated (JupyterHub's user-scheduler)",
-            UserPlacement::LeastAllocated => "LeastAllocated (the default scheduler)",
+            UserPlacement::MostAllocated => "MostAllocated + ImageLocality, weights 121:11 (JupyterHub's user-scheduler)".into(),
+            UserPlacement::LeastAllocated => format!(
+                "LeastAllocated + ImageLocality (the default scheduler; a {:.1} GiB image)",
+                sc.image_size_mib as f64 / 1024.0
+            ),
         }
     );
     let _ = writeln!(
@@ -170,11 +186,18 @@ pub fn header(sc: &Scenario, seeds: &[u64]) -> String {
     let ca = &sc.autoscaler;
     let _ = writeln!(
         out,
-        "  autoscaler:   scan {}, scale-up for Pending users and placeholders (upcoming and gated nodes count), scale-down of nodes without user pods below {:.0}% after {} unneeded, not within {} of a scale-up",
+        "  autoscaler:   scan {}{}, scale-up for Pending users and placeholders (upcoming and gated nodes count) once one is {} old, scale-down of nodes without user pods below {:.0}% (the larger of CPU and memory, a buffer's chunks included) after {} unneeded, not within {} of a scale-up, unremovable nodes looked at again after {}",
         dur(ca.scan),
+        if ca.frequent_loops {
+            " (frequent loops: a new unschedulable pod or a scale-up starts a loop at once)"
+        } else {
+            ""
+        },
+        dur(ca.new_pod_hold),
         ca.utilisation * 100.0,
         dur(ca.unneeded_time),
-        dur(ca.delay_after_add)
+        dur(ca.delay_after_add),
+        dur(ca.unremovable_recheck)
     );
     let p = &sc.peers;
     let _ = writeln!(
@@ -518,6 +541,9 @@ pub struct ReportJson {
     pub seeds: Vec<u64>,
     /// Peak launch rate x node-ready time.
     pub rule_of_thumb_replicas: f64,
+    /// What the counts cover: "steady state" (the warm-up dropped) or "from an empty cluster"
+    /// (`--warmup 0`).
+    pub counted: &'static str,
     /// Rows.
     pub rows: Vec<RowJson>,
 }
@@ -528,6 +554,11 @@ pub fn json(sc: &Scenario, seeds: &[u64], rows: &[Setup], results: &[crate::RowR
         scenario: sc.clone(),
         seeds: seeds.to_vec(),
         rule_of_thumb_replicas: (sc.rule_of_thumb() * 100.0).round() / 100.0,
+        counted: if sc.warmup == 0 {
+            "from an empty cluster"
+        } else {
+            "steady state"
+        },
         rows: rows
             .iter()
             .zip(results)

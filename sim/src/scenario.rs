@@ -114,6 +114,17 @@ pub struct AutoscalerConfig {
     pub min_nodes: u32,
     /// Node group bounds.
     pub max_nodes: u32,
+    /// `--frequent-loops-enabled` (default true): a pod that becomes unschedulable starts a loop
+    /// at once, and a loop that scaled up is followed by another at once; otherwise a loop runs
+    /// `scan` after the last one (`cluster-autoscaler/loop/trigger.go`).
+    pub frequent_loops: bool,
+    /// `unschedulablePodTimeBuffer` (2 s, `cluster-autoscaler/core/static_autoscaler.go`): while
+    /// every unschedulable pod is younger than this, a loop neither scales up nor down ("Unschedulable
+    /// pods are very new, waiting one iteration for more").
+    pub new_pod_hold: Ms,
+    /// `--unremovable-node-recheck-timeout` (5 min): a node the scale-down simulation found
+    /// unremovable (a pod that cannot move) is not looked at again before this.
+    pub unremovable_recheck: Ms,
 }
 
 /// Who manages the headroom in a row.
@@ -236,6 +247,9 @@ pub struct Scenario {
     pub spread_weight: f64,
     /// The user image (the only image the gate and required images talk about).
     pub user_image: String,
+    /// Its size as the nodes report it (`status.images[].sizeBytes`), in MiB: the default
+    /// scheduler's ImageLocality score scales with it.
+    pub image_size_mib: u64,
     /// Cluster autoscaler.
     pub autoscaler: AutoscalerConfig,
     /// How users are placed.
@@ -285,6 +299,7 @@ impl Scenario {
             default_spreading: false,
             spread_weight: 2.0,
             user_image: "quay.io/jupyter/scipy-notebook:2024-05-01".into(),
+            image_size_mib: 8 * 1024,
             autoscaler: AutoscalerConfig {
                 scan: 10 * SEC,
                 unneeded_time: 10 * MIN,
@@ -293,6 +308,9 @@ impl Scenario {
                 drain: 30 * SEC,
                 min_nodes: 2,
                 max_nodes: 50,
+                frequent_loops: true,
+                new_pod_hold: 2 * SEC,
+                unremovable_recheck: 5 * MIN,
             },
             user_placement: UserPlacement::MostAllocated,
             peers: PeerConfig::default(),
@@ -369,6 +387,7 @@ impl Scenario {
             image_pull: 90 * SEC,
             replicas: 8,
             user_image: "registry.example/app:1.0".into(),
+            image_size_mib: 1024,
             user_placement: UserPlacement::LeastAllocated,
             ..Scenario::binder()
         }

