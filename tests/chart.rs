@@ -335,7 +335,11 @@ fn the_full_values_file_renders_every_optional_part() {
         subject,
         &json!({"kind": "ServiceAccount", "name": "hub", "namespace": "hub-ns"})
     );
-    let own_pod = find(&docs, "ValidatingAdmissionPolicy", "hub-own-pod-only.hub-ns");
+    let own_pod = find(
+        &docs,
+        "ValidatingAdmissionPolicy",
+        "hub-own-pod-only.hub-ns",
+    );
     assert_eq!(
         own_pod["spec"]["matchConditions"][0]["expression"],
         "request.userInfo.username == 'system:serviceaccount:hub-ns:hub'"
@@ -598,7 +602,10 @@ fn the_schema_refuses_bad_values_with_messages() {
         // A StatefulSet name that the revision-hash label cannot hold.
         (
             r#"placeholders=[{"name":"a-set-name-of-fifty-characters-which-is-allowed-xy"}]"#,
-            &["would be named \"placeholder-a-set-name-of-fifty", "at most 52 fit"],
+            &[
+                "would be named \"placeholder-a-set-name-of-fifty",
+                "at most 52 fit",
+            ],
         ),
     ];
     let mut failures = Vec::new();
@@ -678,7 +685,10 @@ fn one_lifetime_bound_alone_is_not_paired_with_the_charts_default() {
         let docs = render("placeholder", "placeholders", args);
         let settings = agent_settings(find(&docs, "StatefulSet", "placeholder"));
         if lifetime(&settings) != *want {
-            wrong.push(format!("{args:?}: {:?}, want {want:?}", lifetime(&settings)));
+            wrong.push(format!(
+                "{args:?}: {:?}, want {want:?}",
+                lifetime(&settings)
+            ));
         }
         if let Err(e) = selfdestruct::config::check_settings(&settings) {
             wrong.push(format!("{args:?}: the agent refuses {settings:?}: {e}"));
@@ -707,7 +717,10 @@ fn two_releases_in_one_namespace_share_no_name() {
         let b = render("staging", "jupyter", extra);
         let (a, b) = (names(&a), names(&b));
         let shared: Vec<&String> = a.iter().filter(|n| b.contains(n)).collect();
-        assert!(shared.is_empty(), "{extra:?}: both releases make {shared:?}");
+        assert!(
+            shared.is_empty(),
+            "{extra:?}: both releases make {shared:?}"
+        );
         assert!(
             a.iter().any(|n| n.starts_with("StatefulSet jupyter/hub")),
             "{a:?}"
@@ -727,7 +740,10 @@ fn one_release_name_in_two_namespaces_shares_no_cluster_scoped_name() {
         docs
     };
     let (a, b) = (render_in("team-a"), render_in("team-b"));
-    let kinds: Vec<&str> = a.iter().map(|d| d["kind"].as_str().expect("kind")).collect();
+    let kinds: Vec<&str> = a
+        .iter()
+        .map(|d| d["kind"].as_str().expect("kind"))
+        .collect();
     for kind in [
         "PriorityClass",
         "ClusterRole",
@@ -775,7 +791,10 @@ fn render_chart_takes_helm_templates_value_flags() {
     // -f, --values=, and a bare file: the same render.
     let bare = render("hub", "hub", &[FULL_VALUES]);
     assert_eq!(render("hub", "hub", &["-f", FULL_VALUES]), bare);
-    assert_eq!(render("hub", "hub", &[&format!("--values={FULL_VALUES}")]), bare);
+    assert_eq!(
+        render("hub", "hub", &[&format!("--values={FULL_VALUES}")]),
+        bare
+    );
     // Helm's order: --set over --set-json over the file, wherever they stand.
     let docs = render(
         "hub",
