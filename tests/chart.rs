@@ -1148,3 +1148,34 @@ fn the_schema_and_the_agent_agree_on_forms() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// What a published chart and release carry besides the code: the chart
+/// names its home, sources and maintainers; the repository holds the license
+/// Cargo.toml declares (the Apache-2.0 text) and a changelog in Keep a
+/// Changelog form with an Unreleased section.
+#[test]
+fn the_chart_names_its_home_and_the_repository_its_license_and_changes() {
+    let chart = yaml_file("charts/selfdestruct/Chart.yaml");
+    let home = chart["home"].as_str().expect("home");
+    assert!(home.starts_with("https://"), "{home}");
+    assert!(
+        chart["sources"]
+            .as_array()
+            .is_some_and(|s| s.iter().any(|u| u == home)),
+        "{chart}"
+    );
+    assert!(chart["maintainers"][0]["name"].is_string(), "{chart}");
+
+    let cargo = std::fs::read_to_string(root().join("Cargo.toml")).expect("Cargo.toml");
+    assert!(cargo.contains("license = \"Apache-2.0\""));
+    let license = std::fs::read_to_string(root().join("LICENSE")).expect("LICENSE");
+    let words: Vec<&str> = license.split_whitespace().collect();
+    assert_eq!(words[..4], ["Apache", "License", "Version", "2.0,"]);
+    assert!(license.contains("END OF TERMS AND CONDITIONS"));
+    assert!(license.contains("Copyright [yyyy] [name of copyright owner]"));
+
+    let changelog = std::fs::read_to_string(root().join("CHANGELOG.md")).expect("CHANGELOG.md");
+    assert!(changelog.contains("keepachangelog.com"), "Keep a Changelog");
+    assert!(changelog.contains("\n## [Unreleased]\n"));
+    assert!(changelog.contains(&format!("\n## [{}]", env!("CARGO_PKG_VERSION"))));
+}
