@@ -4,10 +4,12 @@
 #
 #   docker buildx build --platform linux/amd64,linux/arm64 -t IMAGE .
 #
-# The build stage runs on the *target* platform (buildx emulates the foreign
+# The build stage runs on the *target* platform (buildx emulates a foreign
 # one with QEMU) rather than cross-compiling from $BUILDPLATFORM: ring, which
 # rustls uses, compiles C and assembly, and a native build needs no cross C
-# toolchain. It is slower for the emulated arch, and simple.
+# toolchain. That is for building here, one platform. The release does not use
+# it: it cross-compiles both binaries with cargo-zigbuild and builds the
+# `release` target below, which only copies them in.
 
 ARG RUST_VERSION=1
 
@@ -86,6 +88,17 @@ FROM scratch AS prebuilt-bin
 
 FROM image AS prebuilt
 COPY --from=prebuilt-bin /selfdestruct /selfdestruct
+
+# Target `release`: the image around the release workflow's static binaries,
+# cross-compiled outside Docker (.github/workflows/release.yml), given as the
+# build context `release-bin`: a folder with amd64/selfdestruct and
+# arm64/selfdestruct. It runs nothing, so buildx builds both platforms
+# without emulation.
+FROM scratch AS release-bin
+
+FROM image AS release
+ARG TARGETARCH
+COPY --from=release-bin /${TARGETARCH}/selfdestruct /selfdestruct
 
 # The default target: the binary built by the musl stage above.
 FROM image

@@ -3,8 +3,15 @@ SDK as a C library; no helm binary, no cluster) the way `helm template` does:
 the values are checked against the chart's values.schema.json first, then
 the templates are rendered.
 
-    python ci/render-chart.py CHART RELEASE NAMESPACE [VALUES.yaml ...] [--set K=V ...] [--set-json K=JSON ...]
+    python ci/render-chart.py CHART RELEASE NAMESPACE [VALUES.yaml ...] [HELM VALUE FLAGS ...]
     python ci/render-chart.py --lint CHART
+
+The value flags are `helm template`'s: -f/--values FILE (comma-separated
+files too), --set, --set-string, --set-json, --set-file and --set-literal,
+each also as --flag=VALUE; a bare file argument is a values file. As in Helm,
+values files are merged first (in order), then every --set-json, --set,
+--set-string, --set-file and --set-literal in that order (each kind in
+command-line order), whatever the order on the command line.
 
 Writes the rendered objects as one YAML stream to stdout (templates in name
 order, NOTES.txt left out) and exits 0; or writes Helm's message to stderr and
@@ -39,18 +46,11 @@ def main(argv):
     if len(argv) < 3:
         sys.exit(__doc__)
     chart_dir, release, namespace = argv[:3]
-    values = {}
-    rest = argv[3:]
-    i = 0
-    while i < len(rest):
-        if rest[i] in ("--set", "--set-json"):
-            parse = helm.parse_set_string if rest[i] == "--set" else helm.parse_set_json
-            values = merge(values, parse(rest[i + 1]))
-            i += 2
-            continue
-        with open(rest[i]) as f:
-            values = merge(values, yaml.safe_load(f) or {})
-        i += 1
+    try:
+        values = values_from(argv[3:])
+    except (OSError, ValueError, helm.HelmError) as e:
+        print(e, file=sys.stderr)
+        return 1
     try:
         with helm.Chart.load(chart_dir) as chart:
             chart.validate_schema(chart.merge_values(values))
@@ -78,6 +78,50 @@ def main(argv):
         return 0
     sys.stdout.write("---\n".join(d + "\n" for d in docs))
     return 0
+
+
+# Helm's order of the value flags (pkg/cli/values.Options.MergeValues), and
+# how each is parsed.
+SET_FLAGS = {
+    "--set-json": helm.parse_set_json,
+    "--set": helm.parse_set_string,
+    "--set-string": helm.parse_set_string_values,
+    "--set-file": helm.parse_set_file,
+    "--set-literal": helm.parse_set_literal,
+}
+
+
+def values_from(args):
+    """The values `helm template` would take from these arguments."""
+    files, sets = [], {flag: [] for flag in SET_FLAGS}
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        flag, eq, value = arg.partition("=")
+        if flag in ("-f", "--values") or flag in SET_FLAGS:
+            if not eq:
+                if i + 1 >= len(args):
+                    raise ValueError("%s needs a value" % flag)
+                value = args[i + 1]
+                i += 1
+            if flag in ("-f", "--values"):
+                files.extend(v for v in value.split(",") if v)
+            else:
+                sets[flag].append(value)
+        elif arg.startswith("-"):
+            raise ValueError("unknown flag %s (render-chart.py takes helm template's "
+                             "value flags: -f/--values, %s)" % (arg, ", ".join(SET_FLAGS)))
+        else:
+            files.append(arg)
+        i += 1
+    values = {}
+    for path in files:
+        with open(path) as f:
+            values = merge(values, yaml.safe_load(f) or {})
+    for flag, parse in SET_FLAGS.items():
+        for expression in sets[flag]:
+            values = merge(values, parse(expression))
+    return values
 
 
 def merge(base, over):

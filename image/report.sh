@@ -49,7 +49,7 @@ print(f"image: {len(layers)} layer(s), {mib(sum(layers))} compressed (gzip layer
 PY
 
 umoci unpack --image "$reference" "$work/bundle" >/dev/null
-echo "image: $(du -b --apparent-size -s "$work/bundle/rootfs" | cut -f1) bytes unpacked ($(ls "$work/bundle/rootfs" | tr '\n' ' '))"
+echo "image: $(du -b --apparent-size -s "$work/bundle/rootfs" | cut -f1) bytes unpacked ($(find "$work/bundle/rootfs" -mindepth 1 -maxdepth 1 -printf '%f\n' | LC_ALL=C sort | tr '\n' ' '))"
 python3 - "$work/bundle/config.json" <<'PY'
 import json, sys
 path = sys.argv[1]

@@ -266,9 +266,10 @@ fn the_full_values_file_renders_every_optional_part() {
         -10
     );
     // Two sets: the first with the release-wide values, the second with its own.
-    let cpu = find(&docs, "StatefulSet", "cpu");
-    let gpu = find(&docs, "StatefulSet", "gpu");
-    for set in [cpu, gpu] {
+    // Named after the release and the set.
+    let cpu = find(&docs, "StatefulSet", "hub-cpu");
+    let gpu = find(&docs, "StatefulSet", "hub-gpu");
+    for (set, set_name) in [(cpu, "cpu"), (gpu, "gpu")] {
         let pod = &set["spec"]["template"]["spec"];
         assert_eq!(pod["priorityClassName"], "hub-placeholders");
         assert_eq!(
@@ -287,11 +288,10 @@ fn the_full_values_file_renders_every_optional_part() {
             pod["tolerations"][1],
             json!({"key": "DeletionCandidateOfClusterAutoscaler", "operator": "Exists", "effect": "PreferNoSchedule"})
         );
-        // Its own selector: the set's component label.
-        let name = &set["metadata"]["name"];
+        // Its own selector: the set's name as the component label.
         assert_eq!(
             set["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"],
-            *name
+            set_name
         );
     }
     assert_eq!(cpu["spec"]["replicas"], 2);
@@ -333,13 +333,18 @@ fn the_full_values_file_renders_every_optional_part() {
     assert_eq!(cpu_env["POD_UID"]["fieldRef"]["fieldPath"], "metadata.uid");
     assert_eq!(cpu_env.len(), 4 + 17, "{cpu_env:?}");
 
-    // The node reader and the own-pod-only policy, for this release's account.
-    let subject = &find(&docs, "ClusterRoleBinding", "hub-node-reader")["subjects"][0];
+    // The node reader and the own-pod-only policy, for this release's account
+    // (cluster-scoped: named after the release and its namespace).
+    let subject = &find(&docs, "ClusterRoleBinding", "hub-node-reader.hub-ns")["subjects"][0];
     assert_eq!(
         subject,
         &json!({"kind": "ServiceAccount", "name": "hub", "namespace": "hub-ns"})
     );
-    let own_pod = find(&docs, "ValidatingAdmissionPolicy", "hub-own-pod-only");
+    let own_pod = find(
+        &docs,
+        "ValidatingAdmissionPolicy",
+        "hub-own-pod-only.hub-ns",
+    );
     assert_eq!(
         own_pod["spec"]["matchConditions"][0]["expression"],
         "request.userInfo.username == 'system:serviceaccount:hub-ns:hub'"
@@ -347,7 +352,7 @@ fn the_full_values_file_renders_every_optional_part() {
     let binding = find(
         &docs,
         "ValidatingAdmissionPolicyBinding",
-        "hub-own-pod-only",
+        "hub-own-pod-only.hub-ns",
     );
     assert_eq!(
         binding["spec"]["matchResources"]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
@@ -397,7 +402,7 @@ fn the_full_values_file_renders_every_optional_part() {
         "the budget selects the gate's pods: {gate_labels}"
     );
     assert_eq!(
-        find(&docs, "ClusterRoleBinding", "hub-node-gate")["subjects"][0]["name"],
+        find(&docs, "ClusterRoleBinding", "hub-node-gate.hub-ns")["subjects"][0]["name"],
         "hub-node-gate"
     );
 }
@@ -430,7 +435,11 @@ fn the_node_gate_policy_has_the_rules_of_the_manifest() {
         "node-gate",
         &["--set-json", "nodeGate.enabled=true"],
     );
-    let chart = find(&docs, "ValidatingAdmissionPolicy", "node-gate-node-gate");
+    let chart = find(
+        &docs,
+        "ValidatingAdmissionPolicy",
+        "node-gate-node-gate.node-gate",
+    );
     let manifest = kustomize("manifests/node-gate");
     let manifest = find(
         &manifest,
@@ -462,7 +471,7 @@ fn the_node_gate_policy_has_the_rules_of_the_manifest() {
             r#"nodeGate={"enabled":true,"taint":"example.org/pending"}"#,
         ],
     );
-    let policy = find(&docs, "ValidatingAdmissionPolicy", "hub-node-gate").to_string();
+    let policy = find(&docs, "ValidatingAdmissionPolicy", "hub-node-gate.hub").to_string();
     assert!(
         policy.contains("'example.org/pending'") && !policy.contains(taint),
         "{policy}"
@@ -562,6 +571,47 @@ fn the_schema_refuses_bad_values_with_messages() {
             r#"nodeGate={"images":[]}"#,
             &["at '/nodeGate/images'", "minItems"],
         ),
+        // A minimum above the maximum: the agent would exit 2 on it.
+        (
+            r#"settings={"SELFDESTRUCT_MIN_LIFETIME":"12h","SELFDESTRUCT_MAX_LIFETIME":"6h"}"#,
+            &["settings: SELFDESTRUCT_MIN_LIFETIME (12h) is above SELFDESTRUCT_MAX_LIFETIME (6h)"],
+        ),
+        (
+            r#"settings={"SELFDESTRUCT_MIN_LIFETIME":"1d","SELFDESTRUCT_MAX_LIFETIME":"23h59m"}"#,
+            &["SELFDESTRUCT_MIN_LIFETIME (1d) is above SELFDESTRUCT_MAX_LIFETIME (23h59m)"],
+        ),
+        (
+            r#"placeholders=[{"name":"gpu","settings":{"SELFDESTRUCT_MAX_LIFETIME":"1h","SELFDESTRUCT_MIN_LIFETIME":"1.5h"}}]"#,
+            &["placeholders[gpu].settings: SELFDESTRUCT_MIN_LIFETIME (1.5h) is above"],
+        ),
+        // The priority: from -10 to below the users', and why.
+        (
+            "priorityClass.value=0",
+            &[
+                "priorityClass.value: 0 is not below the user pods' priority",
+                "no user pod could preempt a placeholder",
+            ],
+        ),
+        (
+            "priorityClass.value=-11",
+            &[
+                "priorityClass.value: -11 is below -10",
+                "--expendable-pods-priority-cutoff",
+                "never adds a node",
+            ],
+        ),
+        (
+            r#"priorityClass={"value":-10,"usersPriority":-10}"#,
+            &["-10 is not below the user pods' priority (priorityClass.usersPriority: -10"],
+        ),
+        // A StatefulSet name that the revision-hash label cannot hold.
+        (
+            r#"placeholders=[{"name":"a-set-name-of-fifty-characters-which-is-allowed-xy"}]"#,
+            &[
+                "would be named \"placeholder-a-set-name-of-fifty",
+                "at most 52 fit",
+            ],
+        ),
     ];
     let mut failures = Vec::new();
     for (set, want) in cases {
@@ -575,6 +625,201 @@ fn the_schema_refuses_bad_values_with_messages() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The SELFDESTRUCT_* settings a StatefulSet's container gets, as the
+/// `VARIABLE=VALUE` arguments of `selfdestruct check-settings`.
+fn agent_settings(set: &Value) -> Vec<String> {
+    env(&set["spec"]["template"]["spec"]["containers"][0])
+        .into_iter()
+        .filter(|(var, _)| var.starts_with("SELFDESTRUCT_"))
+        .map(|(var, value)| format!("{var}={}", value.as_str().expect("a string")))
+        .collect()
+}
+
+/// One bound of the lifetime set alone (`--set
+/// settings.SELFDESTRUCT_MAX_LIFETIME=1h`) is not paired with the chart's
+/// default of the other (6h, which made the agent exit 2 on every
+/// placeholder): the pair comes whole from where the user named it, and the
+/// agent's own check accepts what renders.
+#[test]
+fn one_lifetime_bound_alone_is_not_paired_with_the_charts_default() {
+    let lifetime = |settings: &[String]| -> Vec<String> {
+        settings
+            .iter()
+            .filter(|s| s.contains("_LIFETIME="))
+            .cloned()
+            .collect()
+    };
+    let cases: &[(&[&str], &[&str])] = &[
+        // Nothing set: the chart's default pair.
+        (
+            &[],
+            &[
+                "SELFDESTRUCT_MAX_LIFETIME=12h",
+                "SELFDESTRUCT_MIN_LIFETIME=6h",
+            ],
+        ),
+        (
+            &["--set", "settings.SELFDESTRUCT_MAX_LIFETIME=1h"],
+            &["SELFDESTRUCT_MAX_LIFETIME=1h"],
+        ),
+        (
+            &["--set", "settings.SELFDESTRUCT_MIN_LIFETIME=13h"],
+            &["SELFDESTRUCT_MIN_LIFETIME=13h"],
+        ),
+        (
+            &["--set-string", "settings.SELFDESTRUCT_MAX_LIFETIME=0"],
+            &["SELFDESTRUCT_MAX_LIFETIME=0"],
+        ),
+        // A set that names one bound takes the pair from itself alone.
+        (
+            &[
+                "--set",
+                "settings.SELFDESTRUCT_MIN_LIFETIME=1h",
+                "--set",
+                "settings.SELFDESTRUCT_MAX_LIFETIME=2h",
+                "--set-json",
+                r#"placeholders=[{"name":"placeholder","settings":{"SELFDESTRUCT_MAX_LIFETIME":"30m"}}]"#,
+            ],
+            &["SELFDESTRUCT_MAX_LIFETIME=30m"],
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (args, want) in cases {
+        let docs = render("placeholder", "placeholders", args);
+        let settings = agent_settings(find(&docs, "StatefulSet", "placeholder"));
+        if lifetime(&settings) != *want {
+            wrong.push(format!(
+                "{args:?}: {:?}, want {want:?}",
+                lifetime(&settings)
+            ));
+        }
+        if let Err(e) = selfdestruct::config::check_settings(&settings) {
+            wrong.push(format!("{args:?}: the agent refuses {settings:?}: {e}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// Every object's "Kind namespace/name" of a render.
+fn names(docs: &[Value]) -> Vec<String> {
+    by_key(docs.to_vec()).into_keys().collect()
+}
+
+/// The full values file (every optional part) without its fixed
+/// PriorityClass name: a name the user picks is theirs to keep apart.
+const ALL_PARTS: [&str; 3] = [FULL_VALUES, "--set-json", "priorityClass.name=null"];
+
+/// Two releases of the chart in one namespace (the default sets, and the
+/// full values file's) share no object name: the StatefulSets are named
+/// after the release and the set (they were named after the set alone, so
+/// the second install was refused).
+#[test]
+fn two_releases_in_one_namespace_share_no_name() {
+    for extra in [&[][..], &ALL_PARTS[..]] {
+        let a = render("hub", "jupyter", extra);
+        let b = render("staging", "jupyter", extra);
+        let (a, b) = (names(&a), names(&b));
+        let shared: Vec<&String> = a.iter().filter(|n| b.contains(n)).collect();
+        assert!(
+            shared.is_empty(),
+            "{extra:?}: both releases make {shared:?}"
+        );
+        assert!(
+            a.iter().any(|n| n.starts_with("StatefulSet jupyter/hub")),
+            "{a:?}"
+        );
+    }
+}
+
+/// The same release name in two namespaces shares no cluster-scoped name
+/// (PriorityClass, ClusterRoles and their bindings, admission policies):
+/// they carry the namespace. And each binding binds its own namespace's
+/// account.
+#[test]
+fn one_release_name_in_two_namespaces_shares_no_cluster_scoped_name() {
+    let render_in = |namespace: &str| {
+        let mut docs = render("hub", namespace, &ALL_PARTS);
+        docs.retain(|d| d["metadata"]["namespace"].is_null());
+        docs
+    };
+    let (a, b) = (render_in("team-a"), render_in("team-b"));
+    let kinds: Vec<&str> = a
+        .iter()
+        .map(|d| d["kind"].as_str().expect("kind"))
+        .collect();
+    for kind in [
+        "PriorityClass",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    ] {
+        assert!(kinds.contains(&kind), "no {kind} in {kinds:?}");
+    }
+    let (na, nb) = (names(&a), names(&b));
+    let shared: Vec<&String> = na.iter().filter(|n| nb.contains(n)).collect();
+    assert!(shared.is_empty(), "both namespaces make {shared:?}");
+    for d in &a {
+        for subject in d["subjects"].as_array().into_iter().flatten() {
+            assert_eq!(subject["namespace"], "team-a", "{d}");
+        }
+    }
+}
+
+/// ci/render-chart.py takes `helm template`'s value flags: `--set-string`
+/// (it took the string for a values file and crashed), `-f`/`--values`
+/// (comma-separated too), the `--flag=VALUE` form, and Helm's order: files
+/// first, then --set-json, --set, --set-string, whatever the command line's
+/// order.
+#[test]
+fn render_chart_takes_helm_templates_value_flags() {
+    let set = |docs: &[Value], name: &str| find(docs, "StatefulSet", name).clone();
+    // --set-string keeps the value a string: the schema wants a string here.
+    let docs = render(
+        "hub",
+        "hub",
+        &["--set-string", "settings.SELFDESTRUCT_MAX_MOVES_PER_HOUR=3"],
+    );
+    assert!(
+        agent_settings(&set(&docs, "hub-placeholder"))
+            .contains(&"SELFDESTRUCT_MAX_MOVES_PER_HOUR=3".to_string())
+    );
+    // ...and the schema refuses a string where it wants a number.
+    let out = render_output("hub", "hub", &["--set-string", "replicas=3"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("at '/replicas'") && err.contains("want integer"),
+        "{err}"
+    );
+    // -f, --values=, and a bare file: the same render.
+    let bare = render("hub", "hub", &[FULL_VALUES]);
+    assert_eq!(render("hub", "hub", &["-f", FULL_VALUES]), bare);
+    assert_eq!(
+        render("hub", "hub", &[&format!("--values={FULL_VALUES}")]),
+        bare
+    );
+    // Helm's order: --set over --set-json over the file, wherever they stand.
+    let docs = render(
+        "hub",
+        "hub",
+        &[
+            "--set=replicas=5",
+            "--set-json",
+            "replicas=7",
+            "-f",
+            FULL_VALUES,
+        ],
+    );
+    assert_eq!(set(&docs, "hub-cpu")["spec"]["replicas"], 5);
+    // An unknown flag is refused, naming it.
+    let out = render_output("hub", "hub", &["--set-yaml", "a=b"]);
+    assert!(
+        !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("--set-yaml"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// The SELFDESTRUCT_* variables of the top-level command and of a subcommand.
@@ -831,7 +1076,7 @@ fn the_notes_say_how_to_see_it_working() {
     for want in [
         "kubectl -n hub-ns get pods -l app.kubernetes.io/instance=hub -o wide",
         "kubectl -n hub-ns get events --field-selector reason=SelfDestruct",
-        "kubectl -n hub-ns logs placeholder-0",
+        "kubectl -n hub-ns logs hub-placeholder-0",
     ] {
         assert!(notes.contains(want), "NOTES.txt lacks {want:?}:\n{notes}");
     }
@@ -907,4 +1152,35 @@ fn the_schema_and_the_agent_agree_on_forms() {
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// What a published chart and release carry besides the code: the chart
+/// names its home, sources and maintainers; the repository holds the license
+/// Cargo.toml declares (the Apache-2.0 text) and a changelog in Keep a
+/// Changelog form with an Unreleased section.
+#[test]
+fn the_chart_names_its_home_and_the_repository_its_license_and_changes() {
+    let chart = yaml_file("charts/selfdestruct/Chart.yaml");
+    let home = chart["home"].as_str().expect("home");
+    assert!(home.starts_with("https://"), "{home}");
+    assert!(
+        chart["sources"]
+            .as_array()
+            .is_some_and(|s| s.iter().any(|u| u == home)),
+        "{chart}"
+    );
+    assert!(chart["maintainers"][0]["name"].is_string(), "{chart}");
+
+    let cargo = std::fs::read_to_string(root().join("Cargo.toml")).expect("Cargo.toml");
+    assert!(cargo.contains("license = \"Apache-2.0\""));
+    let license = std::fs::read_to_string(root().join("LICENSE")).expect("LICENSE");
+    let words: Vec<&str> = license.split_whitespace().collect();
+    assert_eq!(words[..4], ["Apache", "License", "Version", "2.0,"]);
+    assert!(license.contains("END OF TERMS AND CONDITIONS"));
+    assert!(license.contains("Copyright [yyyy] [name of copyright owner]"));
+
+    let changelog = std::fs::read_to_string(root().join("CHANGELOG.md")).expect("CHANGELOG.md");
+    assert!(changelog.contains("keepachangelog.com"), "Keep a Changelog");
+    assert!(changelog.contains("\n## [Unreleased]\n"));
+    assert!(changelog.contains(&format!("\n## [{}]", env!("CARGO_PKG_VERSION"))));
 }

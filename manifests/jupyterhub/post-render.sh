@@ -178,7 +178,7 @@ if [[ ${#settings[@]} -gt 0 ]]; then
     elif [[ -x "$here/bin/selfdestruct" ]]; then
       bin="$here/bin/selfdestruct"
     else
-      fail "agent settings were passed (${settings[*]}) and checking them needs the selfdestruct binary of your image's version: set SELFDESTRUCT_BIN=PATH, put selfdestruct on PATH, or copy it to $here/bin/selfdestruct (cargo build --release -p selfdestruct builds target/release/selfdestruct)"
+      fail "agent settings were passed (${settings[*]}) and checking them needs the selfdestruct binary of your image's version: set SELFDESTRUCT_BIN=PATH, put selfdestruct on PATH, or copy it to $here/bin/selfdestruct (no Rust needed: the release's selfdestruct-VERSION-ARCH-linux-musl checked with its SHA256SUMS, or a script that runs the image, e.g. docker run --rm IMAGE \"\$@\"; docs/jupyterhub.md, step 1)"
     fi
   fi
   # A clean environment: only the settings given are checked.

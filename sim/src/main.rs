@@ -101,6 +101,18 @@ struct Args {
     /// Target: at most this share of users start cold (e.g. 1%)
     #[arg(long, value_name = "PCT", value_parser = percent, requires = "recommend", help_heading = "Replay")]
     target_cold: Option<f64>,
+    /// The recommended CapacityBuffer's namespace (a Namespace document is printed with it)
+    #[arg(long, value_name = "NAMESPACE", default_value = "buffers", value_parser = recommend::parse_namespace,
+          requires = "recommend", help_heading = "Replay")]
+    buffer_namespace: String,
+    /// The user pool's node labels, for the buffer's chunks (repeatable; KEY=VALUE[,KEY=VALUE])
+    #[arg(long, value_name = "KEY=VALUE", value_parser = recommend::parse_node_label, value_delimiter = ',',
+          requires = "recommend", help_heading = "Replay")]
+    buffer_node_selector: Vec<(String, String)>,
+    /// The user pool's taints, tolerated by the buffer's chunks (repeatable; KEY[=VALUE][:EFFECT])
+    #[arg(long, value_name = "TAINT", value_parser = recommend::parse_toleration,
+          requires = "recommend", help_heading = "Replay")]
+    buffer_toleration: Vec<recommend::Toleration>,
 
     // ----- scenario parameters -----
     /// Placeholder replicas
@@ -582,7 +594,16 @@ fn main() -> ExitCode {
         };
         let range = range.unwrap_or_else(|| recommend::default_range(&sc));
         let started = Instant::now();
-        let rec = recommend::recommend(&sc, &rows, range, &seeds, &arrivals, target, args.check);
+        let mut rec =
+            recommend::recommend(&sc, &rows, range, &seeds, &arrivals, target, args.check);
+        rec.place_buffer(
+            &sc,
+            &recommend::BufferPlacement {
+                namespace: args.buffer_namespace.clone(),
+                node_selector: args.buffer_node_selector.clone(),
+                tolerations: args.buffer_toleration.clone(),
+            },
+        );
         if args.json {
             println!("{}", recommend::json(&sc, &seeds, &rec));
         } else {

@@ -238,7 +238,7 @@ pub fn recommend(
         .iter()
         .find(|f| f.policy == "buffer")
         .and_then(|f| f.replicas)
-        .map(|r| capacity_buffer_yaml(sc, r));
+        .map(|r| capacity_buffer_yaml(sc, r, &BufferPlacement::default()));
     Recommendation {
         target,
         range,
@@ -251,20 +251,183 @@ pub fn recommend(
     }
 }
 
-/// A PodTemplate of one user pod's requests and a CapacityBuffer
+/// Where the recommended CapacityBuffer goes and which nodes its chunks may take: the user
+/// pool's, so the autoscaler reserves room where user pods can run (its chunks pass the
+/// scheduler's checks like pods: without the pool's selector and tolerations they reserve room
+/// on the wrong nodes of a tainted pool).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BufferPlacement {
+    /// The namespace of the buffer and its PodTemplate (a Namespace document is printed too).
+    pub namespace: String,
+    /// `nodeSelector` of the chunks, in the order given.
+    pub node_selector: Vec<(String, String)>,
+    /// Tolerations of the chunks.
+    pub tolerations: Vec<Toleration>,
+}
+
+impl Default for BufferPlacement {
+    fn default() -> Self {
+        BufferPlacement {
+            namespace: "buffers".into(),
+            node_selector: Vec::new(),
+            tolerations: Vec::new(),
+        }
+    }
+}
+
+/// A toleration, from `KEY[=VALUE][:EFFECT]` (kubectl taint's form; no value: `Exists`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Toleration {
+    pub key: String,
+    pub value: Option<String>,
+    pub effect: Option<String>,
+}
+
+/// The chunks' priority: the cluster autoscaler's default `--expendable-pods-priority-cutoff`.
+/// It never scales up for a pod below the cutoff, so a buffer below it silently does nothing.
+pub const BUFFER_PRIORITY: i32 = -10;
+
+/// A DNS label (namespaces, label name parts).
+fn dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+/// A label key: `[PREFIX/]NAME`, NAME at most 63 of `[A-Za-z0-9_.-]`, alphanumeric at both ends.
+fn label_key(s: &str) -> bool {
+    let (prefix, name) = s.rsplit_once('/').map_or((None, s), |(p, n)| (Some(p), n));
+    let name_ok = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && name.as_bytes()[0].is_ascii_alphanumeric()
+        && name.as_bytes()[name.len() - 1].is_ascii_alphanumeric();
+    name_ok && prefix.is_none_or(|p| p.len() <= 253 && p.split('.').all(dns_label))
+}
+
+/// A label value: empty, or at most 63 of `[A-Za-z0-9_.-]`, alphanumeric at both ends.
+fn label_value(s: &str) -> bool {
+    s.is_empty() || (label_key(s) && !s.contains('/'))
+}
+
+/// `--buffer-namespace`: a DNS label.
+pub fn parse_namespace(s: &str) -> Result<String, String> {
+    if dns_label(s) {
+        Ok(s.to_string())
+    } else {
+        Err("expected a namespace name (a DNS label: a-z, 0-9 and '-', at most 63)".into())
+    }
+}
+
+/// One `--buffer-node-selector KEY=VALUE` (clap splits the list at commas).
+pub fn parse_node_label(pair: &str) -> Result<(String, String), String> {
+    match pair.trim().split_once('=') {
+        Some((k, v)) if label_key(k) && label_value(v) => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!(
+            "expected KEY=VALUE (a node label, e.g. hub.jupyter.org/node-purpose=user), not {pair:?}"
+        )),
+    }
+}
+
+/// `--buffer-toleration KEY[=VALUE][:EFFECT]`, as kubectl taint writes a taint.
+pub fn parse_toleration(s: &str) -> Result<Toleration, String> {
+    let bad = || {
+        format!(
+            "expected KEY[=VALUE][:EFFECT] (the user nodes' taint, e.g. \
+             hub.jupyter.org/dedicated=user:NoSchedule; EFFECT NoSchedule, PreferNoSchedule or \
+             NoExecute), not {s:?}"
+        )
+    };
+    let (rest, effect) = match s.rsplit_once(':') {
+        Some((r, e)) => (r, Some(e.to_string())),
+        None => (s, None),
+    };
+    if effect
+        .as_deref()
+        .is_some_and(|e| !matches!(e, "NoSchedule" | "PreferNoSchedule" | "NoExecute"))
+    {
+        return Err(bad());
+    }
+    let (key, value) = match rest.split_once('=') {
+        Some((k, v)) => (k, Some(v.to_string())),
+        None => (rest, None),
+    };
+    if !label_key(key) || value.as_deref().is_some_and(|v| !label_value(v)) {
+        return Err(bad());
+    }
+    Ok(Toleration {
+        key: key.to_string(),
+        value,
+        effect,
+    })
+}
+
+/// A YAML scalar for a string (a JSON string is one).
+fn quoted(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_default()
+}
+
+/// A Namespace, a PodTemplate of one user pod's requests (on the user pool: `placement`'s
+/// nodeSelector and tolerations; at the expendable cutoff) and a CapacityBuffer
 /// (`autoscaling.x-k8s.io/v1beta1`, the CRD's storage version) keeping `replicas` of them free.
-pub fn capacity_buffer_yaml(sc: &Scenario, replicas: u32) -> String {
+pub fn capacity_buffer_yaml(sc: &Scenario, replicas: u32, placement: &BufferPlacement) -> String {
     let cpu = sc.user.cpu_m;
     let mem = sc.user.mem_mib;
+    let ns = &placement.namespace;
+    let mut pool = String::new();
+    if !placement.node_selector.is_empty() {
+        pool.push_str("    nodeSelector:\n");
+        for (k, v) in &placement.node_selector {
+            let _ = writeln!(pool, "      {}: {}", quoted(k), quoted(v));
+        }
+    }
+    if !placement.tolerations.is_empty() {
+        pool.push_str("    tolerations:\n");
+        for t in &placement.tolerations {
+            let _ = writeln!(pool, "    - key: {}", quoted(&t.key));
+            match &t.value {
+                Some(v) => {
+                    let _ = writeln!(pool, "      operator: Equal\n      value: {}", quoted(v));
+                }
+                None => pool.push_str("      operator: Exists\n"),
+            }
+            if let Some(e) = &t.effect {
+                let _ = writeln!(pool, "      effect: {e}");
+            }
+        }
+    }
+    if pool.is_empty() {
+        pool.push_str(
+            "    # No nodeSelector or tolerations given (--buffer-node-selector, --buffer-toleration):\n    \
+             # on a dedicated or tainted user pool the chunks reserve room on the wrong nodes.\n",
+        );
+    }
     format!(
-        "apiVersion: v1
+        "# Needs cluster-autoscaler 1.35 or later (the v1beta1, namespaced CapacityBuffer; 1.34 has
+# only v1alpha1) started with --capacity-buffer-controller-enabled=true and
+# --capacity-buffer-pod-injection-enabled=true, and the CapacityBuffer CRD installed
+# (kubernetes/autoscaler: cluster-autoscaler/apis/config/crd/). The chunks' priority must not
+# be below its --expendable-pods-priority-cutoff (default -10), or the buffer does nothing.
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: {ns}
+---
+apiVersion: v1
 kind: PodTemplate
 metadata:
   name: user-chunk
-  namespace: buffers
+  namespace: {ns}
 template:
   spec:
-    containers:
+    # The autoscaler's default expendable cutoff: it scales up for chunks at or above it.
+    priority: {BUFFER_PRIORITY}
+{pool}    containers:
     - name: chunk
       image: registry.k8s.io/pause:3.10
       resources:
@@ -276,7 +439,7 @@ apiVersion: autoscaling.x-k8s.io/v1beta1
 kind: CapacityBuffer
 metadata:
   name: users
-  namespace: buffers
+  namespace: {ns}
 spec:
   provisioningStrategy: buffer.x-k8s.io/active-capacity
   podTemplateRef:
@@ -284,6 +447,19 @@ spec:
   replicas: {replicas}
 "
     )
+}
+
+impl Recommendation {
+    /// The CapacityBuffer for the buffer row's count, placed by `placement` (`recommend` places
+    /// it with the defaults).
+    pub fn place_buffer(&mut self, sc: &Scenario, placement: &BufferPlacement) {
+        self.capacity_buffer = self
+            .policies
+            .iter()
+            .find(|f| f.policy == "buffer")
+            .and_then(|f| f.replicas)
+            .map(|r| capacity_buffer_yaml(sc, r, placement));
+    }
 }
 
 fn round2(x: f64) -> f64 {
@@ -389,7 +565,7 @@ pub fn table(rec: &Recommendation) -> String {
     if let Some(yaml) = &rec.capacity_buffer {
         let _ = writeln!(
             out,
-            "\nA CapacityBuffer instead (the buffer row; no placeholder pods; cluster-autoscaler with\n--capacity-buffer-controller-enabled and --capacity-buffer-pod-injection-enabled):\n---\n{yaml}"
+            "\nA CapacityBuffer instead (the buffer row; no placeholder pods; cluster-autoscaler 1.35+ with\n--capacity-buffer-controller-enabled and --capacity-buffer-pod-injection-enabled):\n---\n{yaml}"
         );
     }
     out

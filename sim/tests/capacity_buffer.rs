@@ -48,6 +48,11 @@ fn errors(doc: &Value) -> Vec<String> {
     out
 }
 
+/// The buffer's chunks go where user pods go (the user pool's nodeSelector and
+/// tolerations, from flags), in a namespace of the user's with its Namespace document, at a
+/// priority the autoscaler scales up for (not below its expendable cutoff, -10); the comment
+/// names the autoscaler's two flags and the version it needs. Before: namespace `buffers`
+/// hard-coded, no Namespace, no selector or tolerations, no priority.
 #[test]
 fn the_recommended_capacity_buffer_validates_against_the_crd() {
     let out = Command::new(env!("CARGO_BIN_EXE_simulate"))
@@ -61,6 +66,14 @@ fn the_recommended_capacity_buffer_validates_against_the_crd() {
             "--recommend",
             "--only",
             "buffer",
+            "--buffer-namespace",
+            "jhub-buffers",
+            "--buffer-node-selector",
+            "hub.jupyter.org/node-purpose=user,pool=users",
+            "--buffer-toleration",
+            "hub.jupyter.org/dedicated=user:NoSchedule",
+            "--buffer-toleration",
+            "gpu",
         ])
         .output()
         .expect("runs");
@@ -74,9 +87,35 @@ fn the_recommended_capacity_buffer_validates_against_the_crd() {
     let (_, yaml) = text
         .split_once("\n---\n")
         .expect("the YAML follows the table");
-    let docs = documents(yaml);
-    assert_eq!(docs.len(), 2, "{yaml}");
+    for flag in [
+        "--capacity-buffer-controller-enabled",
+        "--capacity-buffer-pod-injection-enabled",
+        "--expendable-pods-priority-cutoff",
+        "cluster-autoscaler 1.35",
+    ] {
+        assert!(yaml.contains(flag), "the comment names {flag}: {yaml}");
+    }
+    let mut docs = documents(yaml);
+    assert_eq!(docs.len(), 3, "{yaml}");
+    let namespace = docs.remove(0);
+    assert_eq!(namespace["kind"], "Namespace");
+    assert_eq!(namespace["metadata"]["name"], "jhub-buffers");
     assert_eq!(docs[0]["kind"], "PodTemplate");
+    assert_eq!(docs[0]["metadata"]["namespace"], "jhub-buffers");
+    let chunk = &docs[0]["template"]["spec"];
+    assert_eq!(
+        chunk["nodeSelector"],
+        serde_json::json!({"hub.jupyter.org/node-purpose": "user", "pool": "users"})
+    );
+    assert_eq!(
+        chunk["tolerations"],
+        serde_json::json!([
+            {"key": "hub.jupyter.org/dedicated", "operator": "Equal", "value": "user", "effect": "NoSchedule"},
+            {"key": "gpu", "operator": "Exists"}
+        ])
+    );
+    let priority = chunk["priority"].as_i64().expect("a priority");
+    assert!(priority >= -10, "below the expendable cutoff: {priority}");
     let buffer = &docs[1];
     assert_eq!(buffer["kind"], "CapacityBuffer");
     assert_eq!(buffer["spec"]["replicas"], replicas, "the row's N");
@@ -96,6 +135,7 @@ fn the_schema_check_rejects_a_broken_buffer() {
     let yaml = selfdestruct_sim::recommend::capacity_buffer_yaml(
         &selfdestruct_sim::scenario::Scenario::binder(),
         25,
+        &selfdestruct_sim::recommend::BufferPlacement::default(),
     );
     let good = documents(&yaml).pop().expect("the buffer");
     assert!(errors(&good).is_empty());

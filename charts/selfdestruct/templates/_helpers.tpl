@@ -50,8 +50,91 @@ chart's appVersion). */}}
 
 {{- define "selfdestruct.priorityClassName" -}}
 {{- if .Values.priorityClass.create -}}
-{{ .Values.priorityClass.name | default (include "selfdestruct.fullname" .) }}
+{{ .Values.priorityClass.name | default (include "selfdestruct.clusterName" (list . "")) }}
 {{- else -}}
 {{ required "priorityClass.name: the existing PriorityClass to use (priorityClass.create is false)" .Values.priorityClass.name }}
 {{- end -}}
+{{- end -}}
+
+{{/* A cluster-scoped object's name: the release's full name and a suffix,
+then "." and the release namespace. Cluster-scoped names are shared by every
+namespace, so the same release name in two namespaces must not collide; a
+namespace holds no ".", so the part after the last "." names it (helm lint
+renders with none: then Helm's "default"). Call with
+(list $ "suffix"), "" for none. */}}
+{{- define "selfdestruct.clusterName" -}}
+{{- $ := index . 0 -}}
+{{- $suffix := index . 1 -}}
+{{- $base := include "selfdestruct.fullname" $ -}}
+{{- if $suffix }}{{ $base = printf "%s-%s" $base $suffix }}{{ end -}}
+{{ printf "%s.%s" $base ($.Release.Namespace | default "default") }}
+{{- end -}}
+
+{{/* A placeholder set's StatefulSet name: the release's full name and the
+set's, so two releases in one namespace never collide; a set named like the
+release's full name (the default: release `placeholder`, set `placeholder`)
+is the full name alone. At most 52 characters: the controller-revision-hash
+label adds 11 to it and a label value holds 63. Call with (list $ $set). */}}
+{{- define "selfdestruct.setName" -}}
+{{- $ := index . 0 -}}
+{{- $set := index . 1 -}}
+{{- $base := include "selfdestruct.fullname" $ -}}
+{{- $name := eq $set.name $base | ternary $base (printf "%s-%s" $base $set.name) -}}
+{{- if gt (len $name) 52 -}}
+{{- fail (printf "placeholders: the StatefulSet of set %q would be named %q, %d characters; at most 52 fit (the pods' controller-revision-hash label adds 11 and holds 63): shorten the set's name, the release name or fullnameOverride" $set.name $name (len $name)) -}}
+{{- end -}}
+{{ $name }}
+{{- end -}}
+
+{{/* A duration setting (90s, 1h30m, 1.5h, 2d, 0) in seconds, as a float;
+the forms values.schema.json allows. */}}
+{{- define "selfdestruct.seconds" -}}
+{{- $unit := dict "ns" 0.000000001 "us" 0.000001 "ms" 0.001 "s" 1.0 "m" 60.0 "h" 3600.0 "d" 86400.0 "w" 604800.0 -}}
+{{- $total := 0.0 -}}
+{{- range regexFindAll "[0-9]+(\\.[0-9]+)?(ns|us|ms|s|m|h|d|w)" (toString .) -1 -}}
+{{- $n := regexFind "^[0-9]+(\\.[0-9]+)?" . | float64 -}}
+{{- $total = addf $total (mulf $n (get $unit (regexReplaceAll "^[0-9.]+" . ""))) -}}
+{{- end -}}
+{{- $total -}}
+{{- end -}}
+
+{{/* The agent settings of a set: the set's own over the release's. The
+lifetime pair (SELFDESTRUCT_MIN_LIFETIME, SELFDESTRUCT_MAX_LIFETIME) is taken
+whole from the first level that names either of them (the set, else the
+release), so one bound set alone is never paired with a bound the user did
+not set; where neither names one, the chart's default lifetime applies:
+[6h, 12h] (values.yaml says so beside `settings`). A minimum above the maximum is refused here (the
+agent would exit 2 on it). Call with (list $ $set); returns YAML. */}}
+{{- define "selfdestruct.settings" -}}
+{{- $ := index . 0 -}}
+{{- $set := index . 1 -}}
+{{- $pair := list "SELFDESTRUCT_MIN_LIFETIME" "SELFDESTRUCT_MAX_LIFETIME" -}}
+{{- $own := $set.settings | default dict -}}
+{{- $release := $.Values.settings | default dict -}}
+{{- $settings := merge (omit (deepCopy $own) "SELFDESTRUCT_MIN_LIFETIME" "SELFDESTRUCT_MAX_LIFETIME") (omit $release "SELFDESTRUCT_MIN_LIFETIME" "SELFDESTRUCT_MAX_LIFETIME") -}}
+{{- $where := printf "placeholders[%s].settings" $set.name -}}
+{{- $from := dict "SELFDESTRUCT_MIN_LIFETIME" "6h" "SELFDESTRUCT_MAX_LIFETIME" "12h" -}}
+{{- if or (hasKey $own (index $pair 0)) (hasKey $own (index $pair 1)) -}}
+{{- $from = $own -}}
+{{- else if or (hasKey $release (index $pair 0)) (hasKey $release (index $pair 1)) -}}
+{{- $from = $release -}}
+{{- $where = "settings" -}}
+{{- else -}}
+{{- $where = "the chart's default lifetime" -}}
+{{- end -}}
+{{- range $pair -}}
+{{- if hasKey $from . -}}
+{{- $_ := set $settings . (index $from .) -}}
+{{- end -}}
+{{- end -}}
+{{- $min := toString (get $settings "SELFDESTRUCT_MIN_LIFETIME") -}}
+{{- $max := toString (get $settings "SELFDESTRUCT_MAX_LIFETIME") -}}
+{{- if and $min $max (ne $min "<nil>") (ne $max "<nil>") -}}
+{{- $lo := include "selfdestruct.seconds" $min | float64 -}}
+{{- $hi := include "selfdestruct.seconds" $max | float64 -}}
+{{- if and (gt $hi 0.0) (gt $lo $hi) -}}
+{{- fail (printf "%s: SELFDESTRUCT_MIN_LIFETIME (%s) is above SELFDESTRUCT_MAX_LIFETIME (%s); the lifetime is drawn from [min, max], so the minimum must be at most the maximum (the agent would exit 2 on it)" $where $min $max) -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $settings -}}
 {{- end -}}
