@@ -54,6 +54,21 @@ pub fn simulate(
     Engine::new(sc, setup, arrivals, seed, check).run()
 }
 
+/// [`simulate`] with the StatefulSet's replicas set over time (`selfdestruct schedule`):
+/// `steps` are (time, replicas), sorted, the first at 0. The StatefulSet removes the
+/// highest ordinals on a scale-down (a running placeholder frees its room at once) and
+/// re-creates them on a scale-up; `setup.replicas` is not used.
+pub fn simulate_scheduled(
+    sc: &Scenario,
+    setup: &Setup,
+    arrivals: &[Arrival],
+    seed: u64,
+    check: bool,
+    steps: &[(Ms, u32)],
+) -> RunResult {
+    Engine::scheduled(sc, setup, arrivals, seed, check, steps).run()
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Event {
     Arrival(usize),
@@ -68,6 +83,8 @@ enum Event {
     /// The rebalancer's loop or a descheduler run.
     PeerScan,
     Sample,
+    /// The scheduled replicas change to `steps[i]`.
+    Rescale(usize),
 }
 
 /// What the agents watch, rebuilt after every change.
@@ -102,6 +119,10 @@ struct Engine<'a> {
     placeholder_size: Resources,
     /// The rebalancer's view: nodes it has seen Ready.
     known_ready: Vec<bool>,
+    /// Scheduled replicas over time (empty: `setup.replicas` throughout).
+    steps: &'a [(Ms, u32)],
+    /// Per placeholder: scaled away by the schedule (no pod, not a sibling).
+    absent: Vec<bool>,
 }
 
 /// How many placeholder pods a row runs: none for a buffer, whole-node balloons for
@@ -122,7 +143,24 @@ impl<'a> Engine<'a> {
         seed: u64,
         check: bool,
     ) -> Self {
-        let pods = placeholder_pods(sc, setup) as usize;
+        Self::scheduled(sc, setup, arrivals, seed, check, &[])
+    }
+
+    /// An engine whose replicas follow `steps` (empty: `setup.replicas`).
+    fn scheduled(
+        sc: &'a Scenario,
+        setup: &'a Setup,
+        arrivals: &'a [Arrival],
+        seed: u64,
+        check: bool,
+        steps: &'a [(Ms, u32)],
+    ) -> Self {
+        let pods = if steps.is_empty() {
+            placeholder_pods(sc, setup) as usize
+        } else {
+            steps.iter().map(|s| s.1).max().unwrap_or(0) as usize
+        };
+        let first = steps.first().map_or(pods, |s| s.1 as usize);
         Engine {
             sc,
             setup,
@@ -157,6 +195,8 @@ impl<'a> Engine<'a> {
                 sc.user
             },
             known_ready: Vec::new(),
+            steps,
+            absent: (0..pods).map(|i| i >= first).collect(),
         }
     }
 
@@ -189,6 +229,9 @@ impl<'a> Engine<'a> {
             _ => {}
         }
         self.push(self.sc.warmup, Event::Sample);
+        for (i, &(at, _)) in self.steps.iter().enumerate().skip(1) {
+            self.push(at, Event::Rescale(i));
+        }
         self.settle();
         let end = self.sc.end();
         while let Some(Reverse((t, _, ev))) = self.queue.pop() {
@@ -294,7 +337,7 @@ impl<'a> Engine<'a> {
             }
             Event::Recreate(p) => {
                 let ph = &mut self.placeholders[p];
-                if matches!(ph.state, PodState::Terminating { .. }) {
+                if matches!(ph.state, PodState::Terminating { .. }) && !self.absent[p] {
                     ph.incarnation += 1;
                     ph.state = PodState::Pending { created: self.now };
                     self.sched_dirty = true;
@@ -336,7 +379,43 @@ impl<'a> Engine<'a> {
                     self.push(self.now + MIN, Event::Sample);
                 }
             }
+            Event::Rescale(i) => self.rescale(self.steps[i].1 as usize),
         }
+    }
+
+    /// The StatefulSet scaled to `want`: ordinals from `want` up go (a running pod
+    /// frees its room), those below come back as new Pending pods.
+    fn rescale(&mut self, want: usize) {
+        for p in 0..self.placeholders.len() {
+            let keep = p < want;
+            if keep == !self.absent[p] {
+                continue;
+            }
+            self.absent[p] = !keep;
+            let now = self.now;
+            let ph = &mut self.placeholders[p];
+            match (keep, ph.state) {
+                (false, PodState::Running { node, created, .. }) => {
+                    let n = &mut self.nodes[node];
+                    n.account(&self.placeholder_size, false);
+                    n.placeholders -= 1;
+                    ph.state = PodState::Terminating {
+                        node,
+                        created,
+                        until: now,
+                    };
+                    ph.agent = None;
+                    self.landing[p] = None;
+                }
+                (true, PodState::Terminating { .. }) => {
+                    ph.incarnation += 1;
+                    ph.state = PodState::Pending { created: now };
+                }
+                _ => {}
+            }
+        }
+        self.sched_dirty = true;
+        self.view_dirty = true;
     }
 
     /// Runs the schedulers and the agents until nothing changes.
@@ -391,7 +470,7 @@ impl<'a> Engine<'a> {
             .iter()
             .enumerate()
             .filter_map(|(i, p)| match p.state {
-                PodState::Pending { created } => Some((created, i)),
+                PodState::Pending { created } if !self.absent[i] => Some((created, i)),
                 _ => None,
             })
             .collect();
@@ -514,7 +593,9 @@ impl<'a> Engine<'a> {
         let siblings: Vec<Sibling> = self
             .placeholders
             .iter()
-            .map(|p| p.sibling(|i| names[i].to_string()))
+            .zip(&self.absent)
+            .filter(|(_, gone)| !**gone)
+            .map(|(p, _)| p.sibling(|i| names[i].to_string()))
             .collect();
         let v = Rc::new(View { nodes, siblings });
         self.view = Some(Rc::clone(&v));
@@ -526,7 +607,8 @@ impl<'a> Engine<'a> {
     fn pdb_allows(&self) -> bool {
         self.placeholders
             .iter()
-            .all(|p| matches!(p.state, PodState::Running { .. }))
+            .zip(&self.absent)
+            .all(|(p, gone)| *gone || matches!(p.state, PodState::Running { .. }))
     }
 
     /// Lets placeholder `p`'s agent decide (with the real decision function) and act.
@@ -663,7 +745,8 @@ impl<'a> Engine<'a> {
         let pending_placeholders = self
             .placeholders
             .iter()
-            .filter(|p| matches!(p.state, PodState::Pending { .. }))
+            .zip(&self.absent)
+            .filter(|(p, gone)| !**gone && matches!(p.state, PodState::Pending { .. }))
             .count();
         let chunks = if self.setup.peer == Peer::Buffer {
             self.setup.replicas
