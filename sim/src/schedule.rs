@@ -213,8 +213,10 @@ pub struct Proposal {
 }
 
 /// Proposes a baseline for `setup` (the flat recommendation's row, meeting `target` at
-/// `flat` replicas): per hour of the week `min(flat, ceil(a * demand))`, with the
-/// smallest factor `a` (a bisection, 8 rounds) whose replay meets the target.
+/// `flat` replicas): per hour of the week `min(flat, max(floor, ceil(a * demand)))`
+/// ([`demand`], widened by an hour each side), for each floor of 0, 1, 2, 4, 8 the
+/// smallest factor `a` (a bisection, 7 rounds) whose replay meets the target; the
+/// cheapest in node-hours of those.
 #[allow(clippy::too_many_arguments)]
 pub fn propose(
     trace: &Trace,
@@ -227,20 +229,27 @@ pub fn propose(
     target: Target,
     check: bool,
 ) -> Proposal {
-    let demand = demand(trace, sc, schedule);
+    let raw = demand(trace, sc, schedule);
+    // An hour's count also covers the hours beside it: the replicas rise an hour before
+    // a busy hour and fall an hour after it.
+    let mut demand = [0u32; 168];
+    for h in 0..168 {
+        demand[h] = raw[(h + 167) % 168].max(raw[h]).max(raw[(h + 1) % 168]);
+    }
     let origin = origin(Some(trace));
     let peak = demand.iter().copied().max().unwrap_or(0).max(1);
-    let counts = |a: f64| -> [u32; 168] {
+    let counts = |a: f64, floor: u32| -> [u32; 168] {
         let mut c = [0u32; 168];
         for (h, d) in demand.iter().enumerate() {
             c[h] = ((a * f64::from(*d)).ceil() as u32)
+                .max(floor)
                 .min(flat.0)
                 .clamp(schedule.min, schedule.max.max(schedule.min));
         }
         c
     };
-    let attempt = |a: f64| {
-        let baseline = baseline_of(&counts(a));
+    let attempt = |a: f64, floor: u32| {
+        let baseline = baseline_of(&counts(a, floor));
         let s = Schedule {
             baseline: baseline.clone(),
             ..schedule.clone()
@@ -249,22 +258,38 @@ pub fn propose(
         let met = target.met(&r);
         (baseline, r.summary, met)
     };
-    // At `hi` every hour with launches has the flat count.
-    let (mut lo, mut hi) = (0.0, f64::from(flat.0.max(1)));
-    let mut best = attempt(hi);
-    if best.2 {
+    // For each floor (the least count at any hour), the smallest factor `a` that meets
+    // the target (at `a = flat` every hour with launches near it has the flat count);
+    // the cheapest in node-hours wins.
+    let mut best: Option<(Baseline, Summary, bool)> = None;
+    for floor in [0, 1, 2, 4, 8] {
+        if floor > flat.0 {
+            break;
+        }
+        let (mut lo, mut hi) = (0.0, f64::from(flat.0.max(1)));
+        let mut found = attempt(hi, floor);
+        if !found.2 {
+            continue;
+        }
         let mut a = f64::from(flat.0) / f64::from(peak);
-        for _ in 0..8 {
-            let tried = attempt(a);
+        for _ in 0..7 {
+            let tried = attempt(a, floor);
             if tried.2 {
                 hi = a;
-                best = tried;
+                found = tried;
             } else {
                 lo = a;
             }
             a = (lo + hi) / 2.0;
         }
+        if best
+            .as_ref()
+            .is_none_or(|b| found.1.node_hours < b.1.node_hours)
+        {
+            best = Some(found);
+        }
     }
+    let best = best.unwrap_or_else(|| (Baseline::default(), flat.1.clone(), false));
     Proposal {
         baseline: best.0,
         results: best.1,
