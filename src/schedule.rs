@@ -187,9 +187,8 @@ fn target(value: &str) -> Result<Option<Target>, String> {
 }
 
 fn baseline(value: &str) -> Result<Baseline, String> {
-    Baseline::parse(value).map_err(|e| {
-        format!("rules such as \"Mon-Fri 08:00-18:00 = 12; * = 2\" ({e})")
-    })
+    Baseline::parse(value)
+        .map_err(|e| format!("rules such as \"Mon-Fri 08:00-18:00 = 12; * = 2\" ({e})"))
 }
 
 fn calendar_source(value: &str) -> Result<Option<CalendarSource>, String> {
@@ -202,7 +201,11 @@ fn calendar_source(value: &str) -> Result<Option<CalendarSource>, String> {
     let url = match scheme.to_ascii_lowercase().as_str() {
         "http" | "https" => value.to_string(),
         "webcal" => format!("https://{rest}"),
-        _ => return Err(format!("an http://, https:// or webcal:// URL or a file path, not a {scheme}:// URL")),
+        _ => {
+            return Err(format!(
+                "an http://, https:// or webcal:// URL or a file path, not a {scheme}:// URL"
+            ));
+        }
     };
     let uri: http::Uri = url
         .parse()
@@ -355,7 +358,12 @@ struct Applied {
 }
 
 /// [`run`] on `client` until `signals` fires.
-pub async fn run_on(cfg: ScheduleConfig, client: Client, namespace: &str, mut signals: Stop) -> i32 {
+pub async fn run_on(
+    cfg: ScheduleConfig,
+    client: Client,
+    namespace: &str,
+    mut signals: Stop,
+) -> i32 {
     info!(
         target = %cfg.target, namespace,
         baseline = %cfg.schedule.baseline,
@@ -564,11 +572,9 @@ async fn read_calendar(
                 Ok(Ok(r)) => r?,
             }
         }
-        CalendarSource::Url(uri) => {
-            tokio::time::timeout(timeout, get(uri.clone(), http))
-                .await
-                .map_err(|_| ReadError::Timeout(timeout))??
-        }
+        CalendarSource::Url(uri) => tokio::time::timeout(timeout, get(uri.clone(), http))
+            .await
+            .map_err(|_| ReadError::Timeout(timeout))??,
     };
     String::from_utf8(bytes).map_err(|_| ReadError::NotText)
 }
@@ -632,7 +638,9 @@ async fn get(mut uri: http::Uri, http: &HttpClient) -> Result<Vec<u8>, ReadError
             })?;
         return Ok(body.to_bytes().to_vec());
     }
-    Err(ReadError::Redirect(format!("more than {MAX_REDIRECTS} redirects")))
+    Err(ReadError::Redirect(format!(
+        "more than {MAX_REDIRECTS} redirects"
+    )))
 }
 
 /// The URL a redirect's `Location` names, relative ones against `base`.
@@ -653,7 +661,13 @@ fn redirect(base: &http::Uri, location: &str) -> Result<http::Uri, ReadError> {
 /// Reads the object's replicas and sets them to the count in force if they differ;
 /// posts an Event naming the cause at each change. Failures are logged and retried
 /// with backoff.
-async fn apply(cfg: &ScheduleConfig, client: &Client, namespace: &str, f: &InForce, obj: &mut Applied) {
+async fn apply(
+    cfg: &ScheduleConfig,
+    client: &Client,
+    namespace: &str,
+    f: &InForce,
+    obj: &mut Applied,
+) {
     match set_replicas(cfg, client, namespace, f).await {
         Ok(before) => {
             obj.failures = 0;
@@ -709,7 +723,8 @@ async fn set_replicas(
     let req = http::Request::get(&url)
         .body(Vec::new())
         .map_err(ApiError::transport)?;
-    let obj: Value = serde_json::from_slice(&request(client, req).await?).map_err(ApiError::decode)?;
+    let obj: Value =
+        serde_json::from_slice(&request(client, req).await?).map_err(ApiError::decode)?;
     let before = obj
         .pointer("/spec/replicas")
         .and_then(Value::as_u64)

@@ -73,7 +73,9 @@ fn mode_accepts(env: &[(String, String)]) -> Result<(), String> {
             .ok_or_else(|| format!("{k} is no setting of the schedule"))?;
         argv.push(format!("--{flag}={v}"));
     }
-    let cli = cli.mut_args(|a| a.env(None)).mut_subcommands(|s| s.mut_args(|a| a.env(None)));
+    let cli = cli
+        .mut_args(|a| a.env(None))
+        .mut_subcommands(|s| s.mut_args(|a| a.env(None)));
     let parsed = cli
         .try_get_matches_from(argv)
         .and_then(|m| selfdestruct::config::Cli::from_arg_matches(&m))
@@ -105,7 +107,11 @@ fn selfdestruct_flag(var: &str) -> String {
 fn the_schedule_renders_a_deployment_with_a_role_for_its_one_object() {
     // Off by default: nothing of it.
     let default = render("schedule={}");
-    assert!(!default.iter().any(|d| d["metadata"]["name"] == "hub-schedule"));
+    assert!(
+        !default
+            .iter()
+            .any(|d| d["metadata"]["name"] == "hub-schedule")
+    );
 
     let timetable = json!({
         "enabled": true,
@@ -125,7 +131,10 @@ fn the_schedule_renders_a_deployment_with_a_role_for_its_one_object() {
     assert_eq!(pod["volumes"][0]["configMap"]["name"], "timetable");
     let env = env_of(d);
     let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
-    assert_eq!(get("SELFDESTRUCT_SCHEDULE_TARGET"), Some("statefulset/placeholder"));
+    assert_eq!(
+        get("SELFDESTRUCT_SCHEDULE_TARGET"),
+        Some("statefulset/placeholder")
+    );
     assert_eq!(
         get("SELFDESTRUCT_SCHEDULE_CALENDAR"),
         Some("/etc/selfdestruct/calendar/class.ics")
@@ -168,19 +177,71 @@ fn the_schedule_renders_a_deployment_with_a_role_for_its_one_object() {
 #[test]
 fn the_chart_refuses_what_the_mode_refuses() {
     let cases: &[(Value, &str, &str)] = &[
-        (json!({"baseline": "Monday = 3"}), "/schedule/baseline", "SELFDESTRUCT_SCHEDULE_BASELINE"),
-        (json!({"baseline": "Mon 8:00-18:00 = 3"}), "/schedule/baseline", "SELFDESTRUCT_SCHEDULE_BASELINE"),
-        (json!({"baseline": "Mon 08:00-18:00 = lots"}), "/schedule/baseline", "SELFDESTRUCT_SCHEDULE_BASELINE"),
-        (json!({"baseline": "Mon 08:00-25:00 = 3"}), "/schedule/baseline", "SELFDESTRUCT_SCHEDULE_BASELINE"),
-        (json!({"baseline": "* = 100001"}), "/schedule/baseline", "SELFDESTRUCT_SCHEDULE_BASELINE"),
-        (json!({"baseline": "Mon 18:00-08:00 = 3"}), "must end after it starts", "SELFDESTRUCT_SCHEDULE_BASELINE"),
-        (json!({"target": "deployment/x", "baseline": "* = 1"}), "/schedule/target", "SELFDESTRUCT_SCHEDULE_TARGET"),
-        (json!({"calendar": {"url": "ftp://x/y.ics"}}), "/schedule/calendar/url", "SELFDESTRUCT_SCHEDULE_CALENDAR"),
-        (json!({"baseline": "* = 1", "leadTime": "10"}), "/schedule/leadTime", "SELFDESTRUCT_SCHEDULE_LEAD_TIME"),
-        (json!({"baseline": "* = 1", "timeZone": "Europe Berlin"}), "/schedule/timeZone", "SELFDESTRUCT_SCHEDULE_TIME_ZONE"),
-        (json!({"baseline": "* = 1", "max": 100001}), "/schedule/max", "SELFDESTRUCT_SCHEDULE_MAX"),
-        (json!({"baseline": "* = 1", "min": 5, "max": 2}), "must be at most schedule.max", "SELFDESTRUCT_SCHEDULE_MIN"),
-        (json!({}), "nothing to schedule", "SELFDESTRUCT_SCHEDULE_BASELINE"),
+        (
+            json!({"baseline": "Monday = 3"}),
+            "/schedule/baseline",
+            "SELFDESTRUCT_SCHEDULE_BASELINE",
+        ),
+        (
+            json!({"baseline": "Mon 8:00-18:00 = 3"}),
+            "/schedule/baseline",
+            "SELFDESTRUCT_SCHEDULE_BASELINE",
+        ),
+        (
+            json!({"baseline": "Mon 08:00-18:00 = lots"}),
+            "/schedule/baseline",
+            "SELFDESTRUCT_SCHEDULE_BASELINE",
+        ),
+        (
+            json!({"baseline": "Mon 08:00-25:00 = 3"}),
+            "/schedule/baseline",
+            "SELFDESTRUCT_SCHEDULE_BASELINE",
+        ),
+        (
+            json!({"baseline": "* = 100001"}),
+            "/schedule/baseline",
+            "SELFDESTRUCT_SCHEDULE_BASELINE",
+        ),
+        (
+            json!({"baseline": "Mon 18:00-08:00 = 3"}),
+            "must end after it starts",
+            "SELFDESTRUCT_SCHEDULE_BASELINE",
+        ),
+        (
+            json!({"target": "deployment/x", "baseline": "* = 1"}),
+            "/schedule/target",
+            "SELFDESTRUCT_SCHEDULE_TARGET",
+        ),
+        (
+            json!({"calendar": {"url": "ftp://x/y.ics"}}),
+            "/schedule/calendar/url",
+            "SELFDESTRUCT_SCHEDULE_CALENDAR",
+        ),
+        (
+            json!({"baseline": "* = 1", "leadTime": "10"}),
+            "/schedule/leadTime",
+            "SELFDESTRUCT_SCHEDULE_LEAD_TIME",
+        ),
+        (
+            json!({"baseline": "* = 1", "timeZone": "Europe Berlin"}),
+            "/schedule/timeZone",
+            "SELFDESTRUCT_SCHEDULE_TIME_ZONE",
+        ),
+        (
+            json!({"baseline": "* = 1", "max": 100001}),
+            "/schedule/max",
+            "SELFDESTRUCT_SCHEDULE_MAX",
+        ),
+        (
+            json!({"baseline": "* = 1", "min": 5, "max": 2}),
+            "must be at most schedule.max",
+            "SELFDESTRUCT_SCHEDULE_MIN",
+        ),
+        (
+            json!({}),
+            "nothing to schedule",
+            "SELFDESTRUCT_SCHEDULE_BASELINE",
+        ),
     ];
     let mut failures = Vec::new();
     for (values, chart_says, mode_names) in cases {
@@ -189,13 +250,20 @@ fn the_chart_refuses_what_the_mode_refuses() {
         let out = render_output(&format!("schedule={v}"));
         let err = String::from_utf8_lossy(&out.stderr);
         if out.status.success() || !err.contains(chart_says) {
-            failures.push(format!("{v}: exit {:?}, want {chart_says:?} in: {err}", out.status.code()));
+            failures.push(format!(
+                "{v}: exit {:?}, want {chart_says:?} in: {err}",
+                out.status.code()
+            ));
         }
         // The mode refuses the same values, naming the variable.
-        let mut env = vec![
-            ("SELFDESTRUCT_SCHEDULE_TARGET".to_string(), "statefulset/placeholder".to_string()),
-        ];
-        let s = |k: &str| v.get(k).map(|x| x.as_str().map_or_else(|| x.to_string(), str::to_string));
+        let mut env = vec![(
+            "SELFDESTRUCT_SCHEDULE_TARGET".to_string(),
+            "statefulset/placeholder".to_string(),
+        )];
+        let s = |k: &str| {
+            v.get(k)
+                .map(|x| x.as_str().map_or_else(|| x.to_string(), str::to_string))
+        };
         for (key, var) in [
             ("baseline", "SELFDESTRUCT_SCHEDULE_BASELINE"),
             ("target", "SELFDESTRUCT_SCHEDULE_TARGET"),

@@ -172,7 +172,10 @@ fn calendar_server(first: Answer) -> CalendarServer {
                 }
                 Answer::Huge => {
                     // 100 MB without a Content-Length, until the client hangs up.
-                    let _ = write!(s, "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nBEGIN:VCALENDAR\r\n");
+                    let _ = write!(
+                        s,
+                        "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nBEGIN:VCALENDAR\r\n"
+                    );
                     let chunk = "X-FILLER:".to_string() + &"a".repeat(1014) + "\r\n";
                     for _ in 0..(100 << 10) {
                         if s.write_all(chunk.as_bytes()).is_err() {
@@ -196,7 +199,10 @@ fn calendar_server(first: Answer) -> CalendarServer {
 
 /// A calendar with one event running now (from a minute ago, for an hour) asking for `n`.
 fn class_now(n: u32, summary: &str) -> String {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64;
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
     let fmt = |t: i64| {
         selfdestruct_schedule::chrono::DateTime::from_timestamp(t, 0)
             .unwrap()
@@ -259,10 +265,14 @@ fn bad_calendar_answers_keep_the_last_schedule_and_memory_bounded() {
         p.log()
     );
     assert!(
-        wait_until(WAIT, || api.events.lock().unwrap().iter().any(|e| e
-            .contains("replicas 0 -> 7")
-            && e.contains("Lab 1")
-            && e.contains("StatefulSet"))),
+        wait_until(WAIT, || api
+            .events
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|e| e.contains("replicas 0 -> 7")
+                && e.contains("Lab 1")
+                && e.contains("StatefulSet"))),
         "no Event naming the calendar event: {:?}",
         api.events.lock().unwrap()
     );
@@ -361,7 +371,10 @@ fn unreachable_calendar_at_start_runs_on_the_baseline() {
 #[test]
 fn bad_settings_exit_2_naming_the_variable() {
     for (env, var) in [
-        (vec![("SELFDESTRUCT_SCHEDULE_BASELINE", "* = 2")], "SELFDESTRUCT_SCHEDULE_TARGET"),
+        (
+            vec![("SELFDESTRUCT_SCHEDULE_BASELINE", "* = 2")],
+            "SELFDESTRUCT_SCHEDULE_TARGET",
+        ),
         (
             vec![
                 ("SELFDESTRUCT_SCHEDULE_TARGET", "statefulset/ph"),

@@ -220,7 +220,9 @@ fn day(text: &str) -> Result<usize, String> {
     DAYS.iter()
         .position(|d| d.eq_ignore_ascii_case(text))
         .ok_or_else(|| {
-            format!("{text:?} is no day: use Mon, Tue, Wed, Thu, Fri, Sat, Sun, a range (Mon-Fri) or *")
+            format!(
+                "{text:?} is no day: use Mon, Tue, Wed, Thu, Fri, Sat, Sun, a range (Mon-Fri) or *"
+            )
         })
 }
 

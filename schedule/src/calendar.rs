@@ -93,9 +93,10 @@ impl Calendar {
             // The line of `property` in this event, else the event's BEGIN line.
             let line_of = |property: &str| -> Option<usize> {
                 let begin = begin?;
-                let found = text.lines().skip(begin).take_while(|l| {
-                    !l.trim().eq_ignore_ascii_case("END:VEVENT")
-                });
+                let found = text
+                    .lines()
+                    .skip(begin)
+                    .take_while(|l| !l.trim().eq_ignore_ascii_case("END:VEVENT"));
                 found
                     .enumerate()
                     .find(|(_, l)| {
@@ -144,9 +145,9 @@ impl Calendar {
                 return Err(ev("DTEND", "DTEND is not after DTSTART".into()));
             }
             let rules = rrule_text(event, start, tz).map_err(|r| ev("DTSTART", r))?;
-            let set: rrule::RRuleSet = rules.parse().map_err(|e: rrule::RRuleError| {
-                ev("RRULE", format!("recurrence refused: {e}"))
-            })?;
+            let set: rrule::RRuleSet = rules
+                .parse()
+                .map_err(|e: rrule::RRuleError| ev("RRULE", format!("recurrence refused: {e}")))?;
             events.push(CalendarEvent {
                 name,
                 count,
@@ -263,11 +264,7 @@ fn midnight(d: NaiveDate) -> NaiveDateTime {
 
 /// The event's DTSTART, RRULE, RDATE and EXDATE lines as the `rrule` crate reads them,
 /// floating times and dates anchored in `tz`.
-fn rrule_text(
-    event: &icalendar::Event,
-    start: &Property,
-    tz: Tz,
-) -> Result<String, String> {
+fn rrule_text(event: &icalendar::Event, start: &Property, tz: Tz) -> Result<String, String> {
     let mut out = String::new();
     out.push_str(&line("DTSTART", start, tz)?);
     match event.property_value("RRULE") {

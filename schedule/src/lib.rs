@@ -16,6 +16,7 @@ pub mod calendar;
 use std::fmt;
 use std::time::Duration;
 
+pub use chrono;
 use chrono::{DateTime, TimeDelta, Utc};
 pub use chrono_tz::Tz;
 

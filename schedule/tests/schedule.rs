@@ -37,7 +37,10 @@ fn event(extra: &str) -> String {
 
 #[test]
 fn baseline_windows_first_rule_wins() {
-    let s = schedule("Mon-Fri 08:00-18:00 = 12; Sat,Sun 10:00-12:00 = 5; * = 2", Tz::UTC);
+    let s = schedule(
+        "Mon-Fri 08:00-18:00 = 12; Sat,Sun 10:00-12:00 = 5; * = 2",
+        Tz::UTC,
+    );
     // 2026-03-02 is a Monday.
     for (at, want) in [
         ("2026-03-02T07:59:00Z", 2),
@@ -59,10 +62,16 @@ fn baseline_windows_first_rule_wins() {
 #[test]
 fn baseline_grammar_round_trips_and_wraps() {
     for (text, shown) in [
-        ("mon-fri 08:00-18:00=12;*=2", "Mon-Fri 08:00-18:00 = 12; * = 2"),
+        (
+            "mon-fri 08:00-18:00=12;*=2",
+            "Mon-Fri 08:00-18:00 = 12; * = 2",
+        ),
         ("Fri-Mon = 4", "Mon,Fri-Sun = 4"),
         ("* 00:00-24:00 = 1", "* = 1"),
-        ("Tue 09:00-24:00 = 7\n# comment\nWed = 1", "Tue 09:00-24:00 = 7; Wed = 1"),
+        (
+            "Tue 09:00-24:00 = 7\n# comment\nWed = 1",
+            "Tue 09:00-24:00 = 7; Wed = 1",
+        ),
         ("", ""),
     ] {
         let b = Baseline::parse(text).unwrap();
@@ -92,12 +101,15 @@ fn baseline_refusals_name_the_rule_and_reason() {
 
 #[test]
 fn windows_follow_the_zone_across_a_daylight_saving_change() {
-    let s = schedule("Mon-Fri 08:00-18:00 = 12; * = 2", "Europe/Berlin".parse().unwrap());
+    let s = schedule(
+        "Mon-Fri 08:00-18:00 = 12; * = 2",
+        "Europe/Berlin".parse().unwrap(),
+    );
     // Europe/Berlin: CET (UTC+1) until 2026-03-29 02:00, then CEST (UTC+2).
     for (at, want) in [
         ("2026-03-27T07:00:00Z", 12), // Friday 08:00 CET
         ("2026-03-27T06:59:00Z", 2),
-        ("2026-03-27T17:00:00Z", 2), // 18:00 CET
+        ("2026-03-27T17:00:00Z", 2),  // 18:00 CET
         ("2026-03-30T06:00:00Z", 12), // Monday 08:00 CEST
         ("2026-03-30T05:59:00Z", 2),
         ("2026-03-30T15:59:00Z", 12), // 17:59 CEST
@@ -106,7 +118,10 @@ fn windows_follow_the_zone_across_a_daylight_saving_change() {
         assert_eq!(s.in_force(&[], utc(at)).count, want, "{at}");
     }
     // New York on the same instants: another zone, another answer.
-    let ny = schedule("Mon-Fri 08:00-18:00 = 12; * = 2", "America/New_York".parse().unwrap());
+    let ny = schedule(
+        "Mon-Fri 08:00-18:00 = 12; * = 2",
+        "America/New_York".parse().unwrap(),
+    );
     assert_eq!(ny.in_force(&[], utc("2026-03-27T07:00:00Z")).count, 2);
     assert_eq!(ny.in_force(&[], utc("2026-03-27T12:00:00Z")).count, 12);
 }
@@ -128,7 +143,7 @@ fn recurring_event_in_its_zone_through_a_daylight_saving_change() {
         ("2026-03-16T07:50:00Z", 40), // lead time: 10 minutes before
         ("2026-03-16T07:49:59Z", 2),
         ("2026-03-16T09:29:59Z", 40),
-        ("2026-03-16T09:30:00Z", 2), // its end
+        ("2026-03-16T09:30:00Z", 2),  // its end
         ("2026-03-30T07:00:00Z", 40), // 09:00 CEST after the change
         ("2026-03-30T08:29:00Z", 40),
         ("2026-03-30T08:30:00Z", 2),
@@ -140,7 +155,10 @@ fn recurring_event_in_its_zone_through_a_daylight_saving_change() {
         let f = eval(&s, &cal, utc(at));
         assert_eq!(f.count, want, "{at}: {f}");
         if want == 40 {
-            assert!(f.to_string().contains("\"Lecture placeholders: 40\""), "{f}");
+            assert!(
+                f.to_string().contains("\"Lecture placeholders: 40\""),
+                "{f}"
+            );
         }
     }
 }
@@ -163,7 +181,11 @@ fn overlapping_events_take_the_largest_and_baseline_the_rest() {
     assert_eq!(cal.events.len(), 2, "the event without a count is ignored");
     let s = schedule("Mon-Fri 08:00-18:00 = 12; * = 2", Tz::UTC);
     for (at, want, cause) in [
-        ("2026-03-02T08:30:00Z", 12, "baseline window `Mon-Fri 08:00-18:00 = 12`"),
+        (
+            "2026-03-02T08:30:00Z",
+            12,
+            "baseline window `Mon-Fri 08:00-18:00 = 12`",
+        ),
         ("2026-03-02T08:50:00Z", 30, "Workshop"),
         ("2026-03-02T12:50:00Z", 50, "Exam"),
         ("2026-03-02T14:59:00Z", 50, "Exam"),
@@ -210,7 +232,10 @@ fn bounds_raise_and_cap() {
     assert!(low.to_string().contains("raised to the minimum 3"), "{low}");
     let high = eval(&s, &cal, utc("2026-03-02T09:30:00Z"));
     assert_eq!((high.count, high.bounded_from), (50, Some(80)));
-    assert!(high.to_string().contains("capped at the maximum 50"), "{high}");
+    assert!(
+        high.to_string().contains("capped at the maximum 50"),
+        "{high}"
+    );
 }
 
 #[test]
@@ -239,31 +264,47 @@ fn floating_and_all_day_events_are_in_the_schedule_zone() {
 fn malformed_calendars_are_refused_with_line_and_reason() {
     let good = "SUMMARY:placeholders: 5\r\nDTSTART:20260302T090000Z\r\nDTEND:20260302T100000Z\r\n";
     for (text, line, reason) in [
-        ("<html>502 Bad Gateway</html>".to_string(), None, "no BEGIN:VCALENDAR"),
         (
-            ics(&event("SUMMARY:placeholders: lots\r\nDTSTART:20260302T090000Z\r\nDTEND:20260302T100000Z\r\n")),
+            "<html>502 Bad Gateway</html>".to_string(),
+            None,
+            "no BEGIN:VCALENDAR",
+        ),
+        (
+            ics(&event(
+                "SUMMARY:placeholders: lots\r\nDTSTART:20260302T090000Z\r\nDTEND:20260302T100000Z\r\n",
+            )),
             Some(7),
             "not followed by a whole number",
         ),
         (
-            ics(&event("SUMMARY:placeholders: 5\r\nDTSTART:20260302T090000Z\r\n")),
+            ics(&event(
+                "SUMMARY:placeholders: 5\r\nDTSTART:20260302T090000Z\r\n",
+            )),
             Some(8),
             "no DTEND",
         ),
         (
-            ics(&event("SUMMARY:placeholders: 5\r\nDTSTART:20260302T090000Z\r\nDTEND:20260302T080000Z\r\n")),
+            ics(&event(
+                "SUMMARY:placeholders: 5\r\nDTSTART:20260302T090000Z\r\nDTEND:20260302T080000Z\r\n",
+            )),
             Some(9),
             "not after DTSTART",
         ),
         (
-            ics(&format!("{}{}", event(good), event(
-                "SUMMARY:placeholders: 5\r\nDTSTART:20260302T090000Z\r\nDTEND:20260302T100000Z\r\nRRULE:FREQ=SOMETIMES\r\n"
-            ))),
+            ics(&format!(
+                "{}{}",
+                event(good),
+                event(
+                    "SUMMARY:placeholders: 5\r\nDTSTART:20260302T090000Z\r\nDTEND:20260302T100000Z\r\nRRULE:FREQ=SOMETIMES\r\n"
+                )
+            )),
             Some(17),
             "recurrence refused",
         ),
         (
-            ics(&event("SUMMARY:placeholders: 5\r\nDTSTART;TZID=Mars/Olympus:20260302T090000\r\nDTEND:20260302T100000Z\r\n")),
+            ics(&event(
+                "SUMMARY:placeholders: 5\r\nDTSTART;TZID=Mars/Olympus:20260302T090000\r\nDTEND:20260302T100000Z\r\n",
+            )),
             Some(8),
             "no IANA time zone",
         ),
@@ -291,5 +332,8 @@ fn recurrences_are_stepped_through_within_a_bound() {
     let cal = Calendar::parse(&recent, Tz::UTC).unwrap();
     let s = schedule("", Tz::UTC);
     assert_eq!(eval(&s, &cal, now).count, 3);
-    assert_eq!(eval(&s, &cal, now + chrono::TimeDelta::seconds(25)).count, 3);
+    assert_eq!(
+        eval(&s, &cal, now + chrono::TimeDelta::seconds(25)).count,
+        3
+    );
 }

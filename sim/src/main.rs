@@ -6,11 +6,11 @@ use std::time::{Duration, Instant};
 
 use clap::{CommandFactory, FromArgMatches, Parser};
 use selfdestruct_decision::settings::{PolicySettings, duration};
+use selfdestruct_schedule::{Baseline, Tz};
 use selfdestruct_sim::recommend::{self, Target};
 use selfdestruct_sim::report;
 use selfdestruct_sim::scenario::{self, HOUR, Load, Scenario, Setup, ms};
 use selfdestruct_sim::trace::{ReadOptions, Trace};
-use selfdestruct_schedule::{Baseline, Tz};
 
 /// Simulates JupyterHub/Binder placeholder pods running the selfdestruct agent
 /// (its real decision function) and compares policies on the same users.
@@ -218,7 +218,12 @@ struct Args {
     #[arg(long, value_name = "RULES", value_parser = schedule_baseline, conflicts_with = "recommend", help_heading = "Schedule")]
     schedule_baseline: Option<Baseline>,
     /// ... and the events of this iCal file ("placeholders: N" in their summary or description)
-    #[arg(long, value_name = "FILE", conflicts_with = "recommend", help_heading = "Schedule")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with = "recommend",
+        help_heading = "Schedule"
+    )]
     schedule_calendar: Option<PathBuf>,
     /// IANA zone of the baseline (and of the calendar's floating times)
     #[arg(long, value_name = "ZONE", default_value = "UTC", value_parser = schedule_zone, help_heading = "Schedule")]
@@ -686,7 +691,9 @@ fn main() -> ExitCode {
                         println!();
                         print!("{}", selfdestruct_sim::schedule::describe(&p, &schedule));
                     }
-                    None => println!("\nSchedule (--schedule): no flat count meets the target: nothing to schedule against"),
+                    None => println!(
+                        "\nSchedule (--schedule): no flat count meets the target: nothing to schedule against"
+                    ),
                 }
             }
             let runs: usize = rec.policies.iter().map(|f| f.tried.len()).sum::<usize>() + 1;

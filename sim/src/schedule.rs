@@ -68,7 +68,10 @@ pub fn occurrences(
 ) -> Result<Vec<Occurrence>, String> {
     let lead = TimeDelta::from_std(schedule.lead).unwrap_or_default();
     calendar
-        .occurrences(wall(sc, origin, 0), wall(sc, origin, sc.end() + DRAIN) + lead)
+        .occurrences(
+            wall(sc, origin, 0),
+            wall(sc, origin, sc.end() + DRAIN) + lead,
+        )
         .map_err(|e| e.to_string())
 }
 
@@ -92,14 +95,8 @@ pub fn run(
                     if i >= seeds.len() {
                         break;
                     }
-                    let r = engine::simulate_scheduled(
-                        sc,
-                        setup,
-                        &arrivals[i],
-                        seeds[i],
-                        check,
-                        steps,
-                    );
+                    let r =
+                        engine::simulate_scheduled(sc, setup, &arrivals[i], seeds[i], check, steps);
                     if let Ok(mut d) = done.lock() {
                         d[i] = Some((r.summary, r.ttr));
                     }
@@ -254,7 +251,14 @@ pub fn propose(
             baseline: baseline.clone(),
             ..schedule.clone()
         };
-        let r = run(sc, setup, seeds, arrivals, &steps(sc, origin, &s, &[]), check);
+        let r = run(
+            sc,
+            setup,
+            seeds,
+            arrivals,
+            &steps(sc, origin, &s, &[]),
+            check,
+        );
         let met = target.met(&r);
         (baseline, r.summary, met)
     };
@@ -336,10 +340,6 @@ pub fn describe(p: &Proposal, schedule: &Schedule) -> String {
         "  schedule:          node-h {:.1} per run, delayed {}, cold {} ({:.2}%): saves {:.1} node-h ({:.0}%)",
         s.node_hours, s.delayed, s.cold, s.cold_pct, saved, pct
     );
-    let _ = writeln!(
-        out,
-        "  SELFDESTRUCT_SCHEDULE_BASELINE=\"{}\"",
-        p.baseline
-    );
+    let _ = writeln!(out, "  SELFDESTRUCT_SCHEDULE_BASELINE=\"{}\"", p.baseline);
     out
 }

@@ -62,7 +62,14 @@ fn schedule(baseline: &str) -> Schedule {
 fn scheduled(r: &Replay, s: &Schedule, occ: &[selfdestruct_schedule::Occurrence]) -> RowResult {
     let st = steps(&r.sc, origin(Some(&r.trace)), s, occ);
     let max = st.iter().map(|s| s.1).max().unwrap_or(0);
-    run(&r.sc, &new_node(&r.sc, max), &r.seeds, &r.arrivals, &st, true)
+    run(
+        &r.sc,
+        &new_node(&r.sc, max),
+        &r.seeds,
+        &r.arrivals,
+        &st,
+        true,
+    )
 }
 
 #[test]
@@ -72,8 +79,18 @@ fn a_constant_schedule_replays_like_the_flat_count() {
     let constant = scheduled(&r, &schedule("* = 12"), &[]);
     let (f, s) = (&flat[0].summary, &constant.summary);
     assert_eq!(
-        (f.delayed, f.cold, f.node_hours.to_bits(), f.evictions_per_hour.to_bits()),
-        (s.delayed, s.cold, s.node_hours.to_bits(), s.evictions_per_hour.to_bits())
+        (
+            f.delayed,
+            f.cold,
+            f.node_hours.to_bits(),
+            f.evictions_per_hour.to_bits()
+        ),
+        (
+            s.delayed,
+            s.cold,
+            s.node_hours.to_bits(),
+            s.evictions_per_hour.to_bits()
+        )
     );
     assert!(s.violations.is_empty(), "{:?}", s.violations);
 }
@@ -99,11 +116,23 @@ fn a_timetable_schedule_keeps_the_room_at_fewer_node_hours() {
     let (flat, none) = (&flat[0].summary, &none[0].summary);
     println!(
         "timetable: delayed {} node-h {:.1}; flat 40: delayed {} node-h {:.1}; none: delayed {} node-h {:.1}",
-        timetable.delayed, timetable.node_hours, flat.delayed, flat.node_hours, none.delayed, none.node_hours
+        timetable.delayed,
+        timetable.node_hours,
+        flat.delayed,
+        flat.node_hours,
+        none.delayed,
+        none.node_hours
     );
-    assert!(timetable.violations.is_empty(), "{:?}", timetable.violations);
+    assert!(
+        timetable.violations.is_empty(),
+        "{:?}",
+        timetable.violations
+    );
     assert!(timetable.node_hours < flat.node_hours * 0.7);
-    assert!(timetable.delayed * 10 < none.delayed, "the schedule keeps most of the room");
+    assert!(
+        timetable.delayed * 10 < none.delayed,
+        "the schedule keeps most of the room"
+    );
 }
 
 #[test]
@@ -140,14 +169,27 @@ fn the_proposed_baseline_gives_back_its_hourly_counts() {
 fn schedule_baseline_adds_a_schedule_row() {
     let out = Command::new(env!("CARGO_BIN_EXE_simulate"))
         .args([
-            "--scenario", "small", "--max-nodes", "40", "--arrivals", TIMETABLE, "--only", "none",
-            "--schedule-baseline", "Mon-Fri 08:00-18:00 = 12; * = 2", "--schedule-time-zone",
+            "--scenario",
+            "small",
+            "--max-nodes",
+            "40",
+            "--arrivals",
+            TIMETABLE,
+            "--only",
+            "none",
+            "--schedule-baseline",
+            "Mon-Fri 08:00-18:00 = 12; * = 2",
+            "--schedule-time-zone",
             "Europe/Berlin",
         ])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(text.lines().any(|l| l.starts_with("schedule ")), "{text}");
     let bad = Command::new(env!("CARGO_BIN_EXE_simulate"))
         .args(["--schedule-baseline", "Mon 18:00-08:00 = 3"])
