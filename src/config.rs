@@ -17,6 +17,7 @@ use crate::api::Mode;
 use crate::identity::IdentitySettings;
 use crate::logging::LogFormat;
 use crate::node_gate::GateSettings;
+use crate::schedule::ScheduleSettings;
 use selfdestruct_decision::Policy;
 use selfdestruct_decision::selector::Selector;
 use selfdestruct_decision::settings::{
@@ -61,6 +62,9 @@ pub struct Cli {
 pub enum Command {
     /// Image-puller mode: remove a startup taint from the own node once its images are pulled
     NodeGate(GateSettings),
+    /// Headroom on a calendar: set the replicas of one placeholder StatefulSet or
+    /// CapacityBuffer from a weekly baseline and an iCal calendar
+    Schedule(ScheduleSettings),
     /// Check agent settings given as VARIABLE=VALUE with the agent's own rules; exit 2 naming a bad one
     ///
     /// Prints them as container env entries, one JSON object a line. Only the arguments are
@@ -148,7 +152,8 @@ pub fn check_settings(settings: &[String]) -> Result<Vec<(String, String)>, Stri
 
 impl Cli {
     /// Parses `argv` and the environment variables of the mode it names: `node-gate`
-    /// reads none of the agent's settings, so an invalid one there cannot stop it.
+    /// and `schedule` read none of the agent's settings, so an invalid one there cannot
+    /// stop them.
     pub fn parse_mode<T: Into<OsString> + Clone>(
         argv: impl IntoIterator<Item = T>,
     ) -> Result<Cli, clap::Error> {
@@ -157,7 +162,7 @@ impl Cli {
         let flags_only = |c: clap::Command| c.ignore_errors(true).mut_args(|a| a.env(None));
         let gate = flags_only(Cli::command().mut_subcommands(flags_only))
             .try_get_matches_from(&argv)
-            .is_ok_and(|m| m.subcommand_name() == Some("node-gate"));
+            .is_ok_and(|m| matches!(m.subcommand_name(), Some("node-gate" | "schedule")));
         let mut command = Cli::command();
         if gate {
             let agent = AgentSettings::augment_args(clap::Command::new("agent"));

@@ -22,6 +22,7 @@ pub mod logging;
 mod malloc_trim;
 pub mod node_gate;
 pub mod pdb;
+pub mod schedule;
 pub mod signals;
 pub mod summarize;
 mod token_file;

@@ -11,6 +11,7 @@ use selfdestruct::config::{self, Cli, Command, Config};
 use selfdestruct::connect::{self, Access, AccessError};
 use selfdestruct::identity::IdentitySettings;
 use selfdestruct::node_gate::GateConfig;
+use selfdestruct::schedule::ScheduleConfig;
 use selfdestruct::signals::{Signals, WrapperSignals};
 
 fn main() {
@@ -40,6 +41,12 @@ fn main() {
         (Some(Command::NodeGate(_)), Some(_)) => {
             fail(&"node-gate runs no command: drop the -- CMD part")
         }
+        (Some(Command::Schedule(_)), Some(_)) => {
+            fail(&"schedule runs no command: drop the -- CMD part")
+        }
+        (Some(Command::Schedule(s)), None) => Task::Schedule(
+            ScheduleConfig::new(s, &cli.shared.identity).unwrap_or_else(|e| fail(&e)),
+        ),
         (Some(Command::NodeGate(g)), None) => {
             Task::Gate(GateConfig::new(g, &cli.shared.identity).unwrap_or_else(|e| fail(&e)))
         }
@@ -78,6 +85,10 @@ fn main() {
             },
             Task::Gate(g) => match signals_and_access(identity).await {
                 Ok((signals, access)) => selfdestruct::node_gate::run(g, access, signals).await,
+                Err(code) => code,
+            },
+            Task::Schedule(s) => match signals_and_access(identity).await {
+                Ok((signals, access)) => selfdestruct::schedule::run(s, access, signals).await,
                 Err(code) => code,
             },
             Task::Wrapper(cfg, program, args) => {
@@ -139,4 +150,5 @@ enum Task {
     Agent(Config),
     Wrapper(Config, std::ffi::OsString, Vec<std::ffi::OsString>),
     Gate(GateConfig),
+    Schedule(ScheduleConfig),
 }

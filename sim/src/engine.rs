@@ -54,6 +54,21 @@ pub fn simulate(
     Engine::new(sc, setup, arrivals, seed, check).run()
 }
 
+/// [`simulate`] with the StatefulSet's replicas set over time (`selfdestruct schedule`):
+/// `steps` are (time, replicas), sorted, the first at 0. The StatefulSet removes the
+/// highest ordinals on a scale-down (a running placeholder frees its room at once) and
+/// re-creates them on a scale-up; `setup.replicas` is not used.
+pub fn simulate_scheduled(
+    sc: &Scenario,
+    setup: &Setup,
+    arrivals: &[Arrival],
+    seed: u64,
+    check: bool,
+    steps: &[(Ms, u32)],
+) -> RunResult {
+    Engine::scheduled(sc, setup, arrivals, seed, check, steps).run()
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Event {
     Arrival(usize),
@@ -69,6 +84,8 @@ enum Event {
     /// The rebalancer's loop or a descheduler run.
     PeerScan,
     Sample,
+    /// The scheduled replicas change to `steps[i]`.
+    Rescale(usize),
 }
 
 /// What the agents watch, rebuilt after every change.
@@ -107,6 +124,10 @@ struct Engine<'a> {
     loop_gen: u64,
     /// Per placeholder: the scheduler has marked its current (Pending) pod unschedulable.
     unschedulable: Vec<bool>,
+    /// Scheduled replicas over time (empty: `setup.replicas` throughout).
+    steps: &'a [(Ms, u32)],
+    /// Per placeholder: scaled away by the schedule (no pod, not a sibling).
+    absent: Vec<bool>,
 }
 
 /// How many placeholder pods a row runs: none for a buffer, whole-node balloons for
@@ -127,7 +148,24 @@ impl<'a> Engine<'a> {
         seed: u64,
         check: bool,
     ) -> Self {
-        let pods = placeholder_pods(sc, setup) as usize;
+        Self::scheduled(sc, setup, arrivals, seed, check, &[])
+    }
+
+    /// An engine whose replicas follow `steps` (empty: `setup.replicas`).
+    fn scheduled(
+        sc: &'a Scenario,
+        setup: &'a Setup,
+        arrivals: &'a [Arrival],
+        seed: u64,
+        check: bool,
+        steps: &'a [(Ms, u32)],
+    ) -> Self {
+        let pods = if steps.is_empty() {
+            placeholder_pods(sc, setup) as usize
+        } else {
+            steps.iter().map(|s| s.1).max().unwrap_or(0) as usize
+        };
+        let first = steps.first().map_or(pods, |s| s.1 as usize);
         Engine {
             sc,
             setup,
@@ -164,6 +202,8 @@ impl<'a> Engine<'a> {
             known_ready: Vec::new(),
             loop_gen: 0,
             unschedulable: vec![false; pods],
+            steps,
+            absent: (0..pods).map(|i| i >= first).collect(),
         }
     }
 
@@ -211,6 +251,9 @@ impl<'a> Engine<'a> {
             _ => {}
         }
         self.push(self.sc.warmup, Event::Sample);
+        for (i, &(at, _)) in self.steps.iter().enumerate().skip(1) {
+            self.push(at, Event::Rescale(i));
+        }
         self.settle();
         let end = self.sc.end();
         while let Some(Reverse((t, _, ev))) = self.queue.pop() {
@@ -316,7 +359,7 @@ impl<'a> Engine<'a> {
             }
             Event::Recreate(p) => {
                 let ph = &mut self.placeholders[p];
-                if matches!(ph.state, PodState::Terminating { .. }) {
+                if matches!(ph.state, PodState::Terminating { .. }) && !self.absent[p] {
                     ph.incarnation += 1;
                     ph.state = PodState::Pending { created: self.now };
                     self.unschedulable[p] = false;
@@ -368,7 +411,43 @@ impl<'a> Engine<'a> {
                     self.push(self.now + MIN, Event::Sample);
                 }
             }
+            Event::Rescale(i) => self.rescale(self.steps[i].1 as usize),
         }
+    }
+
+    /// The StatefulSet scaled to `want`: ordinals from `want` up go (a running pod
+    /// frees its room), those below come back as new Pending pods.
+    fn rescale(&mut self, want: usize) {
+        for p in 0..self.placeholders.len() {
+            let keep = p < want;
+            if keep == !self.absent[p] {
+                continue;
+            }
+            self.absent[p] = !keep;
+            let now = self.now;
+            let ph = &mut self.placeholders[p];
+            match (keep, ph.state) {
+                (false, PodState::Running { node, created, .. }) => {
+                    let n = &mut self.nodes[node];
+                    n.account(&self.placeholder_size, false);
+                    n.placeholders -= 1;
+                    ph.state = PodState::Terminating {
+                        node,
+                        created,
+                        until: now,
+                    };
+                    ph.agent = None;
+                    self.landing[p] = None;
+                }
+                (true, PodState::Terminating { .. }) => {
+                    ph.incarnation += 1;
+                    ph.state = PodState::Pending { created: now };
+                }
+                _ => {}
+            }
+        }
+        self.sched_dirty = true;
+        self.view_dirty = true;
     }
 
     /// Runs the schedulers and the agents until nothing changes.
@@ -435,7 +514,7 @@ impl<'a> Engine<'a> {
             .iter()
             .enumerate()
             .filter_map(|(i, p)| match p.state {
-                PodState::Pending { created } => Some((created, i)),
+                PodState::Pending { created } if !self.absent[i] => Some((created, i)),
                 _ => None,
             })
             .collect();
@@ -582,7 +661,9 @@ impl<'a> Engine<'a> {
         let siblings: Vec<Sibling> = self
             .placeholders
             .iter()
-            .map(|p| p.sibling(|i| names[i].to_string()))
+            .zip(&self.absent)
+            .filter(|(_, gone)| !**gone)
+            .map(|(p, _)| p.sibling(|i| names[i].to_string()))
             .collect();
         let v = Rc::new(View { nodes, siblings });
         self.view = Some(Rc::clone(&v));
@@ -594,7 +675,8 @@ impl<'a> Engine<'a> {
     fn pdb_allows(&self) -> bool {
         self.placeholders
             .iter()
-            .all(|p| matches!(p.state, PodState::Running { .. }))
+            .zip(&self.absent)
+            .all(|(p, gone)| *gone || matches!(p.state, PodState::Running { .. }))
     }
 
     /// Lets placeholder `p`'s agent decide (with the real decision function) and act.
@@ -732,7 +814,8 @@ impl<'a> Engine<'a> {
         let pending_placeholders = self
             .placeholders
             .iter()
-            .filter(|p| matches!(p.state, PodState::Pending { .. }))
+            .zip(&self.absent)
+            .filter(|(p, gone)| !**gone && matches!(p.state, PodState::Pending { .. }))
             .count();
         // The oldest unschedulable pod's creation (users: their arrival; a placeholder: its
         // re-creation by the StatefulSet).
@@ -740,10 +823,15 @@ impl<'a> Engine<'a> {
             .pending_users
             .iter()
             .map(|&u| self.users[u].arrival)
-            .chain(self.placeholders.iter().filter_map(|p| match p.state {
-                PodState::Pending { created } => Some(created),
-                _ => None,
-            }))
+            .chain(
+                self.placeholders
+                    .iter()
+                    .zip(&self.absent)
+                    .filter_map(|(p, gone)| match p.state {
+                        PodState::Pending { created } if !gone => Some(created),
+                        _ => None,
+                    }),
+            )
             .min();
         let chunks = if self.setup.peer == Peer::Buffer {
             self.setup.replicas

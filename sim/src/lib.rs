@@ -15,6 +15,7 @@ pub mod random;
 pub mod recommend;
 pub mod report;
 pub mod scenario;
+pub mod schedule;
 pub mod trace;
 
 use std::sync::Mutex;

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use clap::{CommandFactory, FromArgMatches, Parser};
 use selfdestruct_decision::settings::{PolicySettings, duration};
+use selfdestruct_schedule::{Baseline, Tz};
 use selfdestruct_sim::recommend::{self, Target};
 use selfdestruct_sim::report;
 use selfdestruct_sim::scenario::{self, HOUR, Load, Scenario, Setup, ms};
@@ -220,6 +221,81 @@ struct Args {
     /// Node readiness gate (startup taint until the image is pulled)
     #[arg(long, value_name = "on|off", action = clap::ArgAction::Set, value_parser = on_off, default_value = "off", help_heading = "Configured policy")]
     gate: bool,
+
+    // ----- placeholders on a calendar (`selfdestruct schedule`, docs/schedule.md) -----
+    /// With --recommend: also propose a weekly baseline (per hour of the week the smallest count meeting the target) and print its node-hours against the flat count
+    #[arg(long, requires_all = ["recommend", "arrivals"], help_heading = "Schedule")]
+    schedule: bool,
+    /// Add a `schedule` row: the agent's defaults with the replicas following this weekly baseline ("Mon-Fri 08:00-18:00 = 12; * = 2")
+    #[arg(long, value_name = "RULES", value_parser = schedule_baseline, conflicts_with = "recommend", help_heading = "Schedule")]
+    schedule_baseline: Option<Baseline>,
+    /// ... and the events of this iCal file ("placeholders: N" in their summary or description)
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with = "recommend",
+        help_heading = "Schedule"
+    )]
+    schedule_calendar: Option<PathBuf>,
+    /// IANA zone of the baseline (and of the calendar's floating times)
+    #[arg(long, value_name = "ZONE", default_value = "UTC", value_parser = schedule_zone, help_heading = "Schedule")]
+    schedule_time_zone: Tz,
+    /// An event's count applies this long before it starts
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = duration, help_heading = "Schedule")]
+    schedule_lead_time: Duration,
+}
+
+fn schedule_baseline(s: &str) -> Result<Baseline, String> {
+    Baseline::parse(s).map_err(|e| e.to_string())
+}
+
+fn schedule_zone(s: &str) -> Result<Tz, String> {
+    s.parse()
+        .map_err(|_| format!("{s:?} is no IANA time zone name"))
+}
+
+/// The schedule the `--schedule*` flags give (bounds: none).
+fn schedule_of(args: &Args, baseline: Baseline) -> selfdestruct_schedule::Schedule {
+    selfdestruct_schedule::Schedule {
+        baseline,
+        tz: args.schedule_time_zone,
+        lead: args.schedule_lead_time,
+        min: 0,
+        max: selfdestruct_schedule::baseline::MAX_COUNT,
+    }
+}
+
+/// The `schedule` row and its replicas over time, from `--schedule-baseline` and
+/// `--schedule-calendar`: the `new-node` row (the agent's defaults) with the steps.
+fn schedule_row(
+    args: &Args,
+    sc: &Scenario,
+    trace: Option<&Trace>,
+    config: &Setup,
+) -> Result<Option<(Setup, Vec<(scenario::Ms, u32)>)>, String> {
+    if args.schedule_baseline.is_none() && args.schedule_calendar.is_none() {
+        return Ok(None);
+    }
+    let schedule = schedule_of(args, args.schedule_baseline.clone().unwrap_or_default());
+    let origin = selfdestruct_sim::schedule::origin(trace);
+    let occurrences = match &args.schedule_calendar {
+        None => Vec::new(),
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("--schedule-calendar {}: {e}", path.display()))?;
+            let cal = selfdestruct_schedule::Calendar::parse(&text, schedule.tz)
+                .map_err(|e| format!("--schedule-calendar {}: {e}", path.display()))?;
+            selfdestruct_sim::schedule::occurrences(sc, origin, &schedule, &cal)?
+        }
+    };
+    let steps = selfdestruct_sim::schedule::steps(sc, origin, &schedule, &occurrences);
+    let mut row = scenario::standard_rows(sc, config.clone())
+        .into_iter()
+        .find(|r| r.name == "new-node")
+        .ok_or("no new-node row")?;
+    row.name = "schedule".into();
+    row.replicas = steps.iter().map(|s| s.1).max().unwrap_or(0);
+    Ok(Some((row, steps)))
 }
 
 fn user_placement(s: &str) -> Result<scenario::UserPlacement, String> {
@@ -611,6 +687,36 @@ fn main() -> ExitCode {
             println!("  configured:   {}", report::describe(&config));
             println!();
             print!("{}", recommend::table(&rec));
+            if args.schedule
+                && let Some(t) = &trace
+            {
+                let found = rec.manifest_policy.as_ref().and_then(|name| {
+                    let f = rec.policies.iter().find(|f| &f.policy == name)?;
+                    let row = rows.iter().find(|r| &r.name == name)?;
+                    Some((f.replicas?, f.results.clone(), row.clone()))
+                });
+                match found {
+                    Some((flat, results, row)) => {
+                        let schedule = schedule_of(&args, Baseline::default());
+                        let p = selfdestruct_sim::schedule::propose(
+                            t,
+                            &sc,
+                            &row,
+                            (flat, results),
+                            &schedule,
+                            &seeds,
+                            &arrivals,
+                            target,
+                            args.check,
+                        );
+                        println!();
+                        print!("{}", selfdestruct_sim::schedule::describe(&p, &schedule));
+                    }
+                    None => println!(
+                        "\nSchedule (--schedule): no flat count meets the target: nothing to schedule against"
+                    ),
+                }
+            }
             let runs: usize = rec.policies.iter().map(|f| f.tried.len()).sum::<usize>() + 1;
             eprintln!(
                 "simulate: {runs} runs x {} seed(s) in {:.1}s",
@@ -631,7 +737,17 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let started = Instant::now();
-    let results = selfdestruct_sim::run_rows_on(&sc, &rows, &seeds, &arrivals, args.check);
+    let mut results = selfdestruct_sim::run_rows_on(&sc, &rows, &seeds, &arrivals, args.check);
+    match schedule_row(&args, &sc, trace.as_ref(), &config) {
+        Ok(Some((row, steps))) => {
+            results.push(selfdestruct_sim::schedule::run(
+                &sc, &row, &seeds, &arrivals, &steps, args.check,
+            ));
+            rows.push(row);
+        }
+        Ok(None) => {}
+        Err(e) => return fail(&e),
+    }
     let elapsed = started.elapsed();
     let summaries: Vec<_> = results.iter().map(|r| r.summary.clone()).collect();
     if args.json {

@@ -1,0 +1,123 @@
+//! The pure core of `selfdestruct schedule`: how many placeholders are in force at a
+//! given instant, from a weekly [`Baseline`] and the events of a [`Calendar`].
+//!
+//! [`Schedule::in_force`] takes the time as an argument: no clock, no I/O. The mode's
+//! I/O shell (`src/schedule.rs`) and the simulator (`simulate --schedule`) both call it.
+//!
+//! The count in force at `now` is the largest of the baseline's count at `now`'s local
+//! time and the counts of the calendar events that are running at `now` or start within
+//! the lead time after it (overlapping events: the largest, not the sum), then raised
+//! to the minimum and capped at the maximum. An event stops counting at its end.
+#![warn(missing_docs)]
+
+pub mod baseline;
+pub mod calendar;
+
+use std::fmt;
+use std::time::Duration;
+
+pub use chrono;
+use chrono::{DateTime, TimeDelta, Utc};
+pub use chrono_tz::Tz;
+
+pub use baseline::{Baseline, BaselineError, Rule};
+pub use calendar::{Calendar, CalendarError, Occurrence};
+
+/// The schedule's settings: the baseline, its zone, the lead time and the bounds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Schedule {
+    /// The weekly baseline.
+    pub baseline: Baseline,
+    /// The zone of the baseline's windows (and of the calendar's floating times).
+    pub tz: Tz,
+    /// How long before an event its count applies (node boot plus image pull).
+    pub lead: Duration,
+    /// The least count.
+    pub min: u32,
+    /// The largest count.
+    pub max: u32,
+}
+
+/// Why the count in force is what it is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Cause {
+    /// A baseline rule (as written in the grammar's form).
+    Window(String),
+    /// No baseline rule covers the time and no event counts: 0.
+    NoRule,
+    /// A calendar event's occurrence (running, or starting within the lead time).
+    Event(Occurrence),
+}
+
+impl fmt::Display for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Cause::Window(rule) => write!(f, "baseline window `{rule}`"),
+            Cause::NoRule => f.write_str("no baseline window (0)"),
+            Cause::Event(o) => write!(
+                f,
+                "calendar event {:?} ({} to {} UTC, placeholders: {})",
+                o.name,
+                o.start.format("%Y-%m-%d %H:%M"),
+                o.end.format("%Y-%m-%d %H:%M"),
+                o.count
+            ),
+        }
+    }
+}
+
+/// The count in force and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InForce {
+    /// The count, within the bounds.
+    pub count: u32,
+    /// The rule or event that gave the count before the bounds.
+    pub cause: Cause,
+    /// The count before the bounds, when a bound changed it.
+    pub bounded_from: Option<u32>,
+}
+
+impl fmt::Display for InForce {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.cause)?;
+        match self.bounded_from {
+            Some(c) if c < self.count => write!(f, ", {c} raised to the minimum {}", self.count),
+            Some(c) => write!(f, ", {c} capped at the maximum {}", self.count),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Schedule {
+    /// The count in force at `now`, with its cause. Events win ties with the baseline.
+    /// `occurrences` are the calendar's ([`Calendar::occurrences`]) over a span that
+    /// covers `now` to `now` plus the lead time; others are ignored.
+    pub fn in_force(&self, occurrences: &[Occurrence], now: DateTime<Utc>) -> InForce {
+        let local = now.with_timezone(&self.tz).naive_local();
+        let (mut count, mut cause) = match self.baseline.rule_at(local) {
+            Some(r) => (r.count, Cause::Window(r.to_string())),
+            None => (0, Cause::NoRule),
+        };
+        let lead = TimeDelta::from_std(self.lead).unwrap_or(TimeDelta::MAX);
+        let horizon = now.checked_add_signed(lead).unwrap_or(now);
+        for o in occurrences {
+            // Running at `now` or starting within the lead time (an occurrence
+            // ending exactly at `now` is over).
+            let counts = o.start <= horizon && o.end > now;
+            if counts && (o.count > count || (o.count == count && cause_is_baseline(&cause))) {
+                count = o.count;
+                cause = Cause::Event(o.clone());
+            }
+        }
+        let bounded = count.clamp(self.min, self.max.max(self.min));
+        InForce {
+            count: bounded,
+            cause,
+            bounded_from: (bounded != count).then_some(count),
+        }
+    }
+}
+
+fn cause_is_baseline(c: &Cause) -> bool {
+    !matches!(c, Cause::Event(_))
+}

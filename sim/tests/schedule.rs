@@ -1,0 +1,200 @@
+//! Placeholders on a calendar in the simulator (`selfdestruct schedule`): the replicas
+//! follow the count in force of the mode's own pure function; a constant schedule
+//! replays exactly like the flat count; one that follows the class timetable
+//! (sim/data/timetable-week.csv) keeps the users' room at fewer node-hours; the proposed
+//! baseline is in the mode's grammar and gives back the hourly counts it was made from;
+//! `--schedule-baseline` adds a `schedule` row.
+
+use std::process::Command;
+use std::time::Duration;
+
+use selfdestruct_schedule::{Baseline, Calendar, Schedule, Tz};
+use selfdestruct_sim::scenario::{Arrival, Peer, Scenario, Setup, agent_defaults};
+use selfdestruct_sim::schedule::{baseline_of, occurrences, origin, run, steps};
+use selfdestruct_sim::trace::{ReadOptions, Trace};
+use selfdestruct_sim::{RowResult, run_rows_on};
+
+const TIMETABLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/data/timetable-week.csv");
+
+struct Replay {
+    sc: Scenario,
+    trace: Trace,
+    seeds: Vec<u64>,
+    arrivals: Vec<Vec<Arrival>>,
+}
+
+fn replay() -> Replay {
+    let trace = Trace::read(&[TIMETABLE], &ReadOptions::default()).expect("the timetable");
+    let mut sc = Scenario::small();
+    sc.autoscaler.max_nodes = 40;
+    trace.apply(&mut sc, None);
+    let seeds = vec![1];
+    let arrivals = seeds.iter().map(|&s| trace.arrivals(&sc, s)).collect();
+    Replay {
+        sc,
+        trace,
+        seeds,
+        arrivals,
+    }
+}
+
+/// The `new-node` row (the agent's defaults) at `replicas`.
+fn new_node(_sc: &Scenario, replicas: u32) -> Setup {
+    Setup {
+        name: "new-node".into(),
+        replicas,
+        policy: agent_defaults(),
+        gate: false,
+        peer: Peer::Selfdestruct,
+    }
+}
+
+fn schedule(baseline: &str) -> Schedule {
+    Schedule {
+        baseline: Baseline::parse(baseline).unwrap(),
+        tz: Tz::UTC,
+        lead: Duration::from_secs(600),
+        min: 0,
+        max: 1000,
+    }
+}
+
+fn scheduled(r: &Replay, s: &Schedule, occ: &[selfdestruct_schedule::Occurrence]) -> RowResult {
+    let st = steps(&r.sc, origin(Some(&r.trace)), s, occ);
+    let max = st.iter().map(|s| s.1).max().unwrap_or(0);
+    run(
+        &r.sc,
+        &new_node(&r.sc, max),
+        &r.seeds,
+        &r.arrivals,
+        &st,
+        true,
+    )
+}
+
+#[test]
+fn a_constant_schedule_replays_like_the_flat_count() {
+    let r = replay();
+    let flat = run_rows_on(&r.sc, &[new_node(&r.sc, 12)], &r.seeds, &r.arrivals, true);
+    let constant = scheduled(&r, &schedule("* = 12"), &[]);
+    let (f, s) = (&flat[0].summary, &constant.summary);
+    assert_eq!(
+        (
+            f.delayed,
+            f.cold,
+            f.node_hours.to_bits(),
+            f.evictions_per_hour.to_bits()
+        ),
+        (
+            s.delayed,
+            s.cold,
+            s.node_hours.to_bits(),
+            s.evictions_per_hour.to_bits()
+        )
+    );
+    assert!(s.violations.is_empty(), "{:?}", s.violations);
+}
+
+#[test]
+fn a_timetable_schedule_keeps_the_room_at_fewer_node_hours() {
+    let r = replay();
+    // The classes: Mon/Wed/Fri 09:00 (60 students), Tue/Thu 14:00 (40), from a calendar.
+    let ics = "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//t//EN\r\n\
+        BEGIN:VEVENT\r\nUID:l\r\nDTSTAMP:20260101T000000Z\r\nSUMMARY:Lecture placeholders: 40\r\n\
+        DTSTART:20260302T085000Z\r\nDTEND:20260302T093000Z\r\nRRULE:FREQ=WEEKLY;BYDAY=MO,WE,FR\r\nEND:VEVENT\r\n\
+        BEGIN:VEVENT\r\nUID:b\r\nDTSTAMP:20260101T000000Z\r\nSUMMARY:Lab placeholders: 30\r\n\
+        DTSTART:20260303T135000Z\r\nDTEND:20260303T143000Z\r\nRRULE:FREQ=WEEKLY;BYDAY=TU,TH\r\nEND:VEVENT\r\n\
+        END:VCALENDAR\r\n";
+    let s = schedule("Mon-Fri 08:00-18:00 = 4; * = 2");
+    let cal = Calendar::parse(ics, Tz::UTC).unwrap();
+    let occ = occurrences(&r.sc, origin(Some(&r.trace)), &s, &cal).unwrap();
+    // One per class of the week, and next Monday's lecture (the run drains into it).
+    assert_eq!(occ.len(), 6, "{occ:?}");
+    let timetable = scheduled(&r, &s, &occ).summary;
+    let flat = run_rows_on(&r.sc, &[new_node(&r.sc, 40)], &r.seeds, &r.arrivals, true);
+    let none = run_rows_on(&r.sc, &[new_node(&r.sc, 0)], &r.seeds, &r.arrivals, true);
+    let (flat, none) = (&flat[0].summary, &none[0].summary);
+    println!(
+        "timetable: delayed {} node-h {:.1}; flat 40: delayed {} node-h {:.1}; none: delayed {} node-h {:.1}",
+        timetable.delayed,
+        timetable.node_hours,
+        flat.delayed,
+        flat.node_hours,
+        none.delayed,
+        none.node_hours
+    );
+    assert!(
+        timetable.violations.is_empty(),
+        "{:?}",
+        timetable.violations
+    );
+    assert!(timetable.node_hours < flat.node_hours * 0.7);
+    assert!(
+        timetable.delayed * 10 < none.delayed,
+        "the schedule keeps most of the room"
+    );
+}
+
+#[test]
+fn the_proposed_baseline_gives_back_its_hourly_counts() {
+    let mut counts = [2u32; 168];
+    for d in [0, 2, 4] {
+        for h in 8..11 {
+            counts[d * 24 + h] = 36;
+        }
+    }
+    for h in 13..16 {
+        counts[24 + h] = 24;
+        counts[3 * 24 + h] = 25;
+    }
+    counts[6 * 24 + 23] = 0;
+    let b = baseline_of(&counts);
+    let text = b.to_string();
+    assert_eq!(
+        text,
+        "Mon,Wed,Fri 08:00-11:00 = 36; Tue 13:00-16:00 = 24; Thu 13:00-16:00 = 25; \
+         Sun 23:00-24:00 = 0; * = 2"
+    );
+    let parsed = Baseline::parse(&text).unwrap();
+    // 2026-03-02 is a Monday.
+    let monday = selfdestruct_schedule::chrono::NaiveDate::from_ymd_opt(2026, 3, 2).unwrap();
+    for (i, want) in counts.iter().enumerate() {
+        let at = monday.and_hms_opt(0, 30, 0).unwrap()
+            + selfdestruct_schedule::chrono::TimeDelta::hours(i as i64);
+        assert_eq!(parsed.count_at(at), *want, "hour {i}");
+    }
+}
+
+#[test]
+fn schedule_baseline_adds_a_schedule_row() {
+    let out = Command::new(env!("CARGO_BIN_EXE_simulate"))
+        .args([
+            "--scenario",
+            "small",
+            "--max-nodes",
+            "40",
+            "--arrivals",
+            TIMETABLE,
+            "--only",
+            "none",
+            "--schedule-baseline",
+            "Mon-Fri 08:00-18:00 = 12; * = 2",
+            "--schedule-time-zone",
+            "Europe/Berlin",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.lines().any(|l| l.starts_with("schedule ")), "{text}");
+    let bad = Command::new(env!("CARGO_BIN_EXE_simulate"))
+        .args(["--schedule-baseline", "Mon 18:00-08:00 = 3"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("must end after it starts"));
+}

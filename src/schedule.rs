@@ -1,0 +1,782 @@
+//! `selfdestruct schedule`: headroom on a calendar. Sets the `replicas` of one
+//! placeholder StatefulSet (through its `scale` subresource) or of one CapacityBuffer,
+//! in its own namespace, to the count in force: the largest of a weekly baseline and
+//! the iCal calendar events running or starting within the lead time, within a minimum
+//! and a maximum. The count is the pure `selfdestruct_schedule` crate's; this is its
+//! I/O shell: read the calendar (a URL or a mounted file, bounded in bytes and time),
+//! patch the object when the count changes, post an Event naming the cause.
+//!
+//! Bad input never changes the replicas: an unreachable calendar keeps the last good
+//! one (retried with capped, jittered backoff), a malformed one is refused with its line
+//! and reason and the last good one kept; a bad setting exits 2 at start.
+
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty, Limited};
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::Client;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+use tracing::{error, info, warn};
+
+use crate::api::{ApiError, from_kube, request, segment};
+use crate::connect::{self, Access, AccessError, bad_kubeconfig};
+use crate::identity::IdentitySettings;
+use crate::jitter::draw;
+use crate::logging::Chain;
+use crate::signals::{Signals, Stop, pause, stop};
+use selfdestruct_decision::backoff::Backoff;
+use selfdestruct_decision::duration::format as human;
+use selfdestruct_decision::settings::{Setting, SettingError, duration};
+use selfdestruct_schedule::chrono::{DateTime, TimeDelta, Utc};
+use selfdestruct_schedule::{Baseline, Calendar, InForce, Occurrence, Schedule, Tz};
+
+/// The most bytes of a calendar read (a URL's answer or a file).
+pub const CALENDAR_MAX_BYTES: usize = 4 << 20;
+
+/// The most redirects a calendar URL may take.
+const MAX_REDIRECTS: usize = 5;
+
+/// The group/version of CapacityBuffers.
+pub const BUFFER_API: &str = "autoscaling.x-k8s.io/v1beta1";
+
+/// How far ahead the calendar's occurrences are expanded at a time.
+const SPAN: TimeDelta = TimeDelta::days(2);
+
+/// Settings of `selfdestruct schedule` (its namespace is the shared identity's).
+#[derive(clap::Args, Debug, Clone)]
+pub struct ScheduleSettings {
+    /// What to scale, in the own namespace: statefulset/NAME (its scale subresource) or
+    /// capacitybuffer/NAME
+    #[arg(long, env = "SELFDESTRUCT_SCHEDULE_TARGET", value_name = "KIND/NAME",
+          default_value = "", hide_default_value = true, value_parser = Setting(target))]
+    pub target: std::option::Option<Target>,
+    /// Weekly baseline, e.g. "Mon-Fri 08:00-18:00 = 12; * = 2" (first matching rule
+    /// wins; docs/schedule.md has the grammar) [default: none, 0]
+    #[arg(long, env = "SELFDESTRUCT_SCHEDULE_BASELINE", value_name = "RULES",
+          default_value = "", hide_default_value = true, value_parser = Setting(baseline))]
+    pub baseline: Baseline,
+    /// iCal calendar: an http(s):// or webcal:// URL, or a file path (a mounted
+    /// ConfigMap); events say "placeholders: N" in their summary or description [default: none]
+    #[arg(long, env = "SELFDESTRUCT_SCHEDULE_CALENDAR", value_name = "URL|FILE",
+          default_value = "", hide_default_value = true, value_parser = Setting(calendar_source))]
+    pub calendar: std::option::Option<CalendarSource>,
+    /// IANA time zone of the baseline's windows and of the calendar's floating times
+    #[arg(long, env = "SELFDESTRUCT_SCHEDULE_TIME_ZONE", value_name = "ZONE",
+          default_value = "UTC", value_parser = Setting(time_zone))]
+    pub time_zone: Tz,
+    /// How long before an event its count applies (node boot plus image pull)
+    #[arg(long, env = "SELFDESTRUCT_SCHEDULE_LEAD_TIME", value_name = "DURATION",
+          default_value = "10m", value_parser = Setting(duration))]
+    pub lead_time: Duration,
+    /// The least count
+    #[arg(long, env = "SELFDESTRUCT_SCHEDULE_MIN", value_name = "N", default_value = "0",
+          value_parser = Setting(count))]
+    pub min: u32,
+    /// The largest count
+    #[arg(long, env = "SELFDESTRUCT_SCHEDULE_MAX", value_name = "N", default_value = "1000",
+          value_parser = Setting(count))]
+    pub max: u32,
+    /// How often to read the calendar again and check the object's replicas (at least 1s)
+    #[arg(long, env = "SELFDESTRUCT_SCHEDULE_REFRESH", value_name = "DURATION",
+          default_value = "5m", value_parser = Setting(at_least_1s))]
+    pub refresh: Duration,
+    /// How often the count in force is evaluated (at least 1s)
+    #[arg(long, env = "SELFDESTRUCT_SCHEDULE_TICK", value_name = "DURATION", hide = true,
+          default_value = "15s", value_parser = Setting(at_least_1s))]
+    pub tick: Duration,
+    /// How long one calendar read may take, the whole answer included (at least 1s)
+    #[arg(long, env = "SELFDESTRUCT_SCHEDULE_CALENDAR_TIMEOUT", value_name = "DURATION", hide = true,
+          default_value = "30s", value_parser = Setting(at_least_1s))]
+    pub calendar_timeout: Duration,
+}
+
+/// What the mode scales.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// A StatefulSet, through its `scale` subresource.
+    StatefulSet(String),
+    /// A CapacityBuffer (autoscaling.x-k8s.io), its `spec.replicas`.
+    CapacityBuffer(String),
+}
+
+impl Target {
+    /// Its name.
+    pub fn name(&self) -> &str {
+        match self {
+            Target::StatefulSet(n) | Target::CapacityBuffer(n) => n,
+        }
+    }
+
+    /// The URL of what is read and patched, in `namespace`.
+    pub fn url(&self, namespace: &str) -> String {
+        let ns = segment(namespace);
+        match self {
+            Target::StatefulSet(n) => format!(
+                "/apis/apps/v1/namespaces/{ns}/statefulsets/{}/scale",
+                segment(n)
+            ),
+            Target::CapacityBuffer(n) => format!(
+                "/apis/{BUFFER_API}/namespaces/{ns}/capacitybuffers/{}",
+                segment(n)
+            ),
+        }
+    }
+
+    /// The object the Events are about.
+    fn reference(&self, namespace: &str, uid: Option<String>) -> ObjectReference {
+        let (api_version, kind) = match self {
+            Target::StatefulSet(_) => ("apps/v1", "StatefulSet"),
+            Target::CapacityBuffer(_) => (BUFFER_API, "CapacityBuffer"),
+        };
+        ObjectReference {
+            api_version: Some(api_version.into()),
+            kind: Some(kind.into()),
+            name: Some(self.name().to_string()),
+            namespace: Some(namespace.to_string()),
+            uid,
+            ..ObjectReference::default()
+        }
+    }
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::StatefulSet(n) => write!(f, "statefulset/{n}"),
+            Target::CapacityBuffer(n) => write!(f, "capacitybuffer/{n}"),
+        }
+    }
+}
+
+/// Where the calendar comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CalendarSource {
+    /// An http(s) URL (`webcal://` read as `https://`).
+    Url(http::Uri),
+    /// A file.
+    File(PathBuf),
+}
+
+impl std::fmt::Display for CalendarSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CalendarSource::Url(u) => write!(f, "{u}"),
+            CalendarSource::File(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+fn target(value: &str) -> Result<Option<Target>, String> {
+    if value.is_empty() {
+        return Ok(None);
+    }
+    let expected = "statefulset/NAME or capacitybuffer/NAME (a DNS-1123 subdomain)";
+    let (kind, name) = value.split_once('/').ok_or(expected)?;
+    crate::identity::subdomain(name).map_err(|_| expected.to_string())?;
+    match kind.to_ascii_lowercase().as_str() {
+        "statefulset" | "statefulsets" | "sts" => Ok(Some(Target::StatefulSet(name.into()))),
+        "capacitybuffer" | "capacitybuffers" | "cb" => {
+            Ok(Some(Target::CapacityBuffer(name.into())))
+        }
+        _ => Err(expected.to_string()),
+    }
+}
+
+fn baseline(value: &str) -> Result<Baseline, String> {
+    Baseline::parse(value)
+        .map_err(|e| format!("rules such as \"Mon-Fri 08:00-18:00 = 12; * = 2\" ({e})"))
+}
+
+fn calendar_source(value: &str) -> Result<Option<CalendarSource>, String> {
+    if value.is_empty() {
+        return Ok(None);
+    }
+    let Some((scheme, rest)) = value.split_once("://") else {
+        return Ok(Some(CalendarSource::File(PathBuf::from(value))));
+    };
+    let url = match scheme.to_ascii_lowercase().as_str() {
+        "http" | "https" => value.to_string(),
+        "webcal" => format!("https://{rest}"),
+        _ => {
+            return Err(format!(
+                "an http://, https:// or webcal:// URL or a file path, not a {scheme}:// URL"
+            ));
+        }
+    };
+    let uri: http::Uri = url
+        .parse()
+        .map_err(|e| format!("an http://, https:// or webcal:// URL or a file path ({e})"))?;
+    if uri.host().is_none() {
+        return Err("a URL with a host".into());
+    }
+    Ok(Some(CalendarSource::Url(uri)))
+}
+
+fn time_zone(value: &str) -> Result<Tz, String> {
+    value
+        .parse()
+        .map_err(|_| "an IANA time zone name such as Europe/Berlin or UTC".to_string())
+}
+
+fn count(value: &str) -> Result<u32, String> {
+    let max = selfdestruct_schedule::baseline::MAX_COUNT;
+    value
+        .parse()
+        .ok()
+        .filter(|n| *n <= max)
+        .ok_or_else(|| format!("a whole number from 0 to {max}"))
+}
+
+fn at_least_1s(value: &str) -> Result<Duration, String> {
+    duration(value).map(|d| d.max(Duration::from_secs(1)))
+}
+
+/// The mode's validated configuration.
+#[derive(Clone, Debug)]
+pub struct ScheduleConfig {
+    /// What to scale.
+    pub target: Target,
+    /// The baseline, zone, lead time and bounds.
+    pub schedule: Schedule,
+    /// The calendar, if any.
+    pub calendar: Option<CalendarSource>,
+    /// How often the calendar is read again.
+    pub refresh: Duration,
+    /// How often the count is evaluated.
+    pub tick: Duration,
+    /// How long one calendar read may take.
+    pub calendar_timeout: Duration,
+    /// The own namespace, if a setting names it.
+    pub namespace: Option<String>,
+    /// The service-account folder (its `namespace` file).
+    pub service_account_dir: PathBuf,
+}
+
+impl ScheduleConfig {
+    /// Checks what one setting alone cannot: a target, something to schedule, min <= max.
+    pub fn new(s: &ScheduleSettings, identity: &IdentitySettings) -> Result<Self, SettingError> {
+        let target = s.target.clone().ok_or_else(|| SettingError {
+            setting: "SELFDESTRUCT_SCHEDULE_TARGET (--target)".into(),
+            value: String::new(),
+            expected: "statefulset/NAME or capacitybuffer/NAME: what to scale".into(),
+        })?;
+        if s.baseline.rules.is_empty() && s.calendar.is_none() {
+            return Err(SettingError {
+                setting: "SELFDESTRUCT_SCHEDULE_BASELINE (--baseline)".into(),
+                value: String::new(),
+                expected: "a baseline, or a calendar in SELFDESTRUCT_SCHEDULE_CALENDAR: \
+                           nothing to schedule"
+                    .into(),
+            });
+        }
+        if s.min > s.max {
+            return Err(SettingError {
+                setting: "SELFDESTRUCT_SCHEDULE_MIN (--min)".into(),
+                value: s.min.to_string(),
+                expected: format!("at most SELFDESTRUCT_SCHEDULE_MAX ({})", s.max),
+            });
+        }
+        Ok(ScheduleConfig {
+            target,
+            schedule: Schedule {
+                baseline: s.baseline.clone(),
+                tz: s.time_zone,
+                lead: s.lead_time,
+                min: s.min,
+                max: s.max,
+            },
+            calendar: s.calendar.clone(),
+            refresh: s.refresh,
+            tick: s.tick,
+            calendar_timeout: s.calendar_timeout,
+            namespace: identity.namespace.clone(),
+            service_account_dir: identity.service_account_dir.clone(),
+        })
+    }
+}
+
+/// Runs the mode on the API `access` `main` discovered: without API access, a plain pause.
+pub async fn run(
+    cfg: ScheduleConfig,
+    access: Result<Access, AccessError>,
+    mut signals: Signals,
+) -> i32 {
+    let why: Box<dyn std::error::Error + Send + Sync> = match access {
+        Err(e) => Box::new(e),
+        Ok(a) => {
+            let namespace = cfg
+                .namespace
+                .clone()
+                .or_else(|| a.namespace.clone())
+                .or_else(|| {
+                    std::fs::read_to_string(cfg.service_account_dir.join("namespace"))
+                        .ok()
+                        .map(|s| s.trim().to_string())
+                        .filter(|s| !s.is_empty())
+                })
+                .unwrap_or_else(|| "default".into());
+            let built = tokio::select! {
+                sig = signals.terminated() => return stop(sig),
+                built = connect::client_retrying(&a, &namespace) => built,
+            };
+            match built {
+                Ok(client) => {
+                    return run_on(cfg, client, &namespace, Stop::Signals(signals)).await;
+                }
+                Err(e) if a.named => return bad_kubeconfig(&e),
+                Err(e) => Box::new(e),
+            }
+        }
+    };
+    info!(reason = %Chain(&*why), "no API access: the schedule cannot scale anything; running as a plain pause container");
+    pause(signals.terminated()).await
+}
+
+/// The calendar as last read well, and its occurrences over a span.
+struct CalendarState {
+    calendar: Option<Calendar>,
+    occurrences: Vec<Occurrence>,
+    /// The end of the span `occurrences` covers.
+    until: DateTime<Utc>,
+    next_read: Instant,
+    failures: u32,
+}
+
+/// What the object had and has.
+struct Applied {
+    /// The replicas the object has, as last read or set.
+    replicas: Option<u32>,
+    /// The count in force last applied.
+    count: Option<u32>,
+    next_check: Instant,
+    failures: u32,
+    retry_at: Instant,
+}
+
+/// [`run`] on `client` until `signals` fires.
+pub async fn run_on(
+    cfg: ScheduleConfig,
+    client: Client,
+    namespace: &str,
+    mut signals: Stop,
+) -> i32 {
+    info!(
+        target = %cfg.target, namespace,
+        baseline = %cfg.schedule.baseline,
+        calendar = %cfg.calendar.as_ref().map(ToString::to_string).unwrap_or_default(),
+        time_zone = %cfg.schedule.tz,
+        lead_time = %human(cfg.schedule.lead),
+        min = cfg.schedule.min, max = cfg.schedule.max,
+        refresh = %human(cfg.refresh),
+        "schedule started"
+    );
+    let http = https_client();
+    let start = Instant::now();
+    let mut cal = CalendarState {
+        calendar: None,
+        occurrences: Vec::new(),
+        until: DateTime::<Utc>::MIN_UTC,
+        next_read: start,
+        failures: 0,
+    };
+    let mut obj = Applied {
+        replicas: None,
+        count: None,
+        next_check: start,
+        failures: 0,
+        retry_at: start,
+    };
+    crate::malloc_trim::release_idle();
+    loop {
+        if let Some(source) = &cfg.calendar
+            && Instant::now() >= cal.next_read
+        {
+            tokio::select! {
+                sig = signals.terminated() => return stop(sig),
+                () = refresh_calendar(&cfg, source, &http, &mut cal) => {}
+            }
+        }
+        let now = wall_now();
+        if cal.calendar.is_some() && now + cfg.schedule.lead + cfg.tick * 2 >= cal.until {
+            expand(&cfg, &mut cal, now).await;
+        }
+        let f = cfg.schedule.in_force(&cal.occurrences, now);
+        let due = obj.count != Some(f.count) || Instant::now() >= obj.next_check;
+        if due && Instant::now() >= obj.retry_at {
+            tokio::select! {
+                sig = signals.terminated() => return stop(sig),
+                () = apply(&cfg, &client, namespace, &f, &mut obj) => {}
+            }
+        }
+        let mut wake = Instant::now() + cfg.tick;
+        if cfg.calendar.is_some() {
+            wake = wake.min(cal.next_read);
+        }
+        if obj.count != Some(f.count) {
+            wake = wake.min(obj.retry_at.max(Instant::now()));
+        }
+        tokio::select! {
+            sig = signals.terminated() => return stop(sig),
+            () = tokio::time::sleep_until(wake) => {}
+        }
+    }
+}
+
+fn wall_now() -> DateTime<Utc> {
+    DateTime::<Utc>::from(SystemTime::now())
+}
+
+/// Reads and parses the calendar; keeps the last good one on any failure.
+async fn refresh_calendar(
+    cfg: &ScheduleConfig,
+    source: &CalendarSource,
+    http: &HttpClient,
+    cal: &mut CalendarState,
+) {
+    let read = read_calendar(source, http, cfg.calendar_timeout).await;
+    let tz = cfg.schedule.tz;
+    let kept = if cal.calendar.is_some() {
+        "keeping the last good calendar"
+    } else {
+        "running on the baseline alone until it can be read"
+    };
+    let text = match read {
+        Ok(t) => t,
+        Err(e) => {
+            let wait = Backoff {
+                base: Duration::from_secs(1),
+                cap: cfg.refresh.max(Duration::from_secs(1)),
+            }
+            .delay(cal.failures, draw());
+            cal.failures = cal.failures.saturating_add(1);
+            warn!(calendar = %source, error = %Chain(&e), retry_in = %human(wait), "cannot read the calendar; {kept}");
+            cal.next_read = Instant::now() + wait;
+            return;
+        }
+    };
+    cal.failures = 0;
+    cal.next_read = Instant::now() + cfg.refresh;
+    let now = wall_now();
+    let horizon = now + SPAN;
+    // Parsing and expanding a large calendar is CPU work: off the signals' thread.
+    let parsed = tokio::task::spawn_blocking(move || {
+        let c = Calendar::parse(&text, tz)?;
+        let o = c.occurrences(now, horizon)?;
+        Ok::<_, selfdestruct_schedule::CalendarError>((c, o))
+    })
+    .await;
+    match parsed {
+        Ok(Ok((c, o))) => {
+            if cal.calendar.is_none() {
+                info!(calendar = %source, events = c.events.len(), "calendar read");
+            }
+            cal.calendar = Some(c);
+            cal.occurrences = o;
+            cal.until = horizon;
+        }
+        Ok(Err(e)) => {
+            error!(calendar = %source, error = %e, "calendar refused; {kept}");
+        }
+        Err(e) => error!(calendar = %source, error = %e, "calendar parsing failed; {kept}"),
+    }
+    crate::malloc_trim::release_idle();
+}
+
+/// Expands the last good calendar's occurrences over the next span.
+async fn expand(cfg: &ScheduleConfig, cal: &mut CalendarState, now: DateTime<Utc>) {
+    let Some(c) = cal.calendar.clone() else {
+        return;
+    };
+    let horizon = now + SPAN;
+    let done = tokio::task::spawn_blocking(move || c.occurrences(now, horizon)).await;
+    match done {
+        Ok(Ok(o)) => {
+            cal.occurrences = o;
+            cal.until = horizon;
+        }
+        Ok(Err(e)) => {
+            error!(error = %e, "cannot expand the calendar's recurrences; keeping its occurrences as they were");
+            cal.until = now + cfg.refresh.max(cfg.tick);
+        }
+        Err(e) => error!(error = %e, "expanding the calendar failed"),
+    }
+}
+
+/// Why a calendar could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// No answer, or no file.
+    #[error("cannot read {0}")]
+    Io(String, #[source] Box<dyn std::error::Error + Send + Sync>),
+    /// An error status.
+    #[error("the server answered HTTP {0}")]
+    Status(u16),
+    /// Longer than [`CALENDAR_MAX_BYTES`].
+    #[error("longer than {CALENDAR_MAX_BYTES} bytes")]
+    TooLarge,
+    /// Not within the calendar timeout.
+    #[error("no complete answer within {}", human(*.0))]
+    Timeout(Duration),
+    /// Not UTF-8.
+    #[error("not UTF-8 text")]
+    NotText,
+    /// Too many redirects, or one without a usable Location.
+    #[error("redirect refused: {0}")]
+    Redirect(String),
+}
+
+type HttpClient = hyper_util::client::legacy::Client<
+    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
+    Empty<Bytes>,
+>;
+
+/// An HTTP(S) client: the system's roots when it has any (`SSL_CERT_FILE` honoured),
+/// else the bundled Mozilla roots (the image is `scratch`).
+fn https_client() -> HttpClient {
+    let provider = rustls::crypto::ring::default_provider();
+    let builder = hyper_rustls::HttpsConnectorBuilder::new();
+    let tls = match builder.with_provider_and_native_roots(provider.clone()) {
+        Ok(b) => b,
+        Err(_) => hyper_rustls::HttpsConnectorBuilder::new()
+            .with_provider_and_webpki_roots(provider)
+            .unwrap_or_else(|_| {
+                hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(
+                    rustls::ClientConfig::builder()
+                        .with_root_certificates(rustls::RootCertStore::empty())
+                        .with_no_client_auth(),
+                )
+            }),
+    };
+    let connector = tls.https_or_http().enable_http1().build();
+    hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build(connector)
+}
+
+/// The calendar's text, at most [`CALENDAR_MAX_BYTES`] and `timeout`.
+async fn read_calendar(
+    source: &CalendarSource,
+    http: &HttpClient,
+    timeout: Duration,
+) -> Result<String, ReadError> {
+    let bytes = match source {
+        CalendarSource::File(path) => {
+            let path = path.clone();
+            let read = tokio::task::spawn_blocking(move || read_file(&path));
+            match tokio::time::timeout(timeout, read).await {
+                Err(_) => return Err(ReadError::Timeout(timeout)),
+                Ok(Err(e)) => return Err(ReadError::Io(source.to_string(), Box::new(e))),
+                Ok(Ok(r)) => r?,
+            }
+        }
+        CalendarSource::Url(uri) => tokio::time::timeout(timeout, get(uri.clone(), http))
+            .await
+            .map_err(|_| ReadError::Timeout(timeout))??,
+    };
+    String::from_utf8(bytes).map_err(|_| ReadError::NotText)
+}
+
+fn read_file(path: &std::path::Path) -> Result<Vec<u8>, ReadError> {
+    use std::io::Read;
+    let io = |e: std::io::Error| ReadError::Io(path.display().to_string(), Box::new(e));
+    let mut out = Vec::new();
+    std::fs::File::open(path)
+        .map_err(io)?
+        .take(CALENDAR_MAX_BYTES as u64 + 1)
+        .read_to_end(&mut out)
+        .map_err(io)?;
+    if out.len() > CALENDAR_MAX_BYTES {
+        return Err(ReadError::TooLarge);
+    }
+    Ok(out)
+}
+
+async fn get(mut uri: http::Uri, http: &HttpClient) -> Result<Vec<u8>, ReadError> {
+    for _ in 0..=MAX_REDIRECTS {
+        let req = http::Request::get(uri.clone())
+            .header(http::header::ACCEPT, "text/calendar, */*;q=0.5")
+            .header(http::header::USER_AGENT, "selfdestruct-schedule")
+            .body(Empty::<Bytes>::new())
+            .map_err(|e| ReadError::Io(uri.to_string(), Box::new(e)))?;
+        let res = http
+            .request(req)
+            .await
+            .map_err(|e| ReadError::Io(uri.to_string(), Box::new(e)))?;
+        let status = res.status();
+        if status.is_redirection() {
+            let location = res
+                .headers()
+                .get(http::header::LOCATION)
+                .and_then(|l| l.to_str().ok())
+                .ok_or_else(|| ReadError::Redirect(format!("HTTP {status} without a Location")))?;
+            uri = redirect(&uri, location)?;
+            continue;
+        }
+        if !status.is_success() {
+            return Err(ReadError::Status(status.as_u16()));
+        }
+        if res
+            .headers()
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+            .is_some_and(|n| n > CALENDAR_MAX_BYTES as u64)
+        {
+            return Err(ReadError::TooLarge);
+        }
+        let body = Limited::new(res.into_body(), CALENDAR_MAX_BYTES)
+            .collect()
+            .await
+            .map_err(|e| {
+                if e.is::<http_body_util::LengthLimitError>() {
+                    ReadError::TooLarge
+                } else {
+                    ReadError::Io(uri.to_string(), e)
+                }
+            })?;
+        return Ok(body.to_bytes().to_vec());
+    }
+    Err(ReadError::Redirect(format!(
+        "more than {MAX_REDIRECTS} redirects"
+    )))
+}
+
+/// The URL a redirect's `Location` names, relative ones against `base`.
+fn redirect(base: &http::Uri, location: &str) -> Result<http::Uri, ReadError> {
+    let bad = |why: &str| ReadError::Redirect(format!("Location {location:?}: {why}"));
+    let next: http::Uri = location.parse().map_err(|_| bad("not a URL"))?;
+    if next.scheme().is_some() {
+        return match next.scheme_str() {
+            Some("http" | "https") => Ok(next),
+            _ => Err(bad("not http(s)")),
+        };
+    }
+    let mut parts = base.clone().into_parts();
+    parts.path_and_query = next.path_and_query().cloned();
+    http::Uri::from_parts(parts).map_err(|_| bad("not a path"))
+}
+
+/// Reads the object's replicas and sets them to the count in force if they differ;
+/// posts an Event naming the cause at each change. Failures are logged and retried
+/// with backoff.
+async fn apply(
+    cfg: &ScheduleConfig,
+    client: &Client,
+    namespace: &str,
+    f: &InForce,
+    obj: &mut Applied,
+) {
+    match set_replicas(cfg, client, namespace, f).await {
+        Ok(before) => {
+            obj.failures = 0;
+            obj.replicas = Some(f.count);
+            obj.count = Some(f.count);
+            obj.next_check = Instant::now() + cfg.refresh;
+            obj.retry_at = Instant::now();
+            if before != Some(f.count) {
+                info!(target = %cfg.target, from = ?before, to = f.count, cause = %f, "replicas set");
+            }
+        }
+        Err(e) => {
+            let denied = matches!(e.code(), Some(403 | 404));
+            let backoff = if denied {
+                Backoff {
+                    base: Duration::from_secs(30),
+                    cap: Duration::from_secs(300),
+                }
+            } else {
+                Backoff::TRANSIENT
+            };
+            let mut wait = backoff.delay(obj.failures, draw());
+            if let ApiError::Status {
+                retry_after: Some(r),
+                ..
+            } = &e
+            {
+                wait = wait.max(*r);
+            }
+            obj.failures = obj.failures.saturating_add(1);
+            obj.retry_at = Instant::now() + wait;
+            let hint = match e.code() {
+                Some(403) => format!(
+                    ": the service account may not get/patch {} (bind the Role of the chart's schedule section)",
+                    cfg.target
+                ),
+                Some(404) => format!(": {} does not exist in namespace {namespace}", cfg.target),
+                _ => String::new(),
+            };
+            warn!(target = %cfg.target, error = %Chain(&e), retry_in = %human(wait), "cannot set the replicas{hint}; retrying");
+        }
+    }
+}
+
+/// GETs the object; PATCHes `spec.replicas` when it differs; returns the replicas before.
+async fn set_replicas(
+    cfg: &ScheduleConfig,
+    client: &Client,
+    namespace: &str,
+    f: &InForce,
+) -> Result<Option<u32>, ApiError> {
+    let url = cfg.target.url(namespace);
+    let req = http::Request::get(&url)
+        .body(Vec::new())
+        .map_err(ApiError::transport)?;
+    let obj: Value =
+        serde_json::from_slice(&request(client, req).await?).map_err(ApiError::decode)?;
+    let before = obj
+        .pointer("/spec/replicas")
+        .and_then(Value::as_u64)
+        .map(|r| u32::try_from(r).unwrap_or(u32::MAX));
+    if before == Some(f.count) {
+        return Ok(before);
+    }
+    let patch = json!({ "spec": { "replicas": f.count } });
+    let req = http::Request::patch(&url)
+        .header(http::header::CONTENT_TYPE, "application/merge-patch+json")
+        .body(patch.to_string().into_bytes())
+        .map_err(ApiError::transport)?;
+    request(client, req).await?;
+    let uid = obj
+        .pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let note = format!(
+        "replicas {} -> {}: {f}",
+        before.map_or_else(|| "unset".into(), |b| b.to_string()),
+        f.count
+    );
+    if let Err(e) = event(client, &cfg.target.reference(namespace, uid), &note).await {
+        warn!(error = %Chain(&e), "cannot post the Event (needs create on events.k8s.io events)");
+    }
+    Ok(before)
+}
+
+/// Posts a `Normal` Event `ScheduledScale` on the object (events.k8s.io/v1).
+async fn event(client: &Client, regarding: &ObjectReference, note: &str) -> Result<(), ApiError> {
+    // events.k8s.io limits a note to 1 kB.
+    let mut note = note.to_string();
+    if note.len() > 1000 {
+        let mut cut = 1000;
+        while !note.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        note.truncate(cut);
+    }
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "selfdestruct-schedule".into(),
+            instance: std::env::var("POD_NAME").ok(),
+        },
+    );
+    let event = Event {
+        type_: EventType::Normal,
+        reason: "ScheduledScale".into(),
+        note: Some(note),
+        action: "Scale".into(),
+        secondary: None,
+    };
+    recorder.publish(&event, regarding).await.map_err(from_kube)
+}

@@ -1,0 +1,291 @@
+//! The chart's `schedule` section (`charts/selfdestruct/templates/schedule.yaml`),
+//! rendered by Helm's own engine (`ci/render-chart.py`, the venv of
+//! `ci/validate-manifests.sh`, as in tests/chart.rs): a one-replica Deployment running
+//! `selfdestruct schedule` whose settings the mode's own parser accepts, a Role that
+//! may get/patch only the scaled object (by resourceNames) and create Events, its
+//! binding; and the values the mode would refuse are refused before they reach a
+//! cluster, by the schema or the template, each with a message.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+
+const CHART: &str = "charts/selfdestruct";
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn render_output(set: &str) -> Output {
+    let python = std::env::temp_dir().join("selfdestruct-validate-venv/bin/python");
+    Command::new(&python)
+        .current_dir(root())
+        .args(["ci/render-chart.py", CHART, "hub", "hub-ns", "--json"])
+        .args(["--set-json", set])
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+                "needs {} (run `bash ci/validate-manifests.sh` once): {e}",
+                python.display()
+            )
+        })
+}
+
+fn render(set: &str) -> Vec<Value> {
+    let out = render_output(set);
+    assert!(
+        out.status.success(),
+        "{set}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON")
+}
+
+fn find<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
+    docs.iter()
+        .find(|d| d["kind"] == kind && d["metadata"]["name"] == "hub-schedule")
+        .unwrap_or_else(|| panic!("no {kind} hub-schedule"))
+}
+
+/// The container's env as (name, value) with the Downward API ones left out.
+fn env_of(deployment: &Value) -> Vec<(String, String)> {
+    deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| Some((e["name"].as_str()?.into(), e["value"].as_str()?.into())))
+        .collect()
+}
+
+/// The mode's own parser, on exactly these settings (none from this process).
+fn mode_accepts(env: &[(String, String)]) -> Result<(), String> {
+    use clap::{CommandFactory, FromArgMatches};
+    let cli = selfdestruct::config::Cli::command();
+    let sub = cli.find_subcommand("schedule").unwrap().clone();
+    let mut argv = vec!["selfdestruct".to_string(), "schedule".to_string()];
+    for (k, v) in env {
+        let flag = sub
+            .get_arguments()
+            .chain(cli.get_arguments())
+            .find(|a| a.get_env().and_then(|e| e.to_str()) == Some(k.as_str()))
+            .and_then(|a| a.get_long())
+            .ok_or_else(|| format!("{k} is no setting of the schedule"))?;
+        argv.push(format!("--{flag}={v}"));
+    }
+    let cli = cli
+        .mut_args(|a| a.env(None))
+        .mut_subcommands(|s| s.mut_args(|a| a.env(None)));
+    let parsed = cli
+        .try_get_matches_from(argv)
+        .and_then(|m| selfdestruct::config::Cli::from_arg_matches(&m))
+        .map_err(|e| e.to_string())?;
+    match &parsed.command {
+        Some(selfdestruct::config::Command::Schedule(s)) => {
+            selfdestruct::schedule::ScheduleConfig::new(s, &parsed.shared.identity)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        }
+        _ => Err("not the schedule".into()),
+    }
+}
+
+/// `--flag` of the schedule's setting `var`.
+fn selfdestruct_flag(var: &str) -> String {
+    use clap::CommandFactory;
+    let cli = selfdestruct::config::Cli::command();
+    let sub = cli.find_subcommand("schedule").unwrap();
+    let long = sub
+        .get_arguments()
+        .find(|a| a.get_env().and_then(|e| e.to_str()) == Some(var))
+        .and_then(|a| a.get_long())
+        .unwrap();
+    format!("--{long} ")
+}
+
+#[test]
+fn the_schedule_renders_a_deployment_with_a_role_for_its_one_object() {
+    // Off by default: nothing of it.
+    let default = render("schedule={}");
+    assert!(
+        !default
+            .iter()
+            .any(|d| d["metadata"]["name"] == "hub-schedule")
+    );
+
+    let timetable = json!({
+        "enabled": true,
+        "baseline": "Mon-Fri 08:00-18:00 = 12; * = 2",
+        "calendar": {"configMap": "timetable", "key": "class.ics"},
+        "timeZone": "Europe/Berlin",
+        "leadTime": "15m",
+        "min": 1,
+        "max": 40,
+    });
+    let docs = render(&format!("schedule={timetable}"));
+    let d = find(&docs, "Deployment");
+    assert_eq!(d["spec"]["replicas"], 1);
+    let pod = &d["spec"]["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], "hub-schedule");
+    assert_eq!(pod["containers"][0]["args"], json!(["schedule"]));
+    assert_eq!(pod["volumes"][0]["configMap"]["name"], "timetable");
+    let env = env_of(d);
+    let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+    assert_eq!(
+        get("SELFDESTRUCT_SCHEDULE_TARGET"),
+        Some("statefulset/placeholder")
+    );
+    assert_eq!(
+        get("SELFDESTRUCT_SCHEDULE_CALENDAR"),
+        Some("/etc/selfdestruct/calendar/class.ics")
+    );
+    mode_accepts(&env).unwrap();
+
+    let role = find(&docs, "Role");
+    assert_eq!(
+        role["rules"],
+        json!([
+            {"apiGroups": ["apps"], "resources": ["statefulsets/scale"],
+             "resourceNames": ["placeholder"], "verbs": ["get", "patch"]},
+            {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+        ])
+    );
+    let binding = find(&docs, "RoleBinding");
+    assert_eq!(binding["roleRef"]["name"], "hub-schedule");
+    assert_eq!(binding["subjects"][0]["name"], "hub-schedule");
+
+    // A CapacityBuffer from a URL.
+    let buffer = json!({
+        "enabled": true,
+        "target": "capacitybuffer/user-headroom",
+        "calendar": {"url": "webcal://calendar.example.edu/classes.ics"},
+    });
+    let docs = render(&format!("schedule={buffer}"));
+    assert_eq!(
+        find(&docs, "Role")["rules"][0],
+        json!({"apiGroups": ["autoscaling.x-k8s.io"], "resources": ["capacitybuffers"],
+               "resourceNames": ["user-headroom"], "verbs": ["get", "patch"]})
+    );
+    let env = env_of(find(&docs, "Deployment"));
+    assert!(env.contains(&(
+        "SELFDESTRUCT_SCHEDULE_CALENDAR".into(),
+        "webcal://calendar.example.edu/classes.ics".into()
+    )));
+    mode_accepts(&env).unwrap();
+}
+
+#[test]
+fn the_chart_refuses_what_the_mode_refuses() {
+    let cases: &[(Value, &str, &str)] = &[
+        (
+            json!({"baseline": "Monday = 3"}),
+            "/schedule/baseline",
+            "SELFDESTRUCT_SCHEDULE_BASELINE",
+        ),
+        (
+            json!({"baseline": "Mon 8:00-18:00 = 3"}),
+            "/schedule/baseline",
+            "SELFDESTRUCT_SCHEDULE_BASELINE",
+        ),
+        (
+            json!({"baseline": "Mon 08:00-18:00 = lots"}),
+            "/schedule/baseline",
+            "SELFDESTRUCT_SCHEDULE_BASELINE",
+        ),
+        (
+            json!({"baseline": "Mon 08:00-25:00 = 3"}),
+            "/schedule/baseline",
+            "SELFDESTRUCT_SCHEDULE_BASELINE",
+        ),
+        (
+            json!({"baseline": "* = 100001"}),
+            "/schedule/baseline",
+            "SELFDESTRUCT_SCHEDULE_BASELINE",
+        ),
+        (
+            json!({"baseline": "Mon 18:00-08:00 = 3"}),
+            "must end after it starts",
+            "SELFDESTRUCT_SCHEDULE_BASELINE",
+        ),
+        (
+            json!({"target": "deployment/x", "baseline": "* = 1"}),
+            "/schedule/target",
+            "SELFDESTRUCT_SCHEDULE_TARGET",
+        ),
+        (
+            json!({"calendar": {"url": "ftp://x/y.ics"}}),
+            "/schedule/calendar/url",
+            "SELFDESTRUCT_SCHEDULE_CALENDAR",
+        ),
+        (
+            json!({"baseline": "* = 1", "leadTime": "10"}),
+            "/schedule/leadTime",
+            "SELFDESTRUCT_SCHEDULE_LEAD_TIME",
+        ),
+        (
+            json!({"baseline": "* = 1", "timeZone": "Europe Berlin"}),
+            "/schedule/timeZone",
+            "SELFDESTRUCT_SCHEDULE_TIME_ZONE",
+        ),
+        (
+            json!({"baseline": "* = 1", "max": 100001}),
+            "/schedule/max",
+            "SELFDESTRUCT_SCHEDULE_MAX",
+        ),
+        (
+            json!({"baseline": "* = 1", "min": 5, "max": 2}),
+            "must be at most schedule.max",
+            "SELFDESTRUCT_SCHEDULE_MIN",
+        ),
+        (
+            json!({}),
+            "nothing to schedule",
+            "SELFDESTRUCT_SCHEDULE_BASELINE",
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (values, chart_says, mode_names) in cases {
+        let mut v = values.clone();
+        v["enabled"] = json!(true);
+        let out = render_output(&format!("schedule={v}"));
+        let err = String::from_utf8_lossy(&out.stderr);
+        if out.status.success() || !err.contains(chart_says) {
+            failures.push(format!(
+                "{v}: exit {:?}, want {chart_says:?} in: {err}",
+                out.status.code()
+            ));
+        }
+        // The mode refuses the same values, naming the variable.
+        let mut env = vec![(
+            "SELFDESTRUCT_SCHEDULE_TARGET".to_string(),
+            "statefulset/placeholder".to_string(),
+        )];
+        let s = |k: &str| {
+            v.get(k)
+                .map(|x| x.as_str().map_or_else(|| x.to_string(), str::to_string))
+        };
+        for (key, var) in [
+            ("baseline", "SELFDESTRUCT_SCHEDULE_BASELINE"),
+            ("target", "SELFDESTRUCT_SCHEDULE_TARGET"),
+            ("leadTime", "SELFDESTRUCT_SCHEDULE_LEAD_TIME"),
+            ("timeZone", "SELFDESTRUCT_SCHEDULE_TIME_ZONE"),
+            ("min", "SELFDESTRUCT_SCHEDULE_MIN"),
+            ("max", "SELFDESTRUCT_SCHEDULE_MAX"),
+        ] {
+            if let Some(value) = s(key) {
+                env.retain(|(k, _)| k != var);
+                env.push((var.into(), value));
+            }
+        }
+        if let Some(url) = v["calendar"]["url"].as_str() {
+            env.push(("SELFDESTRUCT_SCHEDULE_CALENDAR".into(), url.into()));
+        }
+        // The variable, or its flag (this parse reads no environment).
+        let flag = selfdestruct_flag(mode_names);
+        match mode_accepts(&env) {
+            Err(e) if e.contains(mode_names) || e.contains(&flag) => {}
+            other => failures.push(format!("{v}: the mode says {other:?}, want {mode_names}")),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -1,0 +1,427 @@
+//! `selfdestruct schedule`, the real binary, against two loopback stubs local to this
+//! test (the fake API server serves no `scale` subresource and does not grow): an API
+//! stub that serves one StatefulSet's `scale` and takes Events, and a calendar server
+//! that answers well, answers 500, hangs, sends 100 MB, or sends a malformed calendar.
+//! The replicas follow the calendar; every bad answer keeps the last good schedule; the
+//! memory stays bounded (VmHWM printed); a bad setting exits 2 naming it.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use common::*;
+
+/// One HTTP/1.1 request as the stub reads it.
+struct Req {
+    method: String,
+    path: String,
+    body: Vec<u8>,
+}
+
+/// Reads one request from a kept-alive connection; `None` at its end.
+fn read_req(r: &mut BufReader<TcpStream>) -> Option<Req> {
+    let mut line = String::new();
+    if r.read_line(&mut line).ok()? == 0 {
+        return None;
+    }
+    let mut parts = line.split_whitespace();
+    let (method, path) = (parts.next()?.to_string(), parts.next()?.to_string());
+    let mut len = 0;
+    loop {
+        let mut h = String::new();
+        r.read_line(&mut h).ok()?;
+        let h = h.trim_end();
+        if h.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = h.split_once(':')
+            && k.eq_ignore_ascii_case("content-length")
+        {
+            len = v.trim().parse().unwrap_or(0);
+        }
+    }
+    let mut body = vec![0; len];
+    r.read_exact(&mut body).ok()?;
+    Some(Req { method, path, body })
+}
+
+fn respond(s: &mut TcpStream, code: u16, body: &str) -> std::io::Result<()> {
+    write!(
+        s,
+        "HTTP/1.1 {code} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// Serves each connection of `listener` on its own thread with `handle`.
+fn serve(listener: TcpListener, handle: impl Fn(TcpStream) + Send + Sync + 'static) {
+    let handle = Arc::new(handle);
+    std::thread::spawn(move || {
+        for s in listener.incoming().flatten() {
+            let h = Arc::clone(&handle);
+            std::thread::spawn(move || h(s));
+        }
+    });
+}
+
+/// The API stub: statefulset `ph`'s scale in namespace `ns`, and Events.
+struct Api {
+    url: String,
+    replicas: Arc<AtomicU32>,
+    patches: Arc<AtomicUsize>,
+    events: Arc<Mutex<Vec<String>>>,
+}
+
+fn api() -> Api {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    let replicas = Arc::new(AtomicU32::new(0));
+    let patches = Arc::new(AtomicUsize::new(0));
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let (r, patched, e) = (replicas.clone(), patches.clone(), events.clone());
+    serve(l, move |s| {
+        let mut reader = BufReader::new(s.try_clone().unwrap());
+        let mut s = s;
+        while let Some(req) = read_req(&mut reader) {
+            let scale_path = "/apis/apps/v1/namespaces/ns/statefulsets/ph/scale";
+            let scale = |n: u32| {
+                format!(
+                    r#"{{"apiVersion":"autoscaling/v1","kind":"Scale","metadata":{{"name":"ph","namespace":"ns","uid":"u-1"}},"spec":{{"replicas":{n}}}}}"#
+                )
+            };
+            let ok = match (req.method.as_str(), req.path.as_str()) {
+                ("GET", p) if p.starts_with(scale_path) => {
+                    respond(&mut s, 200, &scale(r.load(Ordering::SeqCst)))
+                }
+                ("PATCH", p) if p.starts_with(scale_path) => {
+                    let v: serde_json::Value = serde_json::from_slice(&req.body).unwrap();
+                    let n = v["spec"]["replicas"].as_u64().unwrap() as u32;
+                    r.store(n, Ordering::SeqCst);
+                    patched.fetch_add(1, Ordering::SeqCst);
+                    respond(&mut s, 200, &scale(n))
+                }
+                (_, path) if path.contains("/events") => {
+                    e.lock()
+                        .unwrap()
+                        .push(String::from_utf8_lossy(&req.body).into_owned());
+                    respond(&mut s, 201, &String::from_utf8_lossy(&req.body))
+                }
+                _ => respond(
+                    &mut s,
+                    404,
+                    r#"{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}"#,
+                ),
+            };
+            if ok.is_err() {
+                return;
+            }
+        }
+    });
+    Api {
+        url,
+        replicas,
+        patches,
+        events,
+    }
+}
+
+/// What the calendar server answers.
+#[derive(Clone)]
+enum Answer {
+    Calendar(String),
+    Status500,
+    Hang,
+    Huge,
+}
+
+/// The calendar server: answers each request as `answer` says now; counts requests.
+struct CalendarServer {
+    url: String,
+    answer: Arc<Mutex<Answer>>,
+    requests: Arc<AtomicUsize>,
+}
+
+fn calendar_server(first: Answer) -> CalendarServer {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/class.ics", l.local_addr().unwrap());
+    let answer = Arc::new(Mutex::new(first));
+    let requests = Arc::new(AtomicUsize::new(0));
+    let (a, n) = (answer.clone(), requests.clone());
+    serve(l, move |s| {
+        let mut reader = BufReader::new(s.try_clone().unwrap());
+        let mut s = s;
+        while read_req(&mut reader).is_some() {
+            n.fetch_add(1, Ordering::SeqCst);
+            let answer = a.lock().unwrap().clone();
+            let ok = match answer {
+                Answer::Calendar(text) => write!(
+                    s,
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/calendar\r\nContent-Length: {}\r\n\r\n{text}",
+                    text.len()
+                ),
+                Answer::Status500 => respond(&mut s, 500, "oops"),
+                Answer::Hang => {
+                    // Headers, then nothing: the read must give up on its own.
+                    let _ = write!(s, "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\nBEGIN:");
+                    std::thread::sleep(Duration::from_secs(600));
+                    return;
+                }
+                Answer::Huge => {
+                    // 100 MB without a Content-Length, until the client hangs up.
+                    let _ = write!(
+                        s,
+                        "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nBEGIN:VCALENDAR\r\n"
+                    );
+                    let chunk = "X-FILLER:".to_string() + &"a".repeat(1014) + "\r\n";
+                    for _ in 0..(100 << 10) {
+                        if s.write_all(chunk.as_bytes()).is_err() {
+                            break;
+                        }
+                    }
+                    return;
+                }
+            };
+            if ok.is_err() {
+                return;
+            }
+        }
+    });
+    CalendarServer {
+        url,
+        answer,
+        requests,
+    }
+}
+
+/// A calendar with one event running now (from a minute ago, for an hour) asking for `n`.
+fn class_now(n: u32, summary: &str) -> String {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let fmt = |t: i64| {
+        selfdestruct_schedule::chrono::DateTime::from_timestamp(t, 0)
+            .unwrap()
+            .format("%Y%m%dT%H%M%SZ")
+            .to_string()
+    };
+    format!(
+        "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//test//EN\r\nBEGIN:VEVENT\r\nUID:lab\r\n\
+         DTSTAMP:20260101T000000Z\r\nSUMMARY:{summary}\r\nDESCRIPTION:placeholders: {n}\r\n\
+         DTSTART:{}\r\nDTEND:{}\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n",
+        fmt(now - 60),
+        fmt(now + 3600)
+    )
+}
+
+fn vm(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0)
+}
+
+fn start(api: &Api, calendar: &str, home: &std::path::Path) -> Proc {
+    let kubeconfig = home.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        kubeconfig_with_user(&api.url, "token: t", "ns"),
+    )
+    .unwrap();
+    let k = kubeconfig.to_str().unwrap().to_string();
+    Proc::spawn(command(
+        bin(),
+        &["schedule"],
+        &[
+            ("KUBECONFIG", &k),
+            ("SELFDESTRUCT_SCHEDULE_TARGET", "statefulset/ph"),
+            ("SELFDESTRUCT_SCHEDULE_BASELINE", "* = 2"),
+            ("SELFDESTRUCT_SCHEDULE_CALENDAR", calendar),
+            ("SELFDESTRUCT_SCHEDULE_REFRESH", "1s"),
+            ("SELFDESTRUCT_SCHEDULE_TICK", "1s"),
+            ("SELFDESTRUCT_SCHEDULE_CALENDAR_TIMEOUT", "2s"),
+        ],
+        home,
+    ))
+}
+
+const WAIT: Duration = Duration::from_secs(30);
+
+#[test]
+fn bad_calendar_answers_keep_the_last_schedule_and_memory_bounded() {
+    let api = api();
+    let cal = calendar_server(Answer::Calendar(class_now(7, "Lab 1")));
+    let home = tempdir("schedule");
+    let mut p = start(&api, &cal.url, &home);
+    assert!(
+        wait_until(WAIT, || api.replicas.load(Ordering::SeqCst) == 7),
+        "replicas never reached the event's 7:\n{}",
+        p.log()
+    );
+    assert!(
+        wait_until(WAIT, || api
+            .events
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|e| e.contains("replicas 0 -> 7")
+                && e.contains("Lab 1")
+                && e.contains("StatefulSet"))),
+        "no Event naming the calendar event: {:?}",
+        api.events.lock().unwrap()
+    );
+    let patches = api.patches.load(Ordering::SeqCst);
+    let rss_before = vm(p.pid(), "VmRSS:");
+
+    // Each bad answer, in turn: logged, retried, the replicas held.
+    let bad = |answer: Answer, log: &str| {
+        let seen = p.count_log(log);
+        let asked = cal.requests.load(Ordering::SeqCst);
+        *cal.answer.lock().unwrap() = answer;
+        assert!(
+            wait_until(WAIT, || p.count_log(log) >= seen + 2
+                && cal.requests.load(Ordering::SeqCst) >= asked + 2),
+            "no {log:?} twice:\n{}",
+            p.log()
+        );
+        assert_eq!(api.replicas.load(Ordering::SeqCst), 7, "{}", p.log());
+    };
+    bad(Answer::Status500, "the server answered HTTP 500");
+    bad(Answer::Hang, "no complete answer within 2s");
+    bad(Answer::Huge, "longer than 4194304 bytes");
+    let peak = vm(p.pid(), "VmHWM:");
+    bad(
+        Answer::Calendar(class_now(7, "Lab 1").replace("placeholders: 7", "placeholders: lots")),
+        "calendar refused",
+    );
+    assert!(
+        p.log().contains("line 8") && p.log().contains("not followed by a whole number"),
+        "the refusal names no line and reason:\n{}",
+        p.log()
+    );
+    bad(
+        Answer::Calendar("<html>502 Bad Gateway</html>".into()),
+        "no BEGIN:VCALENDAR",
+    );
+    assert!(p.log().contains("keeping the last good calendar"));
+    assert_eq!(
+        api.patches.load(Ordering::SeqCst),
+        patches,
+        "a bad calendar changed the replicas"
+    );
+    println!(
+        "schedule mode memory: VmRSS {} KiB after start-up, VmHWM {} KiB after 100 MB were offered (limit 4 MiB)",
+        rss_before, peak
+    );
+    assert!(
+        peak < 40 << 10,
+        "VmHWM {peak} KiB: the 100 MB answer was not cut short"
+    );
+
+    // A good calendar again: followed.
+    *cal.answer.lock().unwrap() = Answer::Calendar(class_now(9, "Lab 2"));
+    assert!(
+        wait_until(WAIT, || api.replicas.load(Ordering::SeqCst) == 9),
+        "{}",
+        p.log()
+    );
+    let (status, _) = p.terminate();
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", p.log());
+}
+
+#[test]
+fn unreachable_calendar_at_start_runs_on_the_baseline() {
+    let api = api();
+    // A port nobody listens on.
+    let closed = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/x.ics", closed.local_addr().unwrap());
+    drop(closed);
+    let home = tempdir("schedule-unreachable");
+    let mut p = start(&api, &url, &home);
+    assert!(
+        wait_until(WAIT, || api.replicas.load(Ordering::SeqCst) == 2),
+        "{}",
+        p.log()
+    );
+    assert!(
+        p.wait_for_log("running on the baseline alone", WAIT),
+        "{}",
+        p.log()
+    );
+    assert!(
+        wait_until(WAIT, || api
+            .events
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|e| e.contains("baseline window `* = 2`"))),
+        "{:?}",
+        api.events.lock().unwrap()
+    );
+    let (status, _) = p.terminate();
+    assert_eq!(status.and_then(|s| s.code()), Some(0));
+}
+
+#[test]
+fn bad_settings_exit_2_naming_the_variable() {
+    for (env, var) in [
+        (
+            vec![("SELFDESTRUCT_SCHEDULE_BASELINE", "* = 2")],
+            "SELFDESTRUCT_SCHEDULE_TARGET",
+        ),
+        (
+            vec![
+                ("SELFDESTRUCT_SCHEDULE_TARGET", "statefulset/ph"),
+                ("SELFDESTRUCT_SCHEDULE_BASELINE", "Mon-Fri 18:00-08:00 = 3"),
+            ],
+            "SELFDESTRUCT_SCHEDULE_BASELINE",
+        ),
+        (
+            vec![
+                ("SELFDESTRUCT_SCHEDULE_TARGET", "statefulset/ph"),
+                ("SELFDESTRUCT_SCHEDULE_BASELINE", "* = 2"),
+                ("SELFDESTRUCT_SCHEDULE_TIME_ZONE", "Europe/Atlantis"),
+            ],
+            "SELFDESTRUCT_SCHEDULE_TIME_ZONE",
+        ),
+        (
+            vec![
+                ("SELFDESTRUCT_SCHEDULE_TARGET", "statefulset/ph"),
+                ("SELFDESTRUCT_SCHEDULE_BASELINE", "* = 2"),
+                ("SELFDESTRUCT_SCHEDULE_MIN", "9"),
+                ("SELFDESTRUCT_SCHEDULE_MAX", "3"),
+            ],
+            "SELFDESTRUCT_SCHEDULE_MIN",
+        ),
+        (
+            vec![("SELFDESTRUCT_SCHEDULE_TARGET", "statefulset/ph")],
+            "SELFDESTRUCT_SCHEDULE_BASELINE",
+        ),
+    ] {
+        let mut args = vec![("SELFDESTRUCT_LOG_LEVEL", "info")];
+        args.extend(env);
+        let (code, out) = run_to_exit(&["schedule"], &args);
+        assert_eq!(code, Some(2), "{args:?}: {out}");
+        assert!(out.contains(var), "{args:?}: {out}");
+    }
+    // An agent setting is none of the schedule's business.
+    let home = tempdir("schedule-agent-setting");
+    let mut p = Proc::spawn(command(
+        bin(),
+        &["schedule"],
+        &[
+            ("SELFDESTRUCT_MODE", "bogus"),
+            ("SELFDESTRUCT_SCHEDULE_TARGET", "statefulset/ph"),
+            ("SELFDESTRUCT_SCHEDULE_BASELINE", "* = 2"),
+        ],
+        &home,
+    ));
+    assert!(p.wait_for_log("no API access", WAIT), "{}", p.log());
+    assert_eq!(p.terminate().0.and_then(|s| s.code()), Some(0));
+}
