@@ -740,27 +740,27 @@ fn the_chart_and_the_kustomizations_pin_the_crates_version() {
     assert!(pinned.len() >= 3, "{pinned:?}");
 }
 
-/// The README's one `helm install` command (its Deploy section) names the
+/// The README's one `helm install` command (its Install section) names the
 /// published chart at the crate's version, and its values render: the
 /// replicas and resources it sets reach the StatefulSet.
 #[test]
 fn the_readmes_helm_install_renders_what_it_says() {
     let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
     let deploy = readme
-        .split("\n## Deploy\n")
+        .split("\n## Install\n")
         .nth(1)
-        .expect("a Deploy section");
+        .expect("an Install section");
     let block = deploy
         .split("```sh\n")
         .nth(1)
         .and_then(|b| b.split("```").next())
-        .expect("a sh block in Deploy");
+        .expect("a sh block in Install");
     let command = block.replace("\\\n", " ");
     let mut words = command.split_whitespace();
     assert_eq!(
         words.by_ref().take(3).collect::<Vec<_>>(),
         ["helm", "install", "placeholder"],
-        "Deploy leads with helm install: {block}"
+        "Install leads with helm install: {block}"
     );
     let rest: Vec<&str> = words.collect();
     assert_eq!(
