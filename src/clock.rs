@@ -13,7 +13,7 @@ pub struct Clock {
 
 impl Clock {
     /// The system clock (what the binary uses).
-    pub fn system() -> Self {
+    pub(crate) fn system() -> Self {
         Clock { base: None }
     }
 
@@ -26,10 +26,13 @@ impl Clock {
     }
 
     /// The current wall time.
-    pub fn now(&self) -> SystemTime {
+    pub(crate) fn now(&self) -> SystemTime {
         match self.base {
             None => SystemTime::now(),
             Some((wall, at)) => wall + tokio::time::Instant::now().saturating_duration_since(at),
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -318,3 +318,6 @@ impl Config {
         })
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -34,12 +34,12 @@ use kube::config::{ExecInteractiveMode, KubeConfigOptions, Kubeconfig};
 /// The largest kubeconfig file read (a kubeconfig with a few clusters'
 /// certificates is some KiB): a larger one, or an endless one such as
 /// `/dev/zero`, is refused without holding more than this in memory.
-pub const KUBECONFIG_MAX_BYTES: u64 = 4 << 20;
+pub(crate) const KUBECONFIG_MAX_BYTES: u64 = 4 << 20;
 
 /// How long reading the kubeconfig files, or building a client (which runs an `exec`
 /// plugin), may take; a plugin still running then is left on its blocking thread and
 /// the build retried with backoff ([`client_retrying`]).
-pub const CREDENTIALS_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const CREDENTIALS_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Why a kubeconfig file cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -383,7 +383,7 @@ fn client_config(
 
 /// [`client_within`] [`CREDENTIALS_TIMEOUT`], retried with backoff while an `exec`
 /// plugin does not answer in time; any other error is returned. Cancel-safe: race it with the signals.
-pub async fn client_retrying(
+pub(crate) async fn client_retrying(
     access: &Access,
     default_namespace: &str,
 ) -> Result<kube::Client, ClientError> {

@@ -36,7 +36,7 @@ use selfdestruct_decision::backoff::Backoff;
 pub(crate) const PAGE_SIZE: u32 = 100;
 /// The most objects one list may hold (as many as its most pages, full):
 /// more is a server that never ends its list.
-pub const MAX_LIST_OBJECTS: usize = MAX_LIST_PAGES as usize * PAGE_SIZE as usize;
+pub(crate) const MAX_LIST_OBJECTS: usize = MAX_LIST_PAGES as usize * PAGE_SIZE as usize;
 /// The longest a watch asks for (`timeoutSeconds`, less up to [`WATCH_JITTER`]): a
 /// silent watch is re-opened within 11 minutes (docs/reliability.md), ~11.4 requests/h.
 pub(crate) const WATCH_TIMEOUT: Duration = Duration::from_secs(660);
@@ -47,7 +47,7 @@ const WATCH_JITTER: Duration = Duration::from_secs(60);
 /// attempt cost up to [`MAX_LIST_PAGES`] requests.
 const ENDLESS_LIST_STEP: u32 = 3;
 /// After this long without an error, the next error backs off from the start again.
-pub const QUIET: Duration = Duration::from_secs(600);
+pub(crate) const QUIET: Duration = Duration::from_secs(600);
 
 /// What a watcher tells the agent, with the objects summarised.
 #[derive(Debug)]
@@ -79,7 +79,7 @@ pub(crate) struct Target {
 
 /// How an error of the watcher is handled.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Failure {
+pub(crate) enum Failure {
     /// 403 on a list or on opening a watch: the message.
     Denied(String),
     /// Anything else.
@@ -108,7 +108,7 @@ fn is_endless_list(e: &watcher::Error) -> bool {
 }
 
 /// How the watcher error `e` is handled.
-pub fn classify(e: &watcher::Error) -> Failure {
+pub(crate) fn classify(e: &watcher::Error) -> Failure {
     let opening = matches!(
         e,
         watcher::Error::InitialListFailed(_) | watcher::Error::WatchStartFailed(_)
@@ -283,3 +283,6 @@ pub(crate) async fn follow<K, S>(
         tokio::time::sleep(wait).await;
     }
 }
+
+#[cfg(test)]
+mod tests;

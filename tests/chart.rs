@@ -923,7 +923,10 @@ fn the_chart_ships_the_agents_defaults() {
         .get_arguments()
         .filter_map(|a| {
             let var = a.get_env()?.to_str()?.to_string();
-            let default = a.get_default_values().first().map(|d| d.to_string_lossy().into_owned());
+            let default = a
+                .get_default_values()
+                .first()
+                .map(|d| d.to_string_lossy().into_owned());
             Some((var, default))
         })
         .collect();
@@ -949,7 +952,10 @@ fn the_chart_ships_the_agents_defaults() {
         );
         checked += 1;
     }
-    assert!(checked >= 1, "no SELFDESTRUCT_* setting in the default render");
+    assert!(
+        checked >= 1,
+        "no SELFDESTRUCT_* setting in the default render"
+    );
     for (var, _) in SHIPPED_NOT_AS_THE_AGENT {
         assert!(defaults.contains_key(var), "{var} is gone from the agent");
     }
@@ -999,7 +1005,10 @@ fn the_settings_table_is_the_clis() {
         .filter(|l| l.starts_with("| `"))
         .map(|l| {
             let cells: Vec<&str> = l.split(" | ").collect();
-            let var = cells[0].trim_start_matches("| ").trim_matches('`').to_string();
+            let var = cells[0]
+                .trim_start_matches("| ")
+                .trim_matches('`')
+                .to_string();
             (var, (cells[1].to_string(), cells[2].to_string()))
         })
         .collect();
@@ -1016,7 +1025,9 @@ fn the_settings_table_is_the_clis() {
         if let Some(d) = default
             && !default_cell.contains(&format!("`{d}`"))
         {
-            failures.push(format!("{var}: the table's default is {default_cell}, --help's `{d}`"));
+            failures.push(format!(
+                "{var}: the table's default is {default_cell}, --help's `{d}`"
+            ));
         }
     }
     // Read by kube (`Config::infer`), not by clap: `--kubeconfig` has no `env`.
