@@ -22,7 +22,7 @@
 #   skopeo copy oci:target/image/oci:0.1.0 docker://REGISTRY/selfdestruct:0.1.0
 #
 # The release path for multi-arch images stays `docker buildx build` of the
-# Dockerfile (see the README, "Deploy").
+# Dockerfile (docs/install.md, "Your own image").
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

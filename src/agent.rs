@@ -199,7 +199,7 @@ fn clamp_future_start(own: &mut OwnPod, now: SystemTime) {
 impl Ready {
     /// Runs the decision loop until `stop` fires (with [`Stop::Never`]: until the
     /// future is dropped).
-    pub async fn decision_loop(self, cfg: Config, stop: &mut Stop) -> i32 {
+    pub(crate) async fn decision_loop(self, cfg: Config, stop: &mut Stop) -> i32 {
         let mut agent = Agent::new(cfg, self.api, &self.own, self.clock);
         agent.decision_loop(self.own, stop).await
     }
@@ -683,7 +683,7 @@ impl Agent {
 /// (`full`, from the evaluation): the one wasted move per new node has happened,
 /// and no more moves go there. Nodes that left the view are forgotten (a name may
 /// come back as a new node).
-pub fn report_full_nodes(
+pub(crate) fn report_full_nodes(
     nodes: Option<&[NodeSummary]>,
     full: &[FullNode],
     reported: &mut BTreeSet<String>,
@@ -768,3 +768,6 @@ async fn recv<T>(rx: &mut Option<mpsc::Receiver<T>>) -> Option<T> {
         None => std::future::pending().await,
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -21,7 +21,7 @@ use selfdestruct_decision::Outcome;
 
 /// Time limit of every request (a watch: until its answer starts), applied by the
 /// client's layer in `connect`.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How the own pod is removed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -35,7 +35,7 @@ pub enum Mode {
 
 /// The cause of a failed call, kept as the error it was (shared: an
 /// [`ApiError`] is cloned into outcomes and logs).
-pub type Cause = std::sync::Arc<dyn std::error::Error + Send + Sync>;
+pub(crate) type Cause = std::sync::Arc<dyn std::error::Error + Send + Sync>;
 
 /// A failed API call: its causes are its `source()` chain, formatted where it is
 /// logged ([`crate::logging::Chain`]); server text in it is [`quote`]d.
@@ -90,12 +90,12 @@ impl ApiError {
     }
 
     /// A transport error caused by `e`.
-    pub fn transport(e: impl std::error::Error + Send + Sync + 'static) -> Self {
+    pub(crate) fn transport(e: impl std::error::Error + Send + Sync + 'static) -> Self {
         ApiError::Transport(std::sync::Arc::new(e))
     }
 
     /// A decoding error caused by `e`.
-    pub fn decode(e: impl std::error::Error + Send + Sync + 'static) -> Self {
+    pub(crate) fn decode(e: impl std::error::Error + Send + Sync + 'static) -> Self {
         ApiError::Decode(std::sync::Arc::new(e))
     }
 }
@@ -143,7 +143,7 @@ const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
 
 /// A name as one URL path segment: kube's request builder joins names into
 /// paths as they are, so a `/` or `?` in one would change the request.
-pub fn segment(name: &str) -> String {
+pub(crate) fn segment(name: &str) -> String {
     let escaped = utf8_percent_encode(name, SEGMENT).to_string();
     // "." and ".." would be resolved away by URL normalisation.
     match escaped.as_str() {
@@ -154,7 +154,7 @@ pub fn segment(name: &str) -> String {
 }
 
 /// kube's request builder for the pods of `namespace` (escaped).
-pub fn pods(namespace: &str) -> kube::core::Request {
+pub(crate) fn pods(namespace: &str) -> kube::core::Request {
     kube::core::Request::new(Pod::url_path(&(), Some(&segment(namespace))))
 }
 
@@ -338,7 +338,7 @@ pub(crate) async fn request(client: &Client, req: Request<Vec<u8>>) -> Result<Ve
 /// (client-go's `Result.Into` returns such a `Status` as the error it
 /// describes; an aggregated API server or a proxy may answer so). A code that
 /// is no error code (none, 2xx) counts as 500.
-pub fn failure_carried(body: &[u8]) -> Option<StatusCode> {
+pub(crate) fn failure_carried(body: &[u8]) -> Option<StatusCode> {
     let status: Status = serde_json::from_slice(body).ok()?;
     if !status.is_failure() {
         return None;
@@ -424,3 +424,6 @@ pub(crate) fn rbac_hint(code: Option<u16>, verb: &str, resource: &str, namespace
         ),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -149,4 +149,13 @@ mod tests {
         );
         assert_eq!(notice_step(later, later, &reported), Some(0), "and back");
     }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_clock_following_tokio_moves_only_with_tokio_time() {
+        let wall = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let clock = Clock::following_tokio(wall, tokio::time::Instant::now());
+        assert_eq!(clock.now(), wall);
+        tokio::time::advance(Duration::from_secs(90)).await;
+        assert_eq!(clock.now(), wall + Duration::from_secs(90));
+    }
 }

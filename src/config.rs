@@ -354,3 +354,6 @@ impl Config {
         })
     }
 }
+
+#[cfg(test)]
+mod tests;

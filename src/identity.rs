@@ -221,14 +221,14 @@ pub fn is_dns1123_subdomain(s: &str) -> bool {
 
 /// Clock skew allowed between this node and the API server when comparing a pod's
 /// creation time with this process's start.
-pub const CLOCK_SKEW: std::time::Duration = std::time::Duration::from_secs(60);
+pub(crate) const CLOCK_SKEW: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Without `POD_UID`, whether a pod read under the own name can be this process's
 /// pod: it must have been created before the process started (allowing for
 /// [`CLOCK_SKEW`]). A later one is a successor that took the name while the first
 /// reads failed (a force deletion and re-creation), and adopting its uid would
 /// delete it. An unknown creation time proves nothing either way: refuse.
-pub fn may_be_own(created: Option<SystemTime>, process_start: SystemTime) -> bool {
+pub(crate) fn may_be_own(created: Option<SystemTime>, process_start: SystemTime) -> bool {
     created.is_some_and(|c| c <= selfdestruct_decision::later(process_start, CLOCK_SKEW))
 }
 
@@ -240,7 +240,7 @@ fn read_trimmed(path: &Path) -> Option<String> {
 }
 
 /// The machine's hostname.
-pub fn hostname() -> Option<String> {
+pub(crate) fn hostname() -> Option<String> {
     let name = hostname::get().ok()?.into_string().ok()?;
     Some(name.trim().to_string()).filter(|s| !s.is_empty())
 }
@@ -300,3 +300,6 @@ pub fn resolve(
         node_name: hints.node_name.clone(),
     })
 }
+
+#[cfg(test)]
+mod tests;

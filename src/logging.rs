@@ -21,11 +21,11 @@ pub enum LogFormat {
 }
 
 /// kube's watcher: its warnings repeat what the agent logs about the same error.
-pub const QUIET_LIBRARY: &str = "kube_runtime::watcher";
+pub(crate) const QUIET_LIBRARY: &str = "kube_runtime::watcher";
 
 /// What is logged: this crate at `level`, libraries at most warnings, kube's
 /// watcher at most errors.
-pub fn filter(level: LevelFilter) -> Targets {
+pub(crate) fn filter(level: LevelFilter) -> Targets {
     Targets::new()
         .with_target("selfdestruct", level)
         .with_target(QUIET_LIBRARY, level.min(LevelFilter::ERROR))
@@ -58,7 +58,7 @@ pub const QUOTE_LIMIT: usize = 1024;
 /// Server text as a log line may show it: control characters escaped (`\n`,
 /// `\r`, `\u{1b}`: no forged lines, no terminal escapes), cut after
 /// [`QUOTE_LIMIT`] bytes with the full length noted.
-pub fn quote(text: &str) -> String {
+pub(crate) fn quote(text: &str) -> String {
     quote_to(text, QUOTE_LIMIT)
 }
 
@@ -82,11 +82,11 @@ fn quote_to(text: &str, limit: usize) -> String {
 /// An error and its causes as one log line ("request failed: ServiceError: client
 /// error (Connect): invalid peer certificate: UnknownIssuer"): each level's text once,
 /// escaped and cut at [`LEVEL_LIMIT`] as [`quote`] does (causes may carry server text).
-pub struct Chain<'a>(pub &'a (dyn std::error::Error + 'static));
+pub(crate) struct Chain<'a>(pub &'a (dyn std::error::Error + 'static));
 
 /// The most bytes of one level of a [`Chain`]: more than an error's [`quote`]d
 /// server text, which is never cut twice.
-pub const LEVEL_LIMIT: usize = 4 * QUOTE_LIMIT;
+pub(crate) const LEVEL_LIMIT: usize = 4 * QUOTE_LIMIT;
 
 impl std::fmt::Display for Chain<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -104,3 +104,6 @@ impl std::fmt::Display for Chain<'_> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -162,7 +162,7 @@ pub fn removal_patch(v: &NodeView) -> Option<Value> {
 }
 
 /// The own Node's URL, from kube's path for Nodes and the escaped name.
-pub fn node_url(name: &str) -> String {
+pub(crate) fn node_url(name: &str) -> String {
     format!("{}/{}", Node::url_path(&(), None), segment(name))
 }
 
@@ -466,3 +466,6 @@ fn gate_error(e: &ApiError, call: Call, cfg: &GateConfig, failures: &mut u32) ->
     *failures = failures.saturating_add(1);
     d
 }
+
+#[cfg(test)]
+mod tests;

@@ -42,7 +42,7 @@ pub fn selecting(pdbs: &[PodDisruptionBudget], labels: &BTreeMap<String, String>
 /// What to tell the operator: the budgets that select the pod when the agent
 /// could list them (`named`; listing them is an optional permission), else
 /// which to look for, and how to fix it.
-pub fn multiple_pdbs_message(
+pub(crate) fn multiple_pdbs_message(
     namespace: &str,
     pod: &str,
     labels: &BTreeMap<String, String>,
@@ -69,3 +69,6 @@ pub fn multiple_pdbs_message(
          turns the chart's user-placeholder budget into maxUnavailable 1 instead of adding a second one."
     )
 }
+
+#[cfg(test)]
+mod tests;

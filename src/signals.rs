@@ -85,7 +85,7 @@ impl Signals {
 /// Reaps every exited child. One SIGCHLD can stand for many children, so this
 /// loops until none is left. Returns how many were reaped. Only for PID 1
 /// (see the module's note): [`Signals::install`] calls it then.
-pub fn reap_zombies() -> usize {
+pub(crate) fn reap_zombies() -> usize {
     // No child has pid 0: every reaped process counts as "other".
     reap_children(0, true).others
 }
@@ -138,7 +138,7 @@ pub(crate) fn exit_code(status: i32) -> i32 {
 }
 
 /// The signals the entrypoint wrapper passes on to its child.
-pub(crate) const FORWARDED: [(libc::c_int, &str); 6] = [
+pub const FORWARDED: [(libc::c_int, &str); 6] = [
     (libc::SIGTERM, "SIGTERM"),
     (libc::SIGINT, "SIGINT"),
     (libc::SIGHUP, "SIGHUP"),

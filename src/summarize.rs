@@ -79,7 +79,7 @@ pub fn own_pod(pod: &Pod) -> OwnPod {
 /// A node's summary from its metadata alone: name, creation time and the labels in
 /// `label_keys`. The rest stays at its default: such a node is never Ready to the
 /// decision, which needs no more of nodes older than the own pod's scheduling.
-pub fn node_metadata(meta: ObjectMeta, label_keys: &BTreeSet<String>) -> NodeSummary {
+pub(crate) fn node_metadata(meta: ObjectMeta, label_keys: &BTreeSet<String>) -> NodeSummary {
     NodeSummary {
         labels: meta
             .labels
@@ -191,3 +191,6 @@ pub(crate) fn requirement(r: &NodeSelectorRequirement) -> Requirement {
         _ => Requirement::In(key, vec![]),
     }
 }
+
+#[cfg(test)]
+mod tests;

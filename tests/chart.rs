@@ -638,10 +638,11 @@ fn agent_settings(set: &Value) -> Vec<String> {
 }
 
 /// One bound of the lifetime set alone (`--set
-/// settings.SELFDESTRUCT_MAX_LIFETIME=1h`) is not paired with the chart's
-/// default of the other (6h, which made the agent exit 2 on every
-/// placeholder): the pair comes whole from where the user named it, and the
-/// agent's own check accepts what renders.
+/// settings.SELFDESTRUCT_MAX_LIFETIME=1h`) is not paired with a default of the
+/// other (the chart shipped 6h, which made the agent exit 2 on every
+/// placeholder; it now ships no lifetime, the agent's default): the pair comes
+/// whole from where the user named it, and the agent's own check accepts what
+/// renders.
 #[test]
 fn one_lifetime_bound_alone_is_not_paired_with_the_charts_default() {
     let lifetime = |settings: &[String]| -> Vec<String> {
@@ -652,13 +653,19 @@ fn one_lifetime_bound_alone_is_not_paired_with_the_charts_default() {
             .collect()
     };
     let cases: &[(&[&str], &[&str])] = &[
-        // Nothing set: the chart's default pair.
+        // Nothing set: no lifetime (the agent's default).
+        (&[], &[]),
+        // The old default pair, set by the user, and a set's own maximum.
         (
-            &[],
             &[
-                "SELFDESTRUCT_MAX_LIFETIME=12h",
-                "SELFDESTRUCT_MIN_LIFETIME=6h",
+                "--set",
+                "settings.SELFDESTRUCT_MIN_LIFETIME=6h",
+                "--set",
+                "settings.SELFDESTRUCT_MAX_LIFETIME=12h",
+                "--set-json",
+                r#"placeholders=[{"name":"placeholder","settings":{"SELFDESTRUCT_MAX_LIFETIME":"1h"}}]"#,
             ],
+            &["SELFDESTRUCT_MAX_LIFETIME=1h"],
         ),
         (
             &["--set", "settings.SELFDESTRUCT_MAX_LIFETIME=1h"],
@@ -990,27 +997,27 @@ fn the_chart_and_the_kustomizations_pin_the_crates_version() {
     assert!(pinned.len() >= 3, "{pinned:?}");
 }
 
-/// The README's one `helm install` command (its Deploy section) names the
+/// The README's one `helm install` command (its Install section) names the
 /// published chart at the crate's version, and its values render: the
 /// replicas and resources it sets reach the StatefulSet.
 #[test]
 fn the_readmes_helm_install_renders_what_it_says() {
     let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
     let deploy = readme
-        .split("\n## Deploy\n")
+        .split("\n## Install\n")
         .nth(1)
-        .expect("a Deploy section");
+        .expect("an Install section");
     let block = deploy
         .split("```sh\n")
         .nth(1)
         .and_then(|b| b.split("```").next())
-        .expect("a sh block in Deploy");
+        .expect("a sh block in Install");
     let command = block.replace("\\\n", " ");
     let mut words = command.split_whitespace();
     assert_eq!(
         words.by_ref().take(3).collect::<Vec<_>>(),
         ["helm", "install", "placeholder"],
-        "Deploy leads with helm install: {block}"
+        "Install leads with helm install: {block}"
     );
     let rest: Vec<&str> = words.collect();
     assert_eq!(
@@ -1183,4 +1190,140 @@ fn the_chart_names_its_home_and_the_repository_its_license_and_changes() {
     assert!(changelog.contains("keepachangelog.com"), "Keep a Changelog");
     assert!(changelog.contains("\n## [Unreleased]\n"));
     assert!(changelog.contains(&format!("\n## [{}]", env!("CARGO_PKG_VERSION"))));
+}
+
+/// Settings the chart ships set otherwise than the agent's own default, and why.
+const SHIPPED_NOT_AS_THE_AGENT: [(&str, &str); 1] = [(
+    "SELFDESTRUCT_LOG_FORMAT",
+    "a cluster's log pipeline reads one JSON object a line; a terminal reads text",
+)];
+
+/// One default for each setting: what the chart (and so `manifests/`, equal to
+/// its default render) ships is the agent's own default, but for the few
+/// listed above. A lifetime the agent runs without by default is not shipped
+/// either (docs/settings.md, "Why no lifetime by default").
+#[test]
+fn the_chart_ships_the_agents_defaults() {
+    use clap::CommandFactory;
+    let mut cli = selfdestruct::config::Cli::command();
+    cli.build();
+    let defaults: BTreeMap<String, Option<String>> = cli
+        .get_arguments()
+        .filter_map(|a| {
+            let var = a.get_env()?.to_str()?.to_string();
+            let default = a
+                .get_default_values()
+                .first()
+                .map(|d| d.to_string_lossy().into_owned());
+            Some((var, default))
+        })
+        .collect();
+    let docs = render("placeholder", "placeholders", &[]);
+    let set = find(&docs, "StatefulSet", "placeholder");
+    let container = &set["spec"]["template"]["spec"]["containers"][0];
+    let mut checked = 0;
+    for (var, value) in env(container) {
+        if !var.starts_with("SELFDESTRUCT_")
+            || SHIPPED_NOT_AS_THE_AGENT.iter().any(|(v, _)| *v == var)
+        {
+            continue;
+        }
+        let default = defaults
+            .get(&var)
+            .unwrap_or_else(|| panic!("{var} is not one of the agent's settings"));
+        let value = value.as_str().expect("a plain value");
+        assert_eq!(
+            default.as_deref(),
+            Some(value),
+            "the chart ships {var}={value}, the agent's default is {default:?}: \
+             one default per setting (or list it in SHIPPED_NOT_AS_THE_AGENT with why)"
+        );
+        checked += 1;
+    }
+    assert!(
+        checked >= 1,
+        "no SELFDESTRUCT_* setting in the default render"
+    );
+    for (var, _) in SHIPPED_NOT_AS_THE_AGENT {
+        assert!(defaults.contains_key(var), "{var} is gone from the agent");
+    }
+}
+
+/// Every argument with an environment variable, of the top-level command and
+/// of every subcommand: (variable, `--flag`, default value if any).
+fn cli_settings() -> Vec<(String, String, Option<String>)> {
+    use clap::CommandFactory;
+    let mut cli = selfdestruct::config::Cli::command();
+    cli.build();
+    let mut commands = vec![&cli];
+    commands.extend(cli.get_subcommands());
+    let mut all: Vec<(String, String, Option<String>)> = commands
+        .into_iter()
+        .flat_map(|c| c.get_arguments())
+        .filter_map(|a| {
+            let var = a.get_env()?.to_str()?.to_string();
+            let flag = format!("--{}", a.get_long()?);
+            let default = a
+                .get_default_values()
+                .first()
+                .map(|d| d.to_string_lossy().into_owned())
+                .filter(|d| !d.is_empty());
+            Some((var, flag, default))
+        })
+        .collect();
+    all.sort();
+    all.dedup();
+    all
+}
+
+/// docs/settings.md's table ("Every setting") names exactly the settings of
+/// `--help`, each with its flag, and each default clap knows in backticks.
+#[test]
+fn the_settings_table_is_the_clis() {
+    let doc = std::fs::read_to_string(root().join("docs/settings.md")).expect("docs/settings.md");
+    let table = doc
+        .split("## Every setting")
+        .nth(1)
+        .expect("docs/settings.md has an \"Every setting\" section")
+        .split("\n## ")
+        .next()
+        .unwrap_or_default();
+    let rows: BTreeMap<String, (String, String)> = table
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .map(|l| {
+            let cells: Vec<&str> = l.split(" | ").collect();
+            let var = cells[0]
+                .trim_start_matches("| ")
+                .trim_matches('`')
+                .to_string();
+            (var, (cells[1].to_string(), cells[2].to_string()))
+        })
+        .collect();
+    let cli = cli_settings();
+    let mut failures = Vec::new();
+    for (var, flag, default) in &cli {
+        let Some((flag_cell, default_cell)) = rows.get(var) else {
+            failures.push(format!("{var} ({flag}) is not in the table"));
+            continue;
+        };
+        if !flag_cell.contains(&format!("`{flag}`")) {
+            failures.push(format!("{var}: the table gives {flag_cell}, --help {flag}"));
+        }
+        if let Some(d) = default
+            && !default_cell.contains(&format!("`{d}`"))
+        {
+            failures.push(format!(
+                "{var}: the table's default is {default_cell}, --help's `{d}`"
+            ));
+        }
+    }
+    // Read by kube (`Config::infer`), not by clap: `--kubeconfig` has no `env`.
+    let read_by_kube = ["KUBECONFIG"];
+    for var in rows.keys() {
+        if !cli.iter().any(|(v, _, _)| v == var) && !read_by_kube.contains(&var.as_str()) {
+            failures.push(format!("{var} is in the table but not a setting of --help"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

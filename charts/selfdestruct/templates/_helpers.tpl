@@ -102,8 +102,8 @@ the forms values.schema.json allows. */}}
 lifetime pair (SELFDESTRUCT_MIN_LIFETIME, SELFDESTRUCT_MAX_LIFETIME) is taken
 whole from the first level that names either of them (the set, else the
 release), so one bound set alone is never paired with a bound the user did
-not set; where neither names one, the chart's default lifetime applies:
-[6h, 12h] (values.yaml says so beside `settings`). A minimum above the maximum is refused here (the
+not set; where neither names one, there is no lifetime (the agent's default;
+docs/settings.md, "Why no lifetime by default"). A minimum above the maximum is refused here (the
 agent would exit 2 on it). Call with (list $ $set); returns YAML. */}}
 {{- define "selfdestruct.settings" -}}
 {{- $ := index . 0 -}}
@@ -113,14 +113,12 @@ agent would exit 2 on it). Call with (list $ $set); returns YAML. */}}
 {{- $release := $.Values.settings | default dict -}}
 {{- $settings := merge (omit (deepCopy $own) "SELFDESTRUCT_MIN_LIFETIME" "SELFDESTRUCT_MAX_LIFETIME") (omit $release "SELFDESTRUCT_MIN_LIFETIME" "SELFDESTRUCT_MAX_LIFETIME") -}}
 {{- $where := printf "placeholders[%s].settings" $set.name -}}
-{{- $from := dict "SELFDESTRUCT_MIN_LIFETIME" "6h" "SELFDESTRUCT_MAX_LIFETIME" "12h" -}}
+{{- $from := dict -}}
 {{- if or (hasKey $own (index $pair 0)) (hasKey $own (index $pair 1)) -}}
 {{- $from = $own -}}
 {{- else if or (hasKey $release (index $pair 0)) (hasKey $release (index $pair 1)) -}}
 {{- $from = $release -}}
 {{- $where = "settings" -}}
-{{- else -}}
-{{- $where = "the chart's default lifetime" -}}
 {{- end -}}
 {{- range $pair -}}
 {{- if hasKey $from . -}}
