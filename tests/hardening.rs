@@ -4,11 +4,11 @@
 //! stalled/dropped watches and a slow server, lists and watches that never
 //! settle, absurd durations, 100-200 agents through a burst of node events,
 //! 401s, an ERROR 403 in an open watch, server text with control characters, an
-//! answer over the size cap, a 200 carrying a failure `Status`, a start time in
-//! the future. With the real binary: the own-pod-only admission policy (real
-//! tokens per process), the node gate's invalid settings (exit codes), a token
-//! rotated on disk or turned into a FIFO, and the log of a node 403. A watch line
-//! over the cap.
+//! answer over the size cap, a watch line over its cap, a 200 carrying a failure
+//! `Status`, a start time in the future. With the real binary: the own-pod-only
+//! admission policy (real tokens per process), the node gate's invalid settings
+//! (exit codes), a token rotated on disk, an exec plugin's token refused and asked
+//! for again, a token file turned into a FIFO, and the log of a node 403.
 
 mod common;
 
