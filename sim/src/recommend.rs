@@ -342,7 +342,8 @@ pub fn recommend_with(
                             if !chains[twin].over {
                                 continue;
                             }
-                            // Start at the twin's answer, galloping by a sixteenth of it.
+                            // Start at the twin's answer, galloping by 1 (doubling): the
+                            // answers differ by a few replicas, and each count costs a run.
                             let from = chains[twin]
                                 .search
                                 .as_ref()
@@ -351,7 +352,7 @@ pub fn recommend_with(
                             chain.after = None;
                             if let (Some(from), Some(s)) = (from, chain.search.as_mut()) {
                                 *s = Search::new(s.lo, s.hi, from);
-                                s.step = s.guess.div_ceil(16).max(1);
+                                s.step = 1;
                             }
                         }
                         let chain = &mut chains[c];
