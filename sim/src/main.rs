@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use clap::{CommandFactory, FromArgMatches, Parser};
 use selfdestruct_decision::settings::{PolicySettings, duration};
 use selfdestruct_schedule::{Baseline, Tz};
-use selfdestruct_sim::recommend::{self, Target};
+use selfdestruct_sim::metrics::Summary;
+use selfdestruct_sim::recommend::{self, MAX_REPLICAS, Target};
 use selfdestruct_sim::report;
 use selfdestruct_sim::scenario::{self, HOUR, Load, Scenario, Setup, ms};
 use selfdestruct_sim::trace::{ReadOptions, Trace};
@@ -323,6 +324,20 @@ fn on_off(s: &str) -> Result<bool, String> {
     }
 }
 
+/// Most nodes of the node group (`--min-nodes`, `--max-nodes`).
+const MAX_NODES: u32 = 5_000;
+/// Most user pods on one node (the kubelet's `--max-pods` is 110 by default).
+const MAX_PODS_PER_NODE: u64 = 1_000;
+/// Most launches in one run, warm-up included (the 30-day replay of sim/README.md has 2.9
+/// million): the engine keeps 72 bytes a user, per row and core.
+const MAX_LAUNCHES: f64 = 10_000_000.0;
+/// Longest warm-up.
+const MAX_WARMUP: Duration = Duration::from_secs(7 * 24 * 3600);
+/// Most replica counts of `--sweep-replicas` (two rows each).
+const MAX_SWEEP_COUNTS: u32 = 200;
+/// Shortest period of a peer's loop (each run is an event).
+const MIN_PERIOD: Duration = Duration::from_secs(1);
+
 fn fail(msg: &str) -> ExitCode {
     eprintln!("simulate: {msg}");
     ExitCode::from(2)
@@ -353,6 +368,12 @@ fn scenario(a: &Args) -> Result<Scenario, String> {
         sc.measured = (h * HOUR as f64) as u64;
     }
     if let Some(w) = a.warmup {
+        if w > MAX_WARMUP {
+            return Err(format!(
+                "--warmup must be at most 7d, got {}",
+                selfdestruct_decision::duration::format(w)
+            ));
+        }
         sc.warmup = ms(w);
     }
     if let Some(r) = a.replicas {
@@ -372,6 +393,13 @@ fn scenario(a: &Args) -> Result<Scenario, String> {
     }
     if sc.pods_per_node() == 0 {
         return Err("a user pod does not fit on an empty node".into());
+    }
+    if sc.pods_per_node() > MAX_PODS_PER_NODE {
+        return Err(format!(
+            "--node-cpu/--node-mem-gib over --user-cpu/--user-mem-gib give {} user pods a node: \
+             at most {MAX_PODS_PER_NODE} (the kubelet's --max-pods is 110 by default)",
+            sc.pods_per_node()
+        ));
     }
     for (name, v) in [("rate-low", a.rate_low), ("rate-high", a.rate_high)] {
         if let Some(x) = v
@@ -417,6 +445,11 @@ fn scenario(a: &Args) -> Result<Scenario, String> {
                 *background_per_10min = x;
             }
             if let Some(n) = a.class_size {
+                if f64::from(n) > MAX_LAUNCHES {
+                    return Err(format!(
+                        "--class-size must be at most {MAX_LAUNCHES} launches, got {n}"
+                    ));
+                }
                 *size = n;
             }
             if let Some(t) = a.class_at {
@@ -469,6 +502,23 @@ fn scenario(a: &Args) -> Result<Scenario, String> {
             sc.autoscaler.min_nodes, sc.autoscaler.max_nodes
         ));
     }
+    if sc.autoscaler.max_nodes > MAX_NODES {
+        return Err(format!(
+            "--max-nodes must be at most {MAX_NODES}, got {}",
+            sc.autoscaler.max_nodes
+        ));
+    }
+    let room = u64::from(sc.autoscaler.max_nodes) * sc.pods_per_node();
+    if let Some(r) = a.replicas
+        && (r > MAX_REPLICAS || u64::from(r) > room)
+    {
+        return Err(format!(
+            "--replicas must be at most {} (at most {MAX_REPLICAS}, and no more than \
+             --max-nodes {} nodes hold: {room}), got {r}",
+            room.min(u64::from(MAX_REPLICAS)),
+            sc.autoscaler.max_nodes
+        ));
+    }
     if let Some(d) = a.recreate_delay {
         sc.recreate_delay = ms(d).max(1);
     }
@@ -496,8 +546,8 @@ fn scenario(a: &Args) -> Result<Scenario, String> {
         ),
     ] {
         if let Some(d) = v {
-            if d.is_zero() {
-                return Err(format!("--{name} must be positive"));
+            if d < MIN_PERIOD {
+                return Err(format!("--{name} must be at least 1s"));
             }
             *slot = ms(d);
         }
@@ -509,7 +559,89 @@ fn scenario(a: &Args) -> Result<Scenario, String> {
         }
         sc.spread_weight = w;
     }
+    launches_bounded(a, &sc)?;
     Ok(sc)
+}
+
+/// Refuses a synthetic load of more than [`MAX_LAUNCHES`] launches a run (the rate flags times
+/// the warm-up and measured hours, plus the class), naming the flags that set it.
+fn launches_bounded(a: &Args, sc: &Scenario) -> Result<(), String> {
+    let (class, daily) = match sc.load {
+        Load::Class { size, .. } => (f64::from(size), false),
+        Load::Daily { .. } => (0.0, true),
+        Load::Replay { .. } => return Ok(()),
+    };
+    // The rates without the class (Scenario::rates adds it to the mean).
+    let minutes = sc.end() as f64 / scenario::MIN as f64;
+    let mean = (0..sc.end() / scenario::MIN)
+        .map(|m| sc.rate_per_min(m * scenario::MIN))
+        .sum::<f64>()
+        / minutes.max(1.0);
+    let launches = mean * minutes + class;
+    if launches <= MAX_LAUNCHES {
+        return Ok(());
+    }
+    let given: Vec<&str> = [
+        ("--rate-low", a.rate_low.is_some()),
+        ("--rate-high", a.rate_high.is_some() && daily),
+        ("--class-size", a.class_size.is_some()),
+        ("--hours", a.hours.is_some()),
+        ("--warmup", a.warmup.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(flag, set)| set.then_some(flag))
+    .collect();
+    Err(format!(
+        "{}: about {launches:.0} launches a run, at most {MAX_LAUNCHES} (the 30-day replay of \
+         sim/README.md has 2.9 million)",
+        if given.is_empty() {
+            "the scenario".to_string()
+        } else {
+            given.join(", ")
+        }
+    ))
+}
+
+/// How long after the end of the measured window a user may still wait before the engine
+/// gives up on it (the engine's drain limit).
+const WAIT_LIMIT: scenario::Ms = 12 * HOUR;
+
+/// Refuses launches that a cluster of `--max-nodes` nodes cannot start before the engine gives
+/// up on them, whatever the policy: a lower bound, as if every node were there from the start
+/// and each user took the first room freed (first come, first served). Otherwise such input
+/// ends in users that never ran, which reads as a fault of the model.
+fn room_suffices(sc: &Scenario, arrivals: &[scenario::Arrival]) -> Result<(), String> {
+    use std::cmp::Reverse;
+    let room = (u64::from(sc.autoscaler.max_nodes) * sc.pods_per_node()) as usize;
+    let limit = sc.end() + WAIT_LIMIT;
+    // When each of the `room` places frees up.
+    let mut frees: std::collections::BinaryHeap<Reverse<scenario::Ms>> =
+        std::collections::BinaryHeap::with_capacity(room.min(arrivals.len()));
+    for (i, a) in arrivals.iter().enumerate() {
+        let start = if frees.len() < room {
+            a.at
+        } else {
+            frees.pop().map_or(a.at, |Reverse(t)| t.max(a.at))
+        };
+        if start > limit {
+            let at = arrivals.partition_point(|b| b.at < a.at.saturating_sub(scenario::MIN));
+            return Err(format!(
+                "the launches need more room than the cluster has: --max-nodes {} nodes hold {room} \
+                 users, and even with every node there from the start, launch {} (at {:.1}h, \
+                 {} launches in the minute before it) would wait until {:.1}h, beyond the run's \
+                 end ({:.1}h) plus {}h; raise --max-nodes or lower the load",
+                sc.autoscaler.max_nodes,
+                i + 1,
+                a.at as f64 / HOUR as f64,
+                i + 1 - at,
+                start as f64 / HOUR as f64,
+                sc.end() as f64 / HOUR as f64,
+                WAIT_LIMIT / HOUR,
+            ));
+        }
+        frees.push(Reverse(start + a.session));
+    }
+    Ok(())
 }
 
 /// The configured row.
@@ -533,8 +665,13 @@ fn parse_range(s: &str) -> Result<(u32, u32), String> {
     let b = b.strip_prefix('=').unwrap_or(b);
     let a: u32 = a.trim().parse().map_err(|_| bad())?;
     let b: u32 = b.trim().parse().map_err(|_| bad())?;
-    if a > b || b > 10_000 {
+    if a > b {
         return Err(bad());
+    }
+    if b > MAX_REPLICAS {
+        return Err(format!(
+            "--sweep-replicas {s:?}: at most {MAX_REPLICAS} replicas"
+        ));
     }
     Ok((a, b))
 }
@@ -598,6 +735,17 @@ fn main() -> ExitCode {
         Ok(r) => r,
         Err(e) => return fail(&e),
     };
+    if let Some((lo, hi)) = range
+        && !args.recommend
+        && (hi - lo) / args.sweep_step + 1 > MAX_SWEEP_COUNTS
+    {
+        return fail(&format!(
+            "--sweep-replicas {lo}..{hi} in steps of --sweep-step {} gives {} replica counts: \
+             at most {MAX_SWEEP_COUNTS}",
+            args.sweep_step,
+            (hi - lo) / args.sweep_step + 1
+        ));
+    }
     let mut rows = match range {
         Some((lo, hi)) if !args.recommend => {
             let mut rows = Vec::new();
@@ -627,6 +775,13 @@ fn main() -> ExitCode {
             .map(str::trim)
             .filter(|s| !s.is_empty())
             .collect();
+        if wanted.is_empty() {
+            let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
+            return fail(&format!(
+                "--only {only:?} names no row (rows: {})",
+                names.join(", ")
+            ));
+        }
         if let Some(unknown) = wanted.iter().find(|w| !rows.iter().any(|r| r.name == **w)) {
             let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
             return fail(&format!(
@@ -651,6 +806,11 @@ fn main() -> ExitCode {
             None => sc.arrivals(s),
         })
         .collect();
+    for a in &arrivals {
+        if let Err(e) = room_suffices(&sc, a) {
+            return fail(&e);
+        }
+    }
     if let Some(t) = &trace
         && t.skipped > 0
     {
@@ -670,8 +830,17 @@ fn main() -> ExitCode {
         };
         let range = range.unwrap_or_else(|| recommend::default_range(&sc));
         let started = Instant::now();
-        let mut rec =
-            recommend::recommend(&sc, &rows, range, &seeds, &arrivals, target, args.check);
+        // A line per count run, on stderr: a 30-day search takes minutes.
+        let mut rec = recommend::recommend_with(
+            &sc,
+            &rows,
+            range,
+            &seeds,
+            &arrivals,
+            target,
+            args.check,
+            &|line: &str| eprintln!("simulate: recommend: {line}"),
+        );
         rec.place_buffer(
             &sc,
             &recommend::BufferPlacement {
@@ -724,17 +893,13 @@ fn main() -> ExitCode {
                 started.elapsed().as_secs_f64()
             );
         }
-        let bad = rec
-            .policies
-            .iter()
-            .map(|f| &f.results)
-            .chain(std::iter::once(&rec.none))
-            .any(|s| !s.violations.is_empty() || s.unfinished_users > 0);
-        if bad {
-            eprintln!("simulate: invariant violated (see the rows' violations)");
-            return ExitCode::from(1);
-        }
-        return ExitCode::SUCCESS;
+        return verdict(
+            &sc,
+            rec.policies
+                .iter()
+                .map(|f| &f.results)
+                .chain(std::iter::once(&rec.none)),
+        );
     }
     let started = Instant::now();
     let mut results = selfdestruct_sim::run_rows_on(&sc, &rows, &seeds, &arrivals, args.check);
@@ -810,12 +975,29 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    if summaries
-        .iter()
-        .any(|s| !s.violations.is_empty() || s.unfinished_users > 0)
-    {
-        eprintln!("simulate: invariant violated (see the rows' violations)");
-        return ExitCode::from(1);
+    verdict(&sc, summaries.iter())
+}
+
+/// The exit code for the results: 0; 2 when users never ran while the cluster was at
+/// `--max-nodes` (the load needs more room: the input's fault, not the model's); else 1 on an
+/// invariant violation (the model's).
+fn verdict<'a>(sc: &Scenario, results: impl Iterator<Item = &'a Summary>) -> ExitCode {
+    let bad: Vec<&Summary> = results
+        .filter(|s| !s.violations.is_empty() || s.unfinished_users > 0)
+        .collect();
+    if bad.is_empty() {
+        return ExitCode::SUCCESS;
     }
-    ExitCode::SUCCESS
+    if let Some(full) = bad
+        .iter()
+        .find(|s| s.unfinished_users > 0 && s.peak_nodes >= sc.autoscaler.max_nodes)
+    {
+        return fail(&format!(
+            "{} users of row {} never ran with the cluster at --max-nodes {}: the load needs \
+             more room; raise --max-nodes or lower the load",
+            full.unfinished_users, full.policy, sc.autoscaler.max_nodes
+        ));
+    }
+    eprintln!("simulate: invariant violated (see the rows' violations)");
+    ExitCode::from(1)
 }

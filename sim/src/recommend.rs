@@ -1,20 +1,27 @@
 //! `--recommend`: the smallest placeholder replica count that meets a target, per policy.
 //!
-//! A search per policy over `lo..=hi`, all policies advancing in lockstep so that every round
-//! runs in parallel: start at the rule of thumb (launches in one node-ready time at the busiest
-//! rate), double while the target is not met (up to `hi`: "not met"), or try `lo` when it is, then
-//! halve the bracket between a failing and a meeting count. It assumes that more placeholders never
-//! make the target worse, which holds for the count of users waiting for room (each placeholder is
-//! one more user's room while a node is added) up to the noise of a single seed's draws; the table
-//! shows the result one replica below the answer, so the knee is visible.
+//! A search per policy over `lo..=hi`. It starts at an estimate from the launches (the most
+//! users that start within one node-ready time, net of those that leave: what the placeholders
+//! must cover while a node is added) and gallops from there by a step of an eighth of it,
+//! doubling, up while the target is not met or down while it is, then halves the bracket between
+//! a failing and a meeting count. It assumes that more placeholders never make the target worse,
+//! which holds for the count of users waiting for room (each placeholder is one more user's room
+//! while a node is added) up to the noise of a single seed's draws; the table shows the result
+//! one replica below the answer, so the knee is visible.
+//!
+//! The runs go to a pool of one worker per core: each policy's next count is run as soon as its
+//! previous one is done, not when the slowest policy's is, so no core waits for a round to end.
+//! Every search is sequential in itself, so the answers do not depend on the thread timing.
 
 use std::fmt::Write;
+use std::sync::{Condvar, Mutex};
+use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::metrics::Summary;
-use crate::scenario::{Arrival, Peer, Scenario, Setup, static_policy};
-use crate::{RowResult, run_rows_on};
+use crate::metrics::{self, Summary};
+use crate::scenario::{Arrival, HOUR, Ms, Peer, Scenario, Setup, static_policy};
+use crate::{RowResult, engine};
 
 /// What a replica count must achieve.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -79,7 +86,8 @@ pub struct Recommendation {
     pub target: Target,
     /// The range searched.
     pub range: (u32, u32),
-    /// The first count tried (the rule of thumb, within the range).
+    /// The first count tried for the rows without the readiness gate (the estimate from the
+    /// launches, within the range; each row's is its `tried[0]`).
     pub guess: u32,
     /// Without placeholders.
     pub none: Summary,
@@ -93,11 +101,14 @@ pub struct Recommendation {
     pub capacity_buffer: Option<String>,
 }
 
+#[derive(Clone)]
 struct Search {
     lo: u32,
     hi: u32,
     /// The first count to run.
     guess: u32,
+    /// The first step of the gallop away from the guess.
+    step: u32,
     /// Largest count known to fail.
     fail: Option<(u32, RowResult)>,
     /// Smallest count known to meet.
@@ -107,27 +118,39 @@ struct Search {
 
 impl Search {
     fn new(lo: u32, hi: u32, guess: u32) -> Search {
+        let guess = guess.clamp(lo, hi);
         Search {
             lo,
             hi,
-            guess: guess.clamp(lo, hi),
+            guess,
+            step: guess.div_ceil(8).max(1),
             fail: None,
             meet: None,
             tried: Vec::new(),
         }
     }
 
-    /// The next count to run, or None when the search is over: the guess; then, from a failing
-    /// count, doubling up to `hi`; from a meeting count, `lo`; then halving the bracket.
+    /// The gallop's step after `n` counts on one side of the answer: `step`, doubled each time.
+    fn gallop(&self, n: usize) -> u32 {
+        self.step.saturating_mul(
+            1u32.checked_shl(n.saturating_sub(1) as u32)
+                .unwrap_or(u32::MAX),
+        )
+    }
+
+    /// The next count to run, or None when the search is over: the guess; then, from failing
+    /// counts, up by the gallop's step (doubling) up to `hi`; from meeting counts, down by it to
+    /// `lo`; then halving the bracket.
     fn next(&self) -> Option<u32> {
         let fail = self.fail.as_ref().map(|f| f.0);
         let meet = self.meet.as_ref().map(|m| m.0);
+        let n = self.tried.len();
         match (fail, meet) {
             (None, None) => Some(self.guess),
             (Some(f), None) if f >= self.hi => None,
-            (Some(f), None) => Some(f.saturating_mul(2).max(f + 1).min(self.hi)),
+            (Some(f), None) => Some(f.saturating_add(self.gallop(n)).min(self.hi)),
             (None, Some(m)) if m <= self.lo => None,
-            (None, Some(_)) => Some(self.lo),
+            (None, Some(m)) => Some(m.saturating_sub(self.gallop(n)).max(self.lo)),
             (Some(f), Some(m)) if m > f + 1 => Some(f + (m - f) / 2),
             (Some(_), Some(_)) => None,
         }
@@ -145,6 +168,77 @@ impl Search {
     }
 }
 
+/// The estimate the search starts from for `setup`: the most users that start within one
+/// window (node-ready time, one autoscaler scan and the re-creation of a preempted placeholder;
+/// with the readiness gate also the image pull and the gate's lag) minus those whose sessions
+/// end in it, over the measured part of `arrivals` (each user taken to start at once). Sessions
+/// that end free room for the launches, so this is what the placeholders must cover, not every
+/// launch of the busiest window (the rule of thumb).
+pub fn estimate(sc: &Scenario, setup: &Setup, arrivals: &[Arrival]) -> u32 {
+    let mut window = sc.node_ready + sc.autoscaler.scan + sc.recreate_delay;
+    if setup.gate {
+        window += sc.image_pull + sc.gate_lag;
+    }
+    // +1 at each start and -1 at each end, in time order (an end before a start at the same
+    // time); concurrent users over time.
+    let mut steps: Vec<(Ms, i64)> = Vec::with_capacity(2 * arrivals.len());
+    for a in arrivals {
+        steps.push((a.at, 1));
+        steps.push((a.at + a.session, -1));
+    }
+    steps.sort_unstable();
+    let (from, to) = (sc.warmup, sc.end());
+    // Concurrent users over time, and the most growth within any `window`: the level after a
+    // change minus the least level held in the `window` before it (a monotone deque of the
+    // levels held, each with the time it ended).
+    let mut level = 0i64;
+    let mut minima: std::collections::VecDeque<(Ms, i64)> = std::collections::VecDeque::new();
+    let mut most = 0i64;
+    for (t, d) in steps {
+        while minima.back().is_some_and(|&(_, l)| l >= level) {
+            minima.pop_back();
+        }
+        minima.push_back((t, level));
+        level += d;
+        while minima.front().is_some_and(|&(ended, _)| ended + window < t) {
+            minima.pop_front();
+        }
+        if (from..to).contains(&t) {
+            let low = minima.front().map_or(level, |&(_, l)| l.min(level));
+            most = most.max(level - low);
+        }
+    }
+    u32::try_from(most).unwrap_or(u32::MAX)
+}
+
+/// One policy's search (or the row without placeholders) in the pool.
+struct Chain {
+    /// The row, its replica count set per run.
+    setup: Setup,
+    /// None: the row without placeholders, run once.
+    search: Option<Search>,
+    /// A row whose placeholders run the agent starts from the answer of its twin without
+    /// the agent (`static`, or `gate` with the gate): this chain waits for that one's search.
+    after: Option<usize>,
+    /// The same row as an earlier one but for its name (`configured` with the agent's defaults
+    /// is `new-node`): its results are that chain's, nothing is run.
+    same_as: Option<usize>,
+    /// The count being run, and its seeds' results as they come.
+    running: Option<Running>,
+    /// Nothing more to run.
+    over: bool,
+    /// The row without placeholders' result.
+    result: Option<RowResult>,
+}
+
+struct Running {
+    replicas: u32,
+    /// Seeds handed to a worker so far.
+    issued: usize,
+    parts: Vec<Option<(Summary, Vec<Ms>)>>,
+    started: Instant,
+}
+
 /// The smallest replica count in `range` meeting `target` for each of `policies` (their
 /// replica counts are replaced), on the given arrivals (one list per seed).
 pub fn recommend(
@@ -156,6 +250,32 @@ pub fn recommend(
     target: Target,
     check: bool,
 ) -> Recommendation {
+    recommend_with(
+        sc,
+        policies,
+        range,
+        seeds,
+        arrivals,
+        target,
+        check,
+        &|_: &str| {},
+    )
+}
+
+/// [`recommend`], telling `progress` a line for each count run (which count, its result, how
+/// long it took) as it finishes.
+#[allow(clippy::too_many_arguments)]
+pub fn recommend_with(
+    sc: &Scenario,
+    policies: &[Setup],
+    range: (u32, u32),
+    seeds: &[u64],
+    arrivals: &[Vec<Arrival>],
+    target: Target,
+    check: bool,
+    progress: &(dyn Fn(&str) + Sync),
+) -> Recommendation {
+    assert_eq!(arrivals.len(), seeds.len(), "one arrival list per seed");
     let (lo, hi) = range;
     let none_row = Setup {
         name: "none".into(),
@@ -164,50 +284,209 @@ pub fn recommend(
         gate: false,
         peer: Peer::Selfdestruct,
     };
-    let mut none = None;
-    // Start at the rule of thumb (launches in one node-ready time at the busiest rate): large
-    // counts are slow to simulate (every placeholder's agent watches every other one).
-    let guess = sc.rule_of_thumb().ceil() as u32;
-    let mut searches: Vec<Search> = policies
-        .iter()
-        .map(|_| Search::new(lo, hi, guess))
+    let first = arrivals.first().map_or(&[][..], Vec::as_slice);
+    let mut chains: Vec<Chain> = vec![Chain {
+        setup: none_row.clone(),
+        search: None,
+        after: None,
+        same_as: None,
+        running: None,
+        over: false,
+        result: None,
+    }];
+    let same = |a: &Setup, b: &Setup| {
+        Setup {
+            name: String::new(),
+            ..a.clone()
+        } == Setup {
+            name: String::new(),
+            ..b.clone()
+        }
+    };
+    for (i, p) in policies.iter().enumerate() {
+        let same_as = policies[..i].iter().position(|q| same(p, q)).map(|j| j + 1);
+        let after = policies
+            .iter()
+            .position(|q| {
+                p.runs_agent()
+                    && !q.runs_agent()
+                    && q.peer == Peer::Selfdestruct
+                    && q.gate == p.gate
+            })
+            .map(|j| j + 1);
+        chains.push(Chain {
+            setup: p.clone(),
+            search: Some(Search::new(lo, hi, estimate(sc, p, first))),
+            after: after.filter(|_| same_as.is_none()),
+            same_as,
+            running: None,
+            over: same_as.is_some(),
+            result: None,
+        });
+    }
+    let state = Mutex::new(chains);
+    let wake = Condvar::new();
+    let started = Instant::now();
+    let hours = sc.measured as f64 / HOUR as f64;
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| {
+                let Ok(mut chains) = state.lock() else { return };
+                loop {
+                    // The next run: the first chain with a seed left to hand out, starting its
+                    // next count when it has none running.
+                    let mut job = None;
+                    for c in 0..chains.len() {
+                        if let Some(twin) = chains[c].after {
+                            if !chains[twin].over {
+                                continue;
+                            }
+                            // Start at the twin's answer, galloping by 1 (doubling): the
+                            // answers differ by a few replicas, and each count costs a run.
+                            let from = chains[twin]
+                                .search
+                                .as_ref()
+                                .and_then(|s| s.meet.as_ref().map(|m| m.0));
+                            let chain = &mut chains[c];
+                            chain.after = None;
+                            if let (Some(from), Some(s)) = (from, chain.search.as_mut()) {
+                                *s = Search::new(s.lo, s.hi, from);
+                                s.step = 1;
+                            }
+                        }
+                        let chain = &mut chains[c];
+                        if chain.over {
+                            continue;
+                        }
+                        if chain.running.is_none() {
+                            let next = match &chain.search {
+                                Some(s) => s.next(),
+                                None => Some(0).filter(|_| chain.result.is_none()),
+                            };
+                            let Some(replicas) = next else {
+                                chain.over = true;
+                                continue;
+                            };
+                            chain.running = Some(Running {
+                                replicas,
+                                issued: 0,
+                                parts: vec![None; seeds.len()],
+                                started: Instant::now(),
+                            });
+                        }
+                        if let Some(r) = chain.running.as_mut()
+                            && r.issued < seeds.len()
+                        {
+                            r.issued += 1;
+                            let setup = Setup {
+                                replicas: r.replicas,
+                                ..chain.setup.clone()
+                            };
+                            job = Some((c, r.issued - 1, setup));
+                            break;
+                        }
+                    }
+                    let Some((c, s, setup)) = job else {
+                        if chains.iter().all(|c| c.over) {
+                            wake.notify_all();
+                            return;
+                        }
+                        chains = match wake.wait(chains) {
+                            Ok(g) => g,
+                            Err(_) => return,
+                        };
+                        continue;
+                    };
+                    drop(chains);
+                    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        engine::simulate(sc, &setup, &arrivals[s], seeds[s], check)
+                    }));
+                    chains = match state.lock() {
+                        Ok(g) => g,
+                        Err(_) => return,
+                    };
+                    let run = match run {
+                        Ok(run) => run,
+                        Err(panic) => {
+                            // No other worker waits for this run's result: all stop.
+                            chains.iter_mut().for_each(|c| c.over = true);
+                            drop(chains);
+                            wake.notify_all();
+                            std::panic::resume_unwind(panic);
+                        }
+                    };
+                    let chain = &mut chains[c];
+                    let Some(r) = chain.running.as_mut() else {
+                        continue;
+                    };
+                    r.parts[s] = Some((run.summary, run.ttr));
+                    if r.parts.iter().any(Option::is_none) {
+                        continue;
+                    }
+                    let Some(r) = chain.running.take() else {
+                        continue;
+                    };
+                    let runs: Vec<(Summary, Vec<Ms>)> = r.parts.into_iter().flatten().collect();
+                    let result = RowResult {
+                        summary: metrics::combine(&runs, hours),
+                        per_seed: runs.into_iter().map(|(s, _)| s).collect(),
+                        samples: Vec::new(),
+                    };
+                    let s = &result.summary;
+                    let line = format!(
+                        "{} with {} replicas: {} delayed, {} cold",
+                        chain.setup.name, r.replicas, s.delayed, s.cold
+                    );
+                    let verdict = match chain.search.as_mut() {
+                        Some(search) => {
+                            let met = target.met(&result);
+                            search.record(r.replicas, result, met);
+                            if met { ": met" } else { ": not met" }
+                        }
+                        None => {
+                            chain.result = Some(result);
+                            ""
+                        }
+                    };
+                    progress(&format!(
+                        "{line}{verdict} ({:.1}s; {:.0}s in all)",
+                        r.started.elapsed().as_secs_f64(),
+                        started.elapsed().as_secs_f64()
+                    ));
+                    wake.notify_all();
+                }
+            });
+        }
+    });
+    let mut chains = state.into_inner().unwrap_or_default().into_iter();
+    let none = chains
+        .next()
+        .and_then(|c| c.result)
+        .map(|r| r.summary)
+        .unwrap_or_default();
+    let no_gate = Setup {
+        gate: false,
+        ..policies.first().cloned().unwrap_or(none_row)
+    };
+    let guess = estimate(sc, &no_gate, first).clamp(lo, hi);
+    let searches: Vec<Option<Search>> = chains
+        .map(|c| c.search.filter(|_| c.same_as.is_none()))
         .collect();
-    loop {
-        let mut batch: Vec<Setup> = Vec::new();
-        let mut owners: Vec<Option<(usize, u32)>> = Vec::new();
-        if none.is_none() {
-            batch.push(none_row.clone());
-            owners.push(None);
-        }
-        for (i, s) in searches.iter().enumerate() {
-            if let Some(r) = s.next() {
-                batch.push(Setup {
-                    name: policies[i].name.clone(),
-                    replicas: r,
-                    ..policies[i].clone()
-                });
-                owners.push(Some((i, r)));
-            }
-        }
-        if batch.is_empty() {
-            break;
-        }
-        let results = run_rows_on(sc, &batch, seeds, arrivals, check);
-        for (owner, result) in owners.into_iter().zip(results) {
-            match owner {
-                None => none = Some(result.summary),
-                Some((i, r)) => {
-                    let met = target.met(&result);
-                    searches[i].record(r, result, met);
+    let found: Vec<Found> = (0..policies.len())
+        .map(|i| {
+            let p = &policies[i];
+            // A row the same as an earlier one: that one's search.
+            let mut at = i;
+            while searches[at].is_none() {
+                match policies[..at].iter().position(|q| same(p, q)) {
+                    Some(j) => at = j,
+                    None => break,
                 }
             }
-        }
-    }
-    let none = none.unwrap_or_default();
-    let found: Vec<Found> = searches
-        .into_iter()
-        .zip(policies)
-        .map(|(s, p)| {
+            let s = searches[at]
+                .clone()
+                .unwrap_or_else(|| Search::new(lo, hi, lo));
             let (replicas, results, below) = match (s.meet, s.fail) {
                 (Some((m, at)), fail) => {
                     let below = fail.filter(|(f, _)| *f + 1 == m).map(|(_, r)| r.summary);
@@ -242,7 +521,7 @@ pub fn recommend(
     Recommendation {
         target,
         range,
-        guess: guess.clamp(lo, hi),
+        guess,
         none,
         policies: found,
         manifest_policy,
@@ -471,7 +750,7 @@ pub fn table(rec: &Recommendation) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "target: {}; replicas searched in {}..={} from {} (the rule of thumb), doubling, then halving",
+        "target: {}; replicas searched in {}..={} from {} (the launches' estimate; more with the gate), galloping, then halving",
         rec.target.describe(),
         rec.range.0,
         rec.range.1,
@@ -592,6 +871,11 @@ pub fn json(sc: &Scenario, seeds: &[u64], rec: &Recommendation) -> String {
     serde_json::to_string_pretty(&doc).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
 }
 
+/// Most placeholder replicas of a row (`--replicas`, `--sweep-replicas`, the search's range):
+/// every placeholder's agent decides again on every change of a sibling, so a run costs the
+/// replicas squared.
+pub const MAX_REPLICAS: u32 = 2_000;
+
 /// The default upper end of the search: what covers the launches of one node-ready time plus
 /// the image pull and the gate's lag at the busiest rate (the gate rows need that much), half
 /// again, plus one node's worth; at most what the node group can hold.
@@ -601,7 +885,7 @@ pub fn default_range(sc: &Scenario) -> (u32, u32) {
         / crate::scenario::MIN as f64;
     let hi = (1.5 * peak * window).ceil() as u64 + sc.pods_per_node();
     let cap = u64::from(sc.autoscaler.max_nodes) * sc.pods_per_node();
-    (0, hi.min(cap).min(10_000) as u32)
+    (0, hi.min(cap).min(u64::from(MAX_REPLICAS)) as u32)
 }
 
 #[cfg(test)]
@@ -645,7 +929,7 @@ mod tests {
     }
 
     #[test]
-    fn the_search_halves_the_bracket() {
+    fn the_search_gallops_from_the_estimate_then_halves_the_bracket() {
         let search = |lo, hi, guess, knee: u32| {
             let mut s = Search::new(lo, hi, guess);
             while let Some(r) = s.next() {
@@ -654,18 +938,67 @@ mod tests {
             }
             (s.meet.map(|m| m.0), s.fail.map(|f| f.0), s.tried)
         };
-        // Met from 13 on; from a guess of 4: 4, 8, 16 (met), 12, 14, 13.
+        // An estimate near the knee: a step of 8 from 64, then halving.
+        let (meet, fail, tried) = search(0, 400, 64, 61);
+        assert_eq!((meet, fail), (Some(61), Some(60)), "{tried:?}");
+        assert_eq!(tried[..2], [(64, true), (56, false)]);
+        assert!(tried.len() <= 5, "{tried:?}");
+        let (meet, fail, tried) = search(0, 400, 64, 70);
+        assert_eq!((meet, fail), (Some(70), Some(69)), "{tried:?}");
+        assert_eq!(tried[..2], [(64, false), (72, true)]);
+        assert!(tried.len() <= 5, "{tried:?}");
+        // Far off: the step doubles. Met from 13 on; from 4: 4, 5, 7, 11, 19 (met), 15, 13, 12.
         let (meet, fail, tried) = search(0, 400, 4, 13);
         assert_eq!((meet, fail), (Some(13), Some(12)), "{tried:?}");
-        assert_eq!(tried[..3], [(4, false), (8, false), (16, true)]);
-        assert!(tried.len() <= 6, "{tried:?}");
-        // A guess above the knee goes to the bottom of the range first.
+        assert_eq!(
+            tried[..5],
+            [(4, false), (5, false), (7, false), (11, false), (19, true)]
+        );
         let (meet, fail, tried) = search(0, 400, 100, 13);
         assert_eq!((meet, fail), (Some(13), Some(12)), "{tried:?}");
-        assert_eq!(tried[..2], [(100, true), (0, false)]);
+        assert_eq!(tried[..2], [(100, true), (87, true)]);
         // Met at the bottom; never met.
         assert_eq!(search(5, 40, 9, 0).0, Some(5));
+        assert_eq!(search(0, 40, 0, 0).0, Some(0));
         let (meet, fail, tried) = search(0, 40, 9, 1000);
         assert_eq!((meet, fail), (None, Some(40)), "{tried:?}");
+    }
+
+    #[test]
+    fn the_estimate_is_the_most_growth_of_concurrent_users_within_a_node_ready_time() {
+        let mut sc = Scenario::small();
+        sc.warmup = 0;
+        sc.measured = 10 * HOUR;
+        let row = Setup {
+            name: "static".into(),
+            replicas: 0,
+            policy: static_policy(),
+            gate: false,
+            peer: Peer::Selfdestruct,
+        };
+        let window = sc.node_ready + sc.autoscaler.scan + sc.recreate_delay;
+        let at = |t: Ms, session: Ms| Arrival { at: t, session };
+        // 30 users within one window, with long sessions: 30.
+        let class: Vec<Arrival> = (0..30)
+            .map(|i| at(HOUR + i * window / 40, 5 * HOUR))
+            .collect();
+        assert_eq!(estimate(&sc, &row, &class), 30);
+        // The same 30 spread over 30 windows: at most 2 start within one window.
+        let spread: Vec<Arrival> = (0..30).map(|i| at(HOUR + i * window, 5 * HOUR)).collect();
+        assert!(estimate(&sc, &row, &spread) <= 2);
+        // Short sessions that end as others start: the room is reused.
+        let churn: Vec<Arrival> = (0..600).map(|i| at(HOUR + i * 6_000, 60_000)).collect();
+        assert!(
+            estimate(&sc, &row, &churn) <= 11,
+            "{}",
+            estimate(&sc, &row, &churn)
+        );
+        // The gate's rows wait out the image pull too: a longer window, more users.
+        let steady: Vec<Arrival> = (0..600).map(|i| at(HOUR + i * 10_000, 5 * HOUR)).collect();
+        let gated = Setup {
+            gate: true,
+            ..row.clone()
+        };
+        assert!(estimate(&sc, &gated, &steady) > estimate(&sc, &row, &steady));
     }
 }

@@ -36,6 +36,8 @@ pub const DAY: Ms = 24 * 60 * MIN;
 pub const LAUNCH_SCHEMA: &str = "binderhub.jupyter.org/launch";
 /// Reasons kept for the report when bad lines are skipped.
 const KEEP_REASONS: usize = 3;
+/// The UTF-8 byte-order mark, skipped at the start of a file.
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 /// Distinct origins remembered per file for an `--origin` that matched nothing.
 const KEEP_ORIGINS: usize = 20;
 
@@ -417,6 +419,11 @@ impl Trace {
             source,
         };
         let mut input = BufReader::with_capacity(64 * 1024, File::open(path).map_err(io)?);
+        // A UTF-8 byte-order mark (as spreadsheet and Windows editors write) is no content,
+        // in JSON lines as in CSV.
+        if input.fill_buf().map_err(io)?.starts_with(UTF8_BOM) {
+            input.consume(UTF8_BOM.len());
+        }
         let first = input
             .fill_buf()
             .map_err(io)?

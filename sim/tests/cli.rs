@@ -54,6 +54,111 @@ fn help_and_invalid_flags() {
     }
 }
 
+/// Flags that size the work are bounded: exit 2 at once, naming the flag (before, `--replicas
+/// 100000` and `--rate-high 10000000` ran for good and printed nothing).
+#[test]
+fn flags_that_size_the_work_are_bounded() {
+    for (bad, names) in [
+        (vec!["--replicas", "100000"], "--replicas"),
+        (
+            vec!["--replicas", "2001", "--max-nodes", "5000"],
+            "--replicas",
+        ),
+        (
+            vec!["--replicas", "200", "--scenario", "small"],
+            "--max-nodes 10",
+        ),
+        (vec!["--rate-high", "10000000"], "--rate-high"),
+        (
+            vec!["--rate-low", "1000000", "--rate-high", "1000000"],
+            "--rate-low, --rate-high",
+        ),
+        (
+            vec!["--scenario", "burst", "--class-size", "50000000"],
+            "--class-size",
+        ),
+        (vec!["--max-nodes", "100000"], "--max-nodes"),
+        (
+            vec![
+                "--node-cpu",
+                "10000",
+                "--user-cpu",
+                "0.01",
+                "--node-mem-gib",
+                "100000",
+                "--user-mem-gib",
+                "0.1",
+            ],
+            "--max-pods",
+        ),
+        (vec!["--sweep-replicas", "0..100000"], "--sweep-replicas"),
+        (
+            vec!["--sweep-replicas", "0..2000", "--sweep-step", "1"],
+            "--sweep-step",
+        ),
+        (vec!["--warmup", "100d"], "--warmup"),
+        (
+            vec!["--rebalancer-interval", "1ms"],
+            "--rebalancer-interval",
+        ),
+        (vec!["--only", ""], "--only"),
+        (vec!["--only", " , "], "--only"),
+    ] {
+        let out = simulate(&bad);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{bad:?}");
+        assert!(stderr.contains(names), "{bad:?}: {stderr}");
+    }
+}
+
+/// More launches at once than `--max-nodes` can ever start before the run gives up on them:
+/// the input's fault (exit 2, saying so), not "invariant violated" (exit 1, the model's).
+#[test]
+fn launches_beyond_the_clusters_room_are_blamed_on_the_input() {
+    let dir = std::env::temp_dir().join(format!("sim-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let csv = dir.join("at-once.csv");
+    let mut text = String::from("timestamp\n");
+    for _ in 0..50_000 {
+        text.push_str("2026-02-02T10:00:00Z\n");
+    }
+    std::fs::write(&csv, text).expect("write");
+    let csv = csv.to_string_lossy().into_owned();
+    for args in [
+        vec![
+            "--arrivals",
+            csv.as_str(),
+            "--scenario",
+            "small",
+            "--seeds",
+            "1",
+            "--only",
+            "static",
+        ],
+        vec![
+            "--scenario",
+            "burst",
+            "--class-size",
+            "50000",
+            "--seeds",
+            "1",
+            "--only",
+            "static",
+        ],
+    ] {
+        let out = simulate(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("the launches need more room than the cluster has")
+                && stderr.contains("--max-nodes"),
+            "{args:?}: {stderr}"
+        );
+        assert!(!stderr.contains("invariant violated"), "{stderr}");
+    }
+}
+
 #[test]
 fn table_json_sweep_and_plot() {
     let out = simulate(&QUICK);

@@ -133,6 +133,32 @@ fn csv_with_durations_and_several_files_on_consecutive_days() {
 }
 
 #[test]
+fn a_byte_order_mark_is_no_content_in_json_lines_as_in_csv() {
+    let dir = scratch("bom");
+    let plain = read(
+        &[&write(&dir, "plain.jsonl", ARCHIVE)],
+        &ReadOptions::default(),
+    )
+    .expect("reads");
+    // Named .jsonl, and named so that the first character decides the format.
+    for name in ["bom.jsonl", "bom-events.log"] {
+        let f = write(&dir, name, &format!("\u{feff}{ARCHIVE}"));
+        let t = read(&[&f], &ReadOptions::default())
+            .unwrap_or_else(|e| panic!("{name}: a BOM is refused: {e}"));
+        assert_eq!(t.launches, plain.launches, "{name}");
+        assert_eq!(t.files[0].format, plain.files[0].format, "{name}");
+    }
+    let csv = "timestamp,duration\n2026-03-02T08:00:00Z,27m\n";
+    let plain = read(&[&write(&dir, "plain.csv", csv)], &ReadOptions::default()).expect("csv");
+    let bom = read(
+        &[&write(&dir, "bom.csv", &format!("\u{feff}{csv}"))],
+        &ReadOptions::default(),
+    )
+    .expect("a CSV with a BOM");
+    assert_eq!(bom.launches, plain.launches);
+}
+
+#[test]
 fn a_bad_line_names_file_and_line_unless_skipped() {
     let dir = scratch("bad");
     let good = r#"{"timestamp": "2018-11-03T10:00:00+00:00", "status": "success"}"#;
@@ -335,6 +361,13 @@ fn recommend_prints_a_table_the_manifest_line_and_json() {
     );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("no user waits for room"), "{text}");
+    // Progress on stderr, a line per count run.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("simulate: recommend: none with 0 replicas:")
+            && stderr.contains("simulate: recommend: configured with "),
+        "{stderr}"
+    );
     let line = text
         .lines()
         .skip_while(|l| !l.starts_with("manifests/statefulset.yaml"))
