@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams, PostParams};
-use selfdestruct_realstack::kubelet::{self, NO_KUBELET_LABEL};
+use selfdestruct_realstack::kubelet;
 use selfdestruct_realstack::wait::until;
 use selfdestruct_realstack::{
     Autoscaler, AutoscalerOptions, ControlPlane, ControlPlaneOptions, Error, Kubelet,
@@ -227,15 +227,19 @@ fn pool_node(name: &str, pool: &str, cpu: u32, more_taints: &[Value], images: &[
 
 /// A user pod of `cpu` cores (4 GiB a core) bound to `node` (as the users on an old node):
 /// with it, LeastAllocated scores the old node fuller than a new one after each move.
+/// With `node` empty: a user pod for the scheduler (priority 0, above the placeholders).
 async fn user_pod(client: &kube::Client, ns: &str, name: &str, node: &str, pool: &str, cpu: u32) {
     let mut pod = json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": ns, "labels": {"component": "singleuser-server"}},
-        "spec": {"nodeName": node,
+        "spec": {
             "securityContext": {"runAsNonRoot": true, "runAsUser": 65534, "seccompProfile": {"type": "RuntimeDefault"}},
             "containers": [{"name": "notebook", "image": "example.org/hub/user:1",
                 "resources": {"requests": {"cpu": cpu.to_string(), "memory": format!("{}Gi", cpu * 4)}},
                 "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}}}]}});
     in_pool(&mut pod["spec"], pool);
+    if !node.is_empty() {
+        pod["spec"]["nodeName"] = json!(node);
+    }
     let pod: Pod = serde_json::from_value(pod).expect("a pod");
     Api::<Pod>::namespaced(client.clone(), ns)
         .create(&PostParams::default(), &pod)
@@ -250,10 +254,16 @@ async fn create_node(client: &kube::Client, n: &Node) {
         .unwrap_or_else(|e| panic!("create node {:?}: {e}", n.metadata.name));
 }
 
-/// The placeholder pods of `ns`, as read now.
+/// The placeholder pods of `ns`, as read now (the selfdestruct labels, or zero-to-jupyterhub's
+/// `component=user-placeholder` in its namespace).
 async fn pods(client: &kube::Client, ns: &str) -> Vec<Pod> {
+    let selector = if ns == JHUB_NS {
+        "component=user-placeholder"
+    } else {
+        "app.kubernetes.io/name=selfdestruct"
+    };
     Api::<Pod>::namespaced(client.clone(), ns)
-        .list(&ListParams::default().labels("app.kubernetes.io/name=selfdestruct"))
+        .list(&ListParams::default().labels(selector))
         .await
         .map(|l| l.items)
         .unwrap_or_default()
@@ -329,7 +339,7 @@ fn manifests_applied() -> &'static Shared {
     if !*done {
         block_on(async {
             let client = ok(s.cp.client().await);
-            create_node(&client, &node("general-1", &[], 8, 32, &[], &[])).await;
+            general_node(&client).await;
             let out = ok(s.cp.kubectl_run(
                 &["apply", "-k", &root().join("manifests").display().to_string()],
                 None,
@@ -356,6 +366,17 @@ fn manifests_applied() -> &'static Shared {
         *done = true;
     }
     s
+}
+
+/// The one untainted node: `manifests/` and the chart's default render (no selector, no
+/// toleration) place their placeholders here; every other test's pods keep to their pool.
+async fn general_node(client: &kube::Client) {
+    static CREATED: tokio::sync::Mutex<bool> = tokio::sync::Mutex::const_new(false);
+    let mut done = CREATED.lock().await;
+    if !*done {
+        create_node(client, &node("general-1", &[], 16, 64, &[], &[])).await;
+        *done = true;
+    }
 }
 
 #[test]
@@ -416,11 +437,115 @@ fn admission_policy_refuses_a_siblings_token() {
             }
             other => panic!("a sibling's eviction with a's token: {other:?}"),
         }
+        // Deleting the sibling: refused the same way.
+        let pods_as_a = Api::<Pod>::namespaced(as_a.clone(), "placeholders");
+        match pods_as_a.delete(&name(b), &kube::api::DeleteParams::default()).await {
+            Err(kube::Error::Api(s)) => assert_eq!(s.code, 422, "{s:?}"),
+            other => panic!("a sibling's deletion with a's token: {other:?}"),
+        }
+        // Reads are RBAC's alone: a may read b.
+        pods_as_a.get(&name(b)).await.expect("a reads its sibling");
         // Its own pod: admitted (a dry run: nothing moves).
         evict(a, true).await.expect("a's own eviction (dry run) is admitted");
+        // A token of the same account bound to no pod removes nothing, not even a.
+        let unbound = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 600}});
+        let answer: Value = sa
+            .create_subresource("token", "placeholder", &PostParams::default(), &unbound)
+            .await
+            .expect("an unbound token");
+        let unbound = answer["status"]["token"].as_str().expect("token").to_string();
+        let as_nobody = ok(s.cp.token_client("unbound-token", &unbound).await);
+        let ep = kube::api::EvictParams {
+            post_options: PostParams {
+                dry_run: true,
+                ..PostParams::default()
+            },
+            ..kube::api::EvictParams::default()
+        };
+        match Api::<Pod>::namespaced(as_nobody, "placeholders").evict(&name(a), &ep).await {
+            Err(kube::Error::Api(s)) => assert_eq!(s.code, 422, "{s:?}"),
+            other => panic!("an eviction with an unbound token: {other:?}"),
+        }
         // b still there, same uid.
         let now = pods(&client, "placeholders").await;
         assert!(now.iter().any(|p| uid(p) == uid(b)), "b was evicted");
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// The Helm chart (rendered by Helm's engine: ci/render-chart.py in the venv of
+// ci/validate-manifests.sh, as tests/chart.rs does).
+
+fn venv_python() -> PathBuf {
+    let python = std::env::temp_dir().join("selfdestruct-validate-venv/bin/python");
+    assert!(
+        python.is_file(),
+        "needs {} with helm-python-sdk: run `bash ci/validate-manifests.sh` once (as .ci/run does)",
+        python.display()
+    );
+    python
+}
+
+/// The chart rendered for `release` in `namespace` with more `helm template` arguments.
+fn render_chart(release: &str, namespace: &str, extra: &[&str]) -> Vec<Value> {
+    let out = std::process::Command::new(venv_python())
+        .current_dir(root())
+        .args(["ci/render-chart.py", "charts/selfdestruct", release, namespace, "--json"])
+        .args(extra)
+        .output()
+        .expect("run ci/render-chart.py");
+    assert!(out.status.success(), "render: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("the render's JSON")
+}
+
+fn namespace(ns: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+}
+
+#[test]
+fn chart_default_render_applies_server_side_and_runs() {
+    let ns = "chart";
+    let s = shared();
+    scenario(ns, |client| async move {
+        general_node(&client).await;
+        let mut docs = vec![namespace(ns)];
+        docs.extend(render_chart("sd", ns, &[]));
+        let out = ok(apply(&s.cp, &docs));
+        assert!(out.contains("statefulset.apps/"), "{out}");
+        all_ready_on(&client, ns, 4, &["general-1"]).await;
+        for i in 0..4 {
+            let n = format!("placeholder-{i}");
+            ok(until(&format!("{n}'s agent started"), STEP, || async {
+                s.kubelet.pod_logs(ns, &n).contains("selfdestruct started").then_some(())
+            })
+            .await);
+        }
+    });
+}
+
+/// Issue 36 item 2: two releases in one namespace. Today's chart names the StatefulSet after
+/// `placeholders[].name`, not the release, so the second release takes over the first's
+/// StatefulSet (its selector is immutable: the apply is refused).
+#[test]
+fn chart_two_releases_side_by_side_in_one_namespace() {
+    let ns = "chart-two";
+    let s = shared();
+    scenario(ns, |client| async move {
+        general_node(&client).await;
+        ok(apply(&s.cp, &[namespace(ns)]));
+        for release in ["one", "two"] {
+            let docs = render_chart(release, ns, &["--set", "replicas=1"]);
+            if let Err(e) = apply(&s.cp, &docs) {
+                panic!("release {release} beside the other in {ns}: {}", chain(&e));
+            }
+        }
+        let ready = all_ready_on(&client, ns, 2, &["general-1"]).await;
+        let instances: BTreeSet<String> = ready
+            .iter()
+            .filter_map(|p| p.metadata.labels.as_ref()?.get("app.kubernetes.io/instance").cloned())
+            .collect();
+        assert_eq!(instances.len(), 2, "one placeholder per release: {instances:?}");
     });
 }
 
@@ -576,6 +701,63 @@ fn no_move_before_the_required_image_is_on_the_node() {
         }
         // Then they move.
         watch_moves(&client, ns, 2, "images-new").await;
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// zero-to-jupyterhub, post-rendered.
+
+/// The namespace (and release) of the captured zero-to-jupyterhub output.
+const JHUB_NS: &str = "jhub";
+
+#[test]
+fn jupyterhub_post_rendered_placeholders_move_to_a_new_node() {
+    let ns = JHUB_NS;
+    scenario(ns, |client| async move {
+        let s = shared();
+        // The chart's captured output (release jhub, 4 placeholders, pod priority on) through
+        // post-render.sh, with the agent settings as --post-renderer-args.
+        let input = std::fs::read_to_string(root().join("manifests/jupyterhub/testdata/z2jh-priority.yaml"))
+            .expect("the captured chart output");
+        let mut cmd = std::process::Command::new("bash");
+        cmd.arg(root().join("manifests/jupyterhub/post-render.sh"))
+            .arg(ns)
+            .env("KUBECTL", s.cp.bin_dir().join("kubectl"))
+            .env("SELFDESTRUCT_IMAGE", IMAGE)
+            .env("SELFDESTRUCT_BIN", env!("CARGO_BIN_EXE_selfdestruct"));
+        for (k, v) in FAST {
+            cmd.arg(format!("{k}={v}"));
+        }
+        let yaml = ok(selfdestruct_realstack::control_plane::kubectl_with(cmd, &[], Some(&input)));
+        // The placeholders and what they need; the hub, proxy and image pullers stay out.
+        let keep = [
+            "PriorityClass",
+            "ServiceAccount",
+            "Role",
+            "RoleBinding",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "PodDisruptionBudget",
+        ];
+        let mut docs = vec![namespace(ns)];
+        for mut d in to_json(&s.cp, &yaml) {
+            let kind = d["kind"].as_str().unwrap_or_default().to_string();
+            if kind == "StatefulSet" && d["metadata"]["name"] == "user-placeholder" {
+                in_pool(&mut d["spec"]["template"]["spec"], ns);
+                docs.push(d);
+            } else if keep.contains(&kind.as_str()) {
+                docs.push(d);
+            }
+        }
+        create_node(&client, &pool_node("jhub-old", ns, 6, &[], &[IMAGE])).await;
+        ok(apply(&s.cp, &docs));
+        let first = all_ready_on(&client, ns, 4, &["jhub-old"]).await;
+        user_pod(&client, ns, "user", "jhub-old", ns, 2).await;
+        create_node(&client, &pool_node("jhub-new", ns, 16, &[], &[])).await;
+        let seen = watch_moves(&client, ns, 4, "jhub-new").await;
+        for p in &first {
+            assert_eq!(seen[&name(p)].len(), 2, "{}: {seen:?}", name(p));
+        }
     });
 }
 
@@ -747,6 +929,7 @@ fn leaves_nothing(how: &str) {
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "harness_child", "--ignored", "--nocapture", "--test-threads=1"])
         .env("REALSTACK_CHILD", how)
+        .env_remove("SELFDESTRUCT_REALSTACK_KEEP")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -838,6 +1021,9 @@ fn autoscaler_adds_a_node_the_placeholders_move_there_and_the_old_node_goes() {
             &s.cp,
             AutoscalerOptions {
                 templates: vec![template],
+                capacity_buffer_crd: Some(
+                    include_str!("../sim/tests/data/autoscaling.x-k8s.io_capacitybuffers.yaml").into(),
+                ),
                 ..AutoscalerOptions::default()
             },
         ));
@@ -868,16 +1054,7 @@ fn autoscaler_adds_a_node_the_placeholders_move_there_and_the_old_node_goes() {
         ok(apply(&s.cp, &placeholder_set(&s.cp, ns, ns, 2, FAST)));
         all_ready_on(&client, ns, 2, &[&old]).await;
         // A user pod at priority 0 preempts one: it goes Pending, the autoscaler adds a node.
-        let mut user = json!({"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "user", "namespace": ns, "labels": {"component": "singleuser-server"}},
-            "spec": {"containers": [{"name": "c", "image": "example.org/hub/user:1",
-                "resources": {"requests": {"cpu": "1", "memory": "4Gi"}}}]}});
-        in_pool(&mut user["spec"], ns);
-        let pod: Pod = serde_json::from_value(user).unwrap();
-        Api::<Pod>::namespaced(client.clone(), ns)
-            .create(&PostParams::default(), &pod)
-            .await
-            .expect("the user pod");
+        user_pod(&client, ns, "user", "", ns, 1).await;
         let new = ok(until("a second node from the autoscaler", STEP, || async {
             group_nodes()
                 .await
@@ -903,8 +1080,15 @@ fn autoscaler_adds_a_node_the_placeholders_move_there_and_the_old_node_goes() {
             nodes.get_opt(&old).await.ok().flatten().is_none().then_some(())
         })
         .await);
+        // The node came from the autoscaler's own scale-up for the Pending placeholder.
         let log = autoscaler.log();
-        assert!(log.contains("Scale-up"), "no scale-up in the autoscaler's log");
-        let _ = NO_KUBELET_LABEL;
+        assert!(
+            log.contains(&format!("Final scale-up plan: [{{{ns} 1->2")),
+            "no scale-up 1->2 of the group in the autoscaler's log"
+        );
+        eprintln!(
+            "DeletionCandidateOfClusterAutoscaler taints added during the run: {}",
+            log.matches("Successfully added DeletionCandidateOfClusterAutoscaler").count()
+        );
     });
 }
