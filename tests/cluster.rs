@@ -139,7 +139,13 @@ fn apply(cp: &ControlPlane, objects: &[Value]) -> Result<String, Error> {
 /// The placeholder set of `manifests/` (with `rbac/node-reader`), moved into namespace `ns`:
 /// cluster-scoped names get the namespace, the admission policy names the namespace's
 /// account, the StatefulSet gets `replicas`, the pool's selector and toleration and `env`.
-fn placeholder_set(cp: &ControlPlane, ns: &str, pool: &str, replicas: u32, env: &[(&str, &str)]) -> Vec<Value> {
+fn placeholder_set(
+    cp: &ControlPlane,
+    ns: &str,
+    pool: &str,
+    replicas: u32,
+    env: &[(&str, &str)],
+) -> Vec<Value> {
     let mut docs = kustomize(cp, &root().join("manifests"));
     docs.extend(kustomize(cp, &root().join("rbac/node-reader")));
     docs.extend(kustomize(cp, &root().join("rbac/admission-policy")));
@@ -157,16 +163,28 @@ fn placeholder_set(cp: &ControlPlane, ns: &str, pool: &str, replicas: u32, env: 
             // One PriorityClass for all (the same object).
             "PriorityClass" => {}
             k if cluster_scoped.contains(&k) => {
-                let name = format!("{}-{ns}", d["metadata"]["name"].as_str().unwrap_or_default());
+                let name = format!(
+                    "{}-{ns}",
+                    d["metadata"]["name"].as_str().unwrap_or_default()
+                );
                 d["metadata"]["name"] = json!(name);
             }
             _ => d["metadata"]["namespace"] = json!(ns),
         }
         let text = d.to_string();
         let text = text
-            .replace("system:serviceaccount:placeholders:", &format!("system:serviceaccount:{ns}:"))
-            .replace("placeholder-own-pod-only\"", &format!("placeholder-own-pod-only-{ns}\""))
-            .replace("placeholder-node-reader\"", &format!("placeholder-node-reader-{ns}\""));
+            .replace(
+                "system:serviceaccount:placeholders:",
+                &format!("system:serviceaccount:{ns}:"),
+            )
+            .replace(
+                "placeholder-own-pod-only\"",
+                &format!("placeholder-own-pod-only-{ns}\""),
+            )
+            .replace(
+                "placeholder-node-reader\"",
+                &format!("placeholder-node-reader-{ns}\""),
+            );
         let mut d: Value = serde_json::from_str(&text).expect("json");
         if kind == "ClusterRoleBinding" || kind == "RoleBinding" {
             for s in d["subjects"].as_array_mut().into_iter().flatten() {
@@ -285,7 +303,10 @@ fn is_ready(p: &Pod) -> bool {
 }
 
 fn node_of(p: &Pod) -> String {
-    p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default()
+    p.spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .unwrap_or_default()
 }
 
 fn uid(p: &Pod) -> String {
@@ -348,7 +369,11 @@ fn manifests_applied() -> &'static Shared {
             let client = ok(s.cp.client().await);
             general_node(&client).await;
             let out = ok(s.cp.kubectl_run(
-                &["apply", "-k", &root().join("manifests").display().to_string()],
+                &[
+                    "apply",
+                    "-k",
+                    &root().join("manifests").display().to_string(),
+                ],
                 None,
             ));
             for want in [
@@ -360,11 +385,18 @@ fn manifests_applied() -> &'static Shared {
                 "role.rbac.authorization.k8s.io/placeholder",
                 "rolebinding.rbac.authorization.k8s.io/placeholder",
             ] {
-                assert!(out.contains(want), "kubectl apply -k manifests/ did not create {want}:\n{out}");
+                assert!(
+                    out.contains(want),
+                    "kubectl apply -k manifests/ did not create {want}:\n{out}"
+                );
             }
             // The optional admission policy, as docs say: `kubectl apply -k rbac/admission-policy/`.
             let out = ok(s.cp.kubectl_run(
-                &["apply", "-k", &root().join("rbac/admission-policy").display().to_string()],
+                &[
+                    "apply",
+                    "-k",
+                    &root().join("rbac/admission-policy").display().to_string(),
+                ],
                 None,
             ));
             assert!(out.contains("validatingadmissionpolicy.admissionregistration.k8s.io/placeholder-own-pod-only"), "{out}");
@@ -415,12 +447,18 @@ fn admission_policy_refuses_a_siblings_token() {
         let tr = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
             "spec": {"boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": name(a), "uid": uid(a)},
                      "expirationSeconds": 600}});
-        let sa = Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(client.clone(), "placeholders");
+        let sa = Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(
+            client.clone(),
+            "placeholders",
+        );
         let answer: Value = sa
             .create_subresource("token", "placeholder", &PostParams::default(), &tr)
             .await
             .expect("a token");
-        let token = answer["status"]["token"].as_str().expect("token").to_string();
+        let token = answer["status"]["token"]
+            .as_str()
+            .expect("token")
+            .to_string();
         let as_a = ok(s.cp.token_client("placeholder-0-token", &token).await);
         let evict = |who: &Pod, dry: bool| {
             let api = Api::<Pod>::namespaced(as_a.clone(), "placeholders");
@@ -436,24 +474,40 @@ fn admission_policy_refuses_a_siblings_token() {
                 api.evict(&n, &ep).await
             }
         };
+        // A new policy is enforced once the apiserver has loaded it (its informer): until then
+        // an eviction is admitted. Dry runs (admission runs, nothing is evicted) until the
+        // policy answers.
+        ok(until("the admission policy in force", STEP, || async {
+            matches!(evict(b, true).await, Err(kube::Error::Api(s)) if s.code == 422).then_some(())
+        })
+        .await);
         // The sibling: refused by the policy, 422 Invalid, with its message.
         match evict(b, false).await {
             Err(kube::Error::Api(s)) => {
                 assert_eq!(s.code, 422, "{s:?}");
-                assert!(s.message.contains("a placeholder may only delete or evict its own pod"), "{s:?}");
+                assert!(
+                    s.message
+                        .contains("a placeholder may only delete or evict its own pod"),
+                    "{s:?}"
+                );
             }
             other => panic!("a sibling's eviction with a's token: {other:?}"),
         }
         // Deleting the sibling: refused the same way.
         let pods_as_a = Api::<Pod>::namespaced(as_a.clone(), "placeholders");
-        match pods_as_a.delete(&name(b), &kube::api::DeleteParams::default()).await {
+        match pods_as_a
+            .delete(&name(b), &kube::api::DeleteParams::default())
+            .await
+        {
             Err(kube::Error::Api(s)) => assert_eq!(s.code, 422, "{s:?}"),
             other => panic!("a sibling's deletion with a's token: {other:?}"),
         }
         // Reads are RBAC's alone: a may read b.
         pods_as_a.get(&name(b)).await.expect("a reads its sibling");
         // Its own pod: admitted (a dry run: nothing moves).
-        evict(a, true).await.expect("a's own eviction (dry run) is admitted");
+        evict(a, true)
+            .await
+            .expect("a's own eviction (dry run) is admitted");
         // A token of the same account bound to no pod removes nothing, not even a.
         let unbound = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
             "spec": {"expirationSeconds": 600}});
@@ -461,7 +515,10 @@ fn admission_policy_refuses_a_siblings_token() {
             .create_subresource("token", "placeholder", &PostParams::default(), &unbound)
             .await
             .expect("an unbound token");
-        let unbound = answer["status"]["token"].as_str().expect("token").to_string();
+        let unbound = answer["status"]["token"]
+            .as_str()
+            .expect("token")
+            .to_string();
         let as_nobody = ok(s.cp.token_client("unbound-token", &unbound).await);
         let ep = kube::api::EvictParams {
             post_options: PostParams {
@@ -470,7 +527,10 @@ fn admission_policy_refuses_a_siblings_token() {
             },
             ..kube::api::EvictParams::default()
         };
-        match Api::<Pod>::namespaced(as_nobody, "placeholders").evict(&name(a), &ep).await {
+        match Api::<Pod>::namespaced(as_nobody, "placeholders")
+            .evict(&name(a), &ep)
+            .await
+        {
             Err(kube::Error::Api(s)) => assert_eq!(s.code, 422, "{s:?}"),
             other => panic!("an eviction with an unbound token: {other:?}"),
         }
@@ -498,11 +558,21 @@ fn venv_python() -> PathBuf {
 fn render_chart(release: &str, namespace: &str, extra: &[&str]) -> Vec<Value> {
     let out = std::process::Command::new(venv_python())
         .current_dir(root())
-        .args(["ci/render-chart.py", "charts/selfdestruct", release, namespace, "--json"])
+        .args([
+            "ci/render-chart.py",
+            "charts/selfdestruct",
+            release,
+            namespace,
+            "--json",
+        ])
         .args(extra)
         .output()
         .expect("run ci/render-chart.py");
-    assert!(out.status.success(), "render: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "render: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).expect("the render's JSON")
 }
 
@@ -524,7 +594,10 @@ fn chart_default_render_applies_server_side_and_runs() {
         for i in 0..4 {
             let n = format!("placeholder-{i}");
             ok(until(&format!("{n}'s agent started"), STEP, || async {
-                s.kubelet.pod_logs(ns, &n).contains("selfdestruct started").then_some(())
+                s.kubelet
+                    .pod_logs(ns, &n)
+                    .contains("selfdestruct started")
+                    .then_some(())
             })
             .await);
         }
@@ -553,9 +626,19 @@ fn chart_two_releases_side_by_side_in_one_namespace() {
         let ready = all_ready_on(&client, ns, 2, &["general-1"]).await;
         let instances: BTreeSet<String> = ready
             .iter()
-            .filter_map(|p| p.metadata.labels.as_ref()?.get("app.kubernetes.io/instance").cloned())
+            .filter_map(|p| {
+                p.metadata
+                    .labels
+                    .as_ref()?
+                    .get("app.kubernetes.io/instance")
+                    .cloned()
+            })
             .collect();
-        assert_eq!(instances.len(), 2, "one placeholder per release: {instances:?}");
+        assert_eq!(
+            instances.len(),
+            2,
+            "one placeholder per release: {instances:?}"
+        );
     });
 }
 
@@ -568,30 +651,48 @@ fn placeholders_are_replaced_on_a_lifetime() {
     scenario(ns, |client| async move {
         let s = shared();
         create_node(&client, &pool_node("lifetime-1", ns, 4, &[], &[])).await;
-        let env = with(FAST, &[("SELFDESTRUCT_MIN_LIFETIME", "3s"), ("SELFDESTRUCT_MAX_LIFETIME", "5s")]);
+        let env = with(
+            FAST,
+            &[
+                ("SELFDESTRUCT_MIN_LIFETIME", "3s"),
+                ("SELFDESTRUCT_MAX_LIFETIME", "5s"),
+            ],
+        );
         ok(apply(&s.cp, &placeholder_set(&s.cp, ns, ns, 2, &env)));
         let first = all_ready_on(&client, ns, 2, &["lifetime-1"]).await;
         let first_uids: BTreeSet<String> = first.iter().map(uid).collect();
         // Each placeholder is replaced (a new uid under its name) and Ready again.
-        ok(until("both placeholders replaced after their lifetime", MOVES, || async {
-            let now = pods(&client, ns).await;
-            let fresh = now
-                .iter()
-                .filter(|p| is_ready(p) && !first_uids.contains(&uid(p)))
-                .map(name)
-                .collect::<BTreeSet<_>>();
-            (fresh.len() == 2).then_some(())
-        })
+        ok(until(
+            "both placeholders replaced after their lifetime",
+            MOVES,
+            || async {
+                let now = pods(&client, ns).await;
+                let fresh = now
+                    .iter()
+                    .filter(|p| is_ready(p) && !first_uids.contains(&uid(p)))
+                    .map(name)
+                    .collect::<BTreeSet<_>>();
+                (fresh.len() == 2).then_some(())
+            },
+        )
         .await);
         let log = s.kubelet.namespace_logs(ns);
-        assert!(log.contains("lifetime"), "no lifetime decision in the agents' logs:\n{log}");
+        assert!(
+            log.contains("lifetime"),
+            "no lifetime decision in the agents' logs:\n{log}"
+        );
     });
 }
 
 /// Watches placeholders of `ns` until all `n` are Ready on `target`; checks on every read
 /// that at most one is missing or not Ready (the budget's one-at-a-time), and returns the
 /// uids seen per name.
-async fn watch_moves(client: &kube::Client, ns: &str, n: usize, target: &str) -> BTreeMap<String, BTreeSet<String>> {
+async fn watch_moves(
+    client: &kube::Client,
+    ns: &str,
+    n: usize,
+    target: &str,
+) -> BTreeMap<String, BTreeSet<String>> {
     let mut seen: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let deadline = std::time::Instant::now() + MOVES;
     loop {
@@ -604,12 +705,22 @@ async fn watch_moves(client: &kube::Client, ns: &str, n: usize, target: &str) ->
             ready + 1 >= n,
             "more than one placeholder away at once: {} Ready of {n}: {:?}",
             ready,
-            ps.iter().map(|p| (name(p), node_of(p), is_ready(p))).collect::<Vec<_>>()
+            ps.iter()
+                .map(|p| (name(p), node_of(p), is_ready(p)))
+                .collect::<Vec<_>>()
         );
-        if ps.iter().filter(|p| is_ready(p) && node_of(p) == target).count() == n {
+        if ps
+            .iter()
+            .filter(|p| is_ready(p) && node_of(p) == target)
+            .count()
+            == n
+        {
             return seen;
         }
-        assert!(std::time::Instant::now() < deadline, "timed out: placeholders not all on {target}: {seen:?}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out: placeholders not all on {target}: {seen:?}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -647,7 +758,11 @@ fn placeholders_move_one_at_a_time_onto_a_new_node_once_each() {
         .await);
         for e in &evs {
             assert_eq!(e.action.as_deref(), Some("Evict"), "{e:?}");
-            assert_eq!(e.reporting_controller.as_deref(), Some("selfdestruct"), "{e:?}");
+            assert_eq!(
+                e.reporting_controller.as_deref(),
+                Some("selfdestruct"),
+                "{e:?}"
+            );
             let r = e.regarding.as_ref().expect("regarding");
             assert!(old.contains(r.uid.as_deref().unwrap_or_default()), "{e:?}");
         }
@@ -658,7 +773,10 @@ fn placeholders_move_one_at_a_time_onto_a_new_node_once_each() {
             .iter()
             .filter(|e| e.reason.as_deref() == Some("SuccessfulCreate"))
             .count();
-        assert!(creates >= 1, "no SuccessfulCreate Event from the StatefulSet controller");
+        assert!(
+            creates >= 1,
+            "no SuccessfulCreate Event from the StatefulSet controller"
+        );
     });
 }
 
@@ -667,7 +785,11 @@ fn no_move_before_the_required_image_is_on_the_node() {
     let ns = "images";
     scenario(ns, |client| async move {
         let s = shared();
-        create_node(&client, &pool_node("images-old", ns, 4, &[], &[IMAGE, SLOW_IMAGE])).await;
+        create_node(
+            &client,
+            &pool_node("images-old", ns, 4, &[], &[IMAGE, SLOW_IMAGE]),
+        )
+        .await;
         let env = with(FAST, &[("SELFDESTRUCT_REQUIRED_IMAGES", SLOW_IMAGE)]);
         ok(apply(&s.cp, &placeholder_set(&s.cp, ns, ns, 2, &env)));
         all_ready_on(&client, ns, 2, &["images-old"]).await;
@@ -693,7 +815,10 @@ fn no_move_before_the_required_image_is_on_the_node() {
             n.status
                 .as_ref()
                 .and_then(|s| s.images.as_ref())
-                .is_some_and(|i| i.iter().any(|i| i.names.iter().flatten().any(|n| n == SLOW_IMAGE)))
+                .is_some_and(|i| {
+                    i.iter()
+                        .any(|i| i.names.iter().flatten().any(|n| n == SLOW_IMAGE))
+                })
         };
         // Until the image is there, no placeholder goes to the new node.
         let deadline = std::time::Instant::now() + STEP;
@@ -708,7 +833,10 @@ fn no_move_before_the_required_image_is_on_the_node() {
                 "a placeholder moved before {SLOW_IMAGE} was on images-new: {:?}",
                 ps.iter().map(|p| (name(p), node_of(p))).collect::<Vec<_>>()
             );
-            assert!(std::time::Instant::now() < deadline, "the pull never finished");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the pull never finished"
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         // Then they move.
@@ -729,8 +857,10 @@ fn jupyterhub_post_rendered_placeholders_move_to_a_new_node() {
         let s = shared();
         // The chart's captured output (release jhub, 4 placeholders, pod priority on) through
         // post-render.sh, with the agent settings as --post-renderer-args.
-        let input = std::fs::read_to_string(root().join("manifests/jupyterhub/testdata/z2jh-priority.yaml"))
-            .expect("the captured chart output");
+        let input = std::fs::read_to_string(
+            root().join("manifests/jupyterhub/testdata/z2jh-priority.yaml"),
+        )
+        .expect("the captured chart output");
         let mut cmd = std::process::Command::new("bash");
         cmd.arg(root().join("manifests/jupyterhub/post-render.sh"))
             .arg(ns)
@@ -740,7 +870,11 @@ fn jupyterhub_post_rendered_placeholders_move_to_a_new_node() {
         for (k, v) in FAST {
             cmd.arg(format!("{k}={v}"));
         }
-        let yaml = ok(selfdestruct_realstack::control_plane::kubectl_with(cmd, &[], Some(&input)));
+        let yaml = ok(selfdestruct_realstack::control_plane::kubectl_with(
+            cmd,
+            &[],
+            Some(&input),
+        ));
         // The placeholders and what they need; the hub, proxy and image pullers stay out.
         let keep = [
             "PriorityClass",
@@ -788,19 +922,43 @@ fn node_gate_lifts_only_its_own_nodes_taint_and_keeps_the_others() {
     scenario(ns, |client| async move {
         let s = shared();
         let gate_taint = json!({"key": "startup-taint.cluster-autoscaler.kubernetes.io/images-pending", "effect": "NoSchedule"});
-        let other = json!({"key": "example.org/keep", "value": "yes", "effect": "PreferNoSchedule"});
+        let other =
+            json!({"key": "example.org/keep", "value": "yes", "effect": "PreferNoSchedule"});
         // gate-a: selected by the DaemonSet; gate-b: not (no gate runs there).
-        let mut a = pool_node("gate-a", "gate", 4, &[gate_taint.clone(), other.clone()], &[]);
-        a.metadata.labels.as_mut().unwrap().insert("realstack.selfdestruct.io/gated".into(), "yes".into());
+        let mut a = pool_node(
+            "gate-a",
+            "gate",
+            4,
+            &[gate_taint.clone(), other.clone()],
+            &[],
+        );
+        a.metadata
+            .labels
+            .as_mut()
+            .unwrap()
+            .insert("realstack.selfdestruct.io/gated".into(), "yes".into());
         create_node(&client, &a).await;
-        create_node(&client, &pool_node("gate-b", "gate", 4, &[gate_taint.clone(), other.clone()], &[])).await;
+        create_node(
+            &client,
+            &pool_node(
+                "gate-b",
+                "gate",
+                4,
+                &[gate_taint.clone(), other.clone()],
+                &[],
+            ),
+        )
+        .await;
         let mut docs = kustomize(&s.cp, &root().join("manifests/node-gate"));
         for d in &mut docs {
             if d["kind"] == "DaemonSet" {
                 let spec = &mut d["spec"]["template"]["spec"];
                 in_pool(spec, "gate");
                 spec["nodeSelector"]["realstack.selfdestruct.io/gated"] = json!("yes");
-                set_env(&mut spec["containers"][0], &[("SELFDESTRUCT_GATE_POLL", "1s")]);
+                set_env(
+                    &mut spec["containers"][0],
+                    &[("SELFDESTRUCT_GATE_POLL", "1s")],
+                );
             }
         }
         ok(apply(&s.cp, &docs));
@@ -820,7 +978,10 @@ fn node_gate_lifts_only_its_own_nodes_taint_and_keeps_the_others() {
             (!t.iter().any(|k| k.starts_with("startup-taint"))).then_some(t)
         })
         .await);
-        assert!(lifted.contains(&"example.org/keep".to_string()), "{lifted:?}");
+        assert!(
+            lifted.contains(&"example.org/keep".to_string()),
+            "{lifted:?}"
+        );
         assert!(lifted.contains(&POOL.to_string()), "{lifted:?}");
         let b = nodes.get("gate-b").await.expect("gate-b");
         assert!(
@@ -846,16 +1007,20 @@ fn agents_node_lists_are_served_as_partial_object_metadata() {
         all_ready_on(&client, ns, 1, &["metadata-1"]).await;
         let user = format!("system:serviceaccount:{ns}:placeholder");
         let audit = s.cp.dir().join("audit.log");
-        let entries = ok(until("the agent's node list in the audit log", STEP, || async {
-            let text = std::fs::read_to_string(&audit).unwrap_or_default();
-            let mine: Vec<Value> = text
-                .lines()
-                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-                .filter(|e| e["user"]["username"] == user.as_str() && e["stage"] == "ResponseComplete")
-                .collect();
-            mine.iter().any(|e| e["verb"] == "list").then_some(mine)
-        })
-        .await);
+        let entries = ok(
+            until("the agent's node list in the audit log", STEP, || async {
+                let text = std::fs::read_to_string(&audit).unwrap_or_default();
+                let mine: Vec<Value> = text
+                    .lines()
+                    .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                    .filter(|e| {
+                        e["user"]["username"] == user.as_str() && e["stage"] == "ResponseComplete"
+                    })
+                    .collect();
+                mine.iter().any(|e| e["verb"] == "list").then_some(mine)
+            })
+            .await,
+        );
         let lists: Vec<&Value> = entries.iter().filter(|e| e["verb"] == "list").collect();
         for e in &lists {
             assert_eq!(
@@ -868,7 +1033,10 @@ fn agents_node_lists_are_served_as_partial_object_metadata() {
             "the agent's node requests (audit): {:?}",
             entries
                 .iter()
-                .map(|e| format!("{} {} -> {}", e["verb"], e["requestURI"], e["responseObject"]["kind"]))
+                .map(|e| format!(
+                    "{} {} -> {}",
+                    e["verb"], e["requestURI"], e["responseObject"]["kind"]
+                ))
                 .collect::<Vec<_>>()
         );
     });
@@ -945,7 +1113,13 @@ fn harness_child() {
 fn leaves_nothing(how: &str) {
     use std::io::BufRead;
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "harness_child", "--ignored", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "harness_child",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env("REALSTACK_CHILD", how)
         .env_remove("SELFDESTRUCT_REALSTACK_KEEP")
         .stdout(std::process::Stdio::piped())
@@ -963,15 +1137,22 @@ fn leaves_nothing(how: &str) {
     }
     let dir = dir.expect("the child started a control plane");
     let before = processes_naming(&dir);
-    assert!(before.len() >= 4, "the child's processes were not found: {before:?}");
+    assert!(
+        before.len() >= 4,
+        "the child's processes were not found: {before:?}"
+    );
     if how == "kill" {
         child.kill().unwrap();
     }
     let _ = child.wait();
-    let left = ok(block_on(until("the child's processes gone", Duration::from_secs(20), || {
-        let dir = dir.clone();
-        async move { processes_naming(&dir).is_empty().then_some(()) }
-    })));
+    let left = ok(block_on(until(
+        "the child's processes gone",
+        Duration::from_secs(20),
+        || {
+            let dir = dir.clone();
+            async move { processes_naming(&dir).is_empty().then_some(()) }
+        },
+    )));
     let _ = left;
     if how == "kill" {
         // A SIGKILLed run cannot clean its folder (the next run's start removes such
@@ -1022,9 +1203,19 @@ fn autoscaler_adds_a_node_the_placeholders_move_there_and_the_old_node_goes() {
         let mut template = pool_node("as-template", ns, 2, &[], &[IMAGE]);
         // No not-ready taint in a template (the autoscaler would think no pod fits); its
         // Ready=False condition has the lifecycle controller add it to each new node.
-        template.spec.as_mut().unwrap().taints.as_mut().unwrap().retain(|t| t.key != "node.kubernetes.io/not-ready");
+        template
+            .spec
+            .as_mut()
+            .unwrap()
+            .taints
+            .as_mut()
+            .unwrap()
+            .retain(|t| t.key != "node.kubernetes.io/not-ready");
         let meta = &mut template.metadata;
-        meta.labels.as_mut().unwrap().insert(group.into(), ns.into());
+        meta.labels
+            .as_mut()
+            .unwrap()
+            .insert(group.into(), ns.into());
         meta.annotations = Some(
             [
                 ("cluster-autoscaler.kwok.nodegroup/min-count", "1"),
@@ -1040,7 +1231,8 @@ fn autoscaler_adds_a_node_the_placeholders_move_there_and_the_old_node_goes() {
             AutoscalerOptions {
                 templates: vec![template],
                 capacity_buffer_crd: Some(
-                    include_str!("../sim/tests/data/autoscaling.x-k8s.io_capacitybuffers.yaml").into(),
+                    include_str!("../sim/tests/data/autoscaling.x-k8s.io_capacitybuffers.yaml")
+                        .into(),
                 ),
                 ..AutoscalerOptions::default()
             },
@@ -1083,10 +1275,18 @@ fn autoscaler_adds_a_node_the_placeholders_move_there_and_the_old_node_goes() {
         .await);
         // Both placeholders end up on the new node (the preempted one scheduled there, the
         // other moved by its agent, past the autoscaler's soft deletion-candidate taint).
-        ok(until(&format!("both placeholders Ready on {new}"), STEP * 2, || async {
-            let ps = pods(&client, ns).await;
-            (ps.iter().filter(|p| is_ready(p) && node_of(p) == new).count() == 2).then_some(())
-        })
+        ok(until(
+            &format!("both placeholders Ready on {new}"),
+            STEP * 2,
+            || async {
+                let ps = pods(&client, ns).await;
+                (ps.iter()
+                    .filter(|p| is_ready(p) && node_of(p) == new)
+                    .count()
+                    == 2)
+                    .then_some(())
+            },
+        )
         .await);
         // The old node now holds only the user pod: not empty, so it stays; the user leaves,
         // and the emptied old node is scaled down.
@@ -1095,7 +1295,13 @@ fn autoscaler_adds_a_node_the_placeholders_move_there_and_the_old_node_goes() {
             .await
             .expect("delete the user pod");
         ok(until(&format!("{old} scaled down"), STEP * 2, || async {
-            nodes.get_opt(&old).await.ok().flatten().is_none().then_some(())
+            nodes
+                .get_opt(&old)
+                .await
+                .ok()
+                .flatten()
+                .is_none()
+                .then_some(())
         })
         .await);
         // The node came from the autoscaler's own scale-up for the Pending placeholder.
@@ -1106,7 +1312,8 @@ fn autoscaler_adds_a_node_the_placeholders_move_there_and_the_old_node_goes() {
         );
         eprintln!(
             "DeletionCandidateOfClusterAutoscaler taints added during the run: {}",
-            log.matches("Successfully added DeletionCandidateOfClusterAutoscaler").count()
+            log.matches("Successfully added DeletionCandidateOfClusterAutoscaler")
+                .count()
         );
     });
 }

@@ -132,22 +132,27 @@ impl Autoscaler {
             ])
             .args(&opts.args);
         let log = cp.log("cluster-autoscaler");
-        let mut proc = Proc::spawn("cluster-autoscaler", cmd, &log).map_err(|source| Error::Spawn {
-            what: "cluster-autoscaler".into(),
-            source,
-        })?;
+        let mut proc =
+            Proc::spawn("cluster-autoscaler", cmd, &log).map_err(|source| Error::Spawn {
+                what: "cluster-autoscaler".into(),
+                source,
+            })?;
         let url = format!("http://127.0.0.1:{port}/health-check");
-        wait::until_blocking("cluster-autoscaler /health-check", Duration::from_secs(60), || {
-            if let Some(status) = proc.try_wait() {
-                return Err(Error::Exited {
-                    what: "cluster-autoscaler".into(),
-                    status: status.to_string(),
-                    log: log.display().to_string(),
-                    tail: proc.log_tail(30),
-                });
-            }
-            Ok(http_get_ok(&url).then_some(()))
-        })?;
+        wait::until_blocking(
+            "cluster-autoscaler /health-check",
+            Duration::from_secs(60),
+            || {
+                if let Some(status) = proc.try_wait() {
+                    return Err(Error::Exited {
+                        what: "cluster-autoscaler".into(),
+                        status: status.to_string(),
+                        log: log.display().to_string(),
+                        tail: proc.log_tail(30),
+                    });
+                }
+                Ok(http_get_ok(&url).then_some(()))
+            },
+        )?;
         Ok(Autoscaler { proc })
     }
 
