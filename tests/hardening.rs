@@ -5,10 +5,11 @@
 //! settle, absurd durations, 100-200 agents through a burst of node events,
 //! 401s, an ERROR 403 in an open watch, server text with control characters, an
 //! answer over the size cap, a watch line over its cap, a 200 carrying a failure
-//! `Status`, a start time in the future. With the real binary: the own-pod-only
-//! admission policy (real tokens per process), the node gate's invalid settings
-//! (exit codes), a token rotated on disk, an exec plugin's token refused and asked
-//! for again, a token file turned into a FIFO, and the log of a node 403.
+//! `Status`, a start time in the future. With the real binary: the node gate's
+//! invalid settings (exit codes), a token rotated on disk, an exec plugin's token
+//! refused and asked for again, a token file turned into a FIFO, and the log of a
+//! node 403. The own-pod-only admission policy is tested on the real control
+//! plane (tests/cluster.rs).
 
 mod common;
 
@@ -1149,7 +1150,7 @@ async fn many_agents_through_a_burst_of_node_events_stay_gentle_and_move_one_at_
 }
 
 // ---------------------------------------------------------------------------
-// The own-pod-only admission policy
+// Logs and tokens
 // ---------------------------------------------------------------------------
 
 /// The real binary's log set-up: a node 403 gets one line, the agent's own
@@ -1328,99 +1329,6 @@ fn sigterm_while_a_token_file_turned_fifo_is_read_again_exits_0() {
     drop(writer);
     assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", agent.log());
 }
-
-#[test]
-fn with_the_admission_policy_a_token_removes_only_its_own_pod() {
-    let s = Scene::placeholders(3);
-    s.fake.own_pod_only_policy(true);
-    let uid0 = s.uid("placeholder-0");
-    let uid1 = s.uid("placeholder-1");
-    let token = "token-bound-to-placeholder-0";
-    s.fake.add_token(
-        token,
-        Subject::placeholder_agent(NS, "placeholder").bound_to("placeholder-0"),
-    );
-    let unbound = "token-bound-to-no-pod";
-    s.fake
-        .add_token(unbound, Subject::placeholder_agent(NS, "placeholder"));
-    let client = s.fake.client(Some(token));
-    let eviction = |pod: &str, uid: &str| {
-        json!({"apiVersion": "policy/v1", "kind": "Eviction",
-               "metadata": {"name": pod, "namespace": NS},
-               "deleteOptions": {"preconditions": {"uid": uid}}})
-    };
-    let denial = "a placeholder may only delete or evict its own pod";
-    // By hand, with the token of placeholder-0, on placeholder-1: denied (422).
-    let r = client
-        .post(
-            &format!("/api/v1/namespaces/{NS}/pods/placeholder-1/eviction"),
-            &eviction("placeholder-1", &uid1),
-        )
-        .expect("request");
-    assert_eq!(r.status, 422, "{}", r.text());
-    assert_eq!(r.json()["reason"], "Invalid");
-    assert!(r.text().contains(denial), "{}", r.text());
-    let r = client
-        .delete(
-            &format!("/api/v1/namespaces/{NS}/pods/placeholder-1"),
-            Some(&json!({"preconditions": {"uid": uid1}})),
-        )
-        .expect("request");
-    assert_eq!(r.status, 422, "{}", r.text());
-    // A token bound to no pod cannot evict anything, not even placeholder-0.
-    let r = s
-        .fake
-        .client(Some(unbound))
-        .post(
-            &format!("/api/v1/namespaces/{NS}/pods/placeholder-0/eviction"),
-            &eviction("placeholder-0", &uid0),
-        )
-        .expect("request");
-    assert_eq!(r.status, 422, "{}", r.text());
-    // RBAC still allows reads: the policy only guards DELETE and eviction.
-    assert_eq!(
-        client
-            .get(&format!("/api/v1/namespaces/{NS}/pods/placeholder-1"))
-            .expect("request")
-            .status,
-        200
-    );
-    assert_eq!(s.uid("placeholder-1"), uid1, "placeholder-1 untouched");
-    // The agent with the same token evicts its own pod, and nothing else.
-    s.fake.clear_requests();
-    let home = tempdir("policy");
-    let kc = s.fake.write_kubeconfig(&home, token, NS);
-    let kc = kc.to_string_lossy().to_string();
-    let agent = Proc::spawn(command(
-        bin(),
-        &[],
-        &[
-            ("KUBECONFIG", kc.as_str()),
-            ("POD_NAME", "placeholder-0"),
-            ("POD_NAMESPACE", NS),
-            ("POD_UID", uid0.as_str()),
-            ("SELFDESTRUCT_MIN_AGE", "0"),
-            ("SELFDESTRUCT_MOVE_JITTER", "0"),
-            ("SELFDESTRUCT_START_JITTER", "0"),
-            ("SELFDESTRUCT_MIN_LIFETIME", "1s"),
-            ("SELFDESTRUCT_MAX_LIFETIME", "1s"),
-        ],
-        &home,
-    ));
-    let ok = s.fake.wait_for_request(
-        |r| accepted_removal(r, "placeholder-0"),
-        Duration::from_secs(15),
-    );
-    assert!(ok.is_some(), "{}", agent.log());
-    only_own_mutations(&s, "placeholder-0", &uid0).unwrap_or_else(|e| panic!("{e}"));
-    let evictions: Vec<(String, u16)> = s
-        .evictions()
-        .iter()
-        .map(|r| (r.path.clone(), r.status))
-        .collect();
-    eprintln!("evictions: {evictions:?}");
-}
-
 // ---------------------------------------------------------------------------
 // Settings
 // ---------------------------------------------------------------------------

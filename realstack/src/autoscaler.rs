@@ -28,7 +28,9 @@ pub struct AutoscalerOptions {
     pub scale_down_unneeded_time: Duration,
     /// `--scale-down-delay-after-add`.
     pub scale_down_delay_after_add: Duration,
-    /// The CapacityBuffer CRD (YAML), applied before the start; `None`: none.
+    /// The CapacityBuffer CRD (YAML), applied before the start. The CapacityBuffer
+    /// controller is on: without the CRD in the cluster the autoscaler waits for it and
+    /// never turns healthy.
     pub capacity_buffer_crd: Option<String>,
     /// More flags.
     pub args: Vec<String>,
@@ -68,6 +70,15 @@ impl Autoscaler {
         }
         if let Some(crd) = &opts.capacity_buffer_crd {
             cp.kubectl_run(&["apply", "--server-side", "-f", "-"], Some(crd))?;
+            cp.kubectl_run(
+                &[
+                    "wait",
+                    "--for=condition=Established",
+                    "--timeout=60s",
+                    "crd/capacitybuffers.autoscaling.x-k8s.io",
+                ],
+                None,
+            )?;
         }
         let config = format!(
             "readNodesFrom: configmap\nnodegroups:\n  fromNodeLabelKey: {:?}\nnodes:\n  skipTaint: true\nconfigmap:\n  name: kwok-provider-templates\n",
@@ -108,6 +119,12 @@ impl Autoscaler {
                     secs(opts.scale_down_unneeded_time)
                 ),
                 "--expendable-pods-priority-cutoff=-10".to_string(),
+                // A node found unremovable (a user pod on it) is looked at again soon, not
+                // after the default 5 minutes.
+                format!(
+                    "--unremovable-node-recheck-timeout={}",
+                    secs(opts.scale_down_unneeded_time)
+                ),
                 "--capacity-buffer-controller-enabled=true".to_string(),
                 "--capacity-buffer-pod-injection-enabled=true".to_string(),
                 format!("--address=127.0.0.1:{port}"),
@@ -115,22 +132,27 @@ impl Autoscaler {
             ])
             .args(&opts.args);
         let log = cp.log("cluster-autoscaler");
-        let mut proc = Proc::spawn("cluster-autoscaler", cmd, &log).map_err(|source| Error::Spawn {
-            what: "cluster-autoscaler".into(),
-            source,
-        })?;
+        let mut proc =
+            Proc::spawn("cluster-autoscaler", cmd, &log).map_err(|source| Error::Spawn {
+                what: "cluster-autoscaler".into(),
+                source,
+            })?;
         let url = format!("http://127.0.0.1:{port}/health-check");
-        wait::until_blocking("cluster-autoscaler /health-check", Duration::from_secs(60), || {
-            if let Some(status) = proc.try_wait() {
-                return Err(Error::Exited {
-                    what: "cluster-autoscaler".into(),
-                    status: status.to_string(),
-                    log: log.display().to_string(),
-                    tail: proc.log_tail(30),
-                });
-            }
-            Ok(http_get_ok(&url).then_some(()))
-        })?;
+        wait::until_blocking(
+            "cluster-autoscaler /health-check",
+            Duration::from_secs(60),
+            || {
+                if let Some(status) = proc.try_wait() {
+                    return Err(Error::Exited {
+                        what: "cluster-autoscaler".into(),
+                        status: status.to_string(),
+                        log: log.display().to_string(),
+                        tail: proc.log_tail(30),
+                    });
+                }
+                Ok(http_get_ok(&url).then_some(()))
+            },
+        )?;
         Ok(Autoscaler { proc })
     }
 

@@ -149,7 +149,11 @@ impl ControlPlane {
         };
         for (name, user, groups) in [
             ("admin", "realstack-admin", vec!["system:masters"]),
-            ("controller-manager", "system:kube-controller-manager", vec![]),
+            (
+                "controller-manager",
+                "system:kube-controller-manager",
+                vec![],
+            ),
             ("scheduler", "system:kube-scheduler", vec![]),
         ] {
             cp.write_kubeconfig(name, user, &groups)?;
@@ -214,8 +218,14 @@ impl ControlPlane {
         let mut kcm = Command::new(bin.join("kube-controller-manager"));
         kcm.args([
             format!("--kubeconfig={}", d("controller-manager.kubeconfig")),
-            format!("--authentication-kubeconfig={}", d("controller-manager.kubeconfig")),
-            format!("--authorization-kubeconfig={}", d("controller-manager.kubeconfig")),
+            format!(
+                "--authentication-kubeconfig={}",
+                d("controller-manager.kubeconfig")
+            ),
+            format!(
+                "--authorization-kubeconfig={}",
+                d("controller-manager.kubeconfig")
+            ),
             "--bind-address=127.0.0.1".to_string(),
             format!("--secure-port={kcm_port}"),
             format!("--cert-dir={}", d("kcm-certs")),
@@ -291,9 +301,7 @@ impl ControlPlane {
         let mut params = CertificateParams::new(Vec::<String>::new())?;
         params.distinguished_name.push(DnType::CommonName, user);
         for g in groups {
-            params
-                .distinguished_name
-                .push(DnType::OrganizationName, *g);
+            params.distinguished_name.push(DnType::OrganizationName, *g);
         }
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
         let key = KeyPair::generate()?;
@@ -360,7 +368,14 @@ impl ControlPlane {
             let out = Command::new(&kubectl)
                 .stdin(std::process::Stdio::null())
                 .arg(format!("--kubeconfig={}", probe.display()))
-                .args(["--server", server, "get", "--raw", path, "--request-timeout=5s"])
+                .args([
+                    "--server",
+                    server,
+                    "get",
+                    "--raw",
+                    path,
+                    "--request-timeout=5s",
+                ])
                 .output()
                 .map_err(|source| Error::Spawn {
                     what: "kubectl".into(),
@@ -371,8 +386,10 @@ impl ControlPlane {
                 String::from_utf8_lossy(&out.stdout),
                 String::from_utf8_lossy(&out.stderr)
             );
-            Ok((out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "ok")
-                .then_some(()))
+            Ok(
+                (out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "ok")
+                    .then_some(()),
+            )
         });
         r.map_err(|e| match e {
             Error::Timeout { what, secs } => Error::Timeout {
@@ -404,7 +421,12 @@ impl ControlPlane {
     }
 
     /// A kubeconfig for a client-certificate user `user` in `groups` (signed by the CA).
-    pub fn user_kubeconfig(&self, name: &str, user: &str, groups: &[&str]) -> Result<PathBuf, Error> {
+    pub fn user_kubeconfig(
+        &self,
+        name: &str,
+        user: &str,
+        groups: &[&str],
+    ) -> Result<PathBuf, Error> {
         self.write_kubeconfig(name, user, groups)?;
         Ok(self.dir.join(format!("{name}.kubeconfig")))
     }

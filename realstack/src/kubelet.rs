@@ -94,9 +94,11 @@ pub fn node(
     images: &[&str],
 ) -> Node {
     let labels: BTreeMap<&str, &str> = labels.iter().copied().collect();
-    let mut all_taints = vec![json!({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"})];
+    let mut all_taints =
+        vec![json!({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"})];
     all_taints.extend(taints.iter().cloned());
-    let resources = json!({"cpu": cpu.to_string(), "memory": format!("{memory_gi}Gi"), "pods": "110"});
+    let resources =
+        json!({"cpu": cpu.to_string(), "memory": format!("{memory_gi}Gi"), "pods": "110"});
     serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": name, "labels": labels},
@@ -115,7 +117,9 @@ pub fn node(
 impl Kubelet {
     /// Starts the kubelet for `cp` on its own thread; returns once its caches are filled.
     pub fn start(cp: &ControlPlane, opts: KubeletOptions) -> Result<Kubelet, Error> {
-        let dir = cp.dir().join(format!("kubelet-{}", crate::control_plane::free_port()));
+        let dir = cp
+            .dir()
+            .join(format!("kubelet-{}", crate::control_plane::free_port()));
         std::fs::create_dir_all(dir.join("pods")).map_err(Error::io("kubelet folder"))?;
         let ctx = Ctx {
             kubeconfig: cp.kubeconfig(),
@@ -156,21 +160,25 @@ impl Kubelet {
     /// Everything the containers named `name` in namespace `ns` wrote (every incarnation,
     /// oldest first).
     pub fn pod_logs(&self, ns: &str, name: &str) -> String {
-        let mut files: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(self.dir.join("pods"))
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter(|e| {
-                e.file_name()
-                    .to_string_lossy()
-                    .starts_with(&format!("{ns}_{name}_"))
-                    && e.path().extension().is_some_and(|x| x == "log")
-            })
-            .map(|e| {
-                let t = e.metadata().and_then(|m| m.modified()).unwrap_or(std::time::UNIX_EPOCH);
-                (t, e.path())
-            })
-            .collect();
+        let mut files: Vec<(std::time::SystemTime, PathBuf)> =
+            std::fs::read_dir(self.dir.join("pods"))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .starts_with(&format!("{ns}_{name}_"))
+                        && e.path().extension().is_some_and(|x| x == "log")
+                })
+                .map(|e| {
+                    let t = e
+                        .metadata()
+                        .and_then(|m| m.modified())
+                        .unwrap_or(std::time::UNIX_EPOCH);
+                    (t, e.path())
+                })
+                .collect();
         files.sort();
         files
             .iter()
@@ -181,7 +189,11 @@ impl Kubelet {
     /// The logs of every container run in namespace `ns`.
     pub fn namespace_logs(&self, ns: &str) -> String {
         let mut out = String::new();
-        for e in std::fs::read_dir(self.dir.join("pods")).into_iter().flatten().flatten() {
+        for e in std::fs::read_dir(self.dir.join("pods"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
             let n = e.file_name().to_string_lossy().into_owned();
             if n.starts_with(&format!("{ns}_")) && n.ends_with(".log") {
                 out.push_str(&format!("--- {n}\n"));
@@ -248,7 +260,9 @@ struct PodState {
 }
 
 fn now() -> String {
-    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
 }
 
 fn now_micro() -> String {
@@ -368,10 +382,8 @@ impl Kl {
             self.node_step(node, now_i).await;
         }
         let pods = pods.state();
-        let present: BTreeSet<String> = pods
-            .iter()
-            .filter_map(|p| p.metadata.uid.clone())
-            .collect();
+        let present: BTreeSet<String> =
+            pods.iter().filter_map(|p| p.metadata.uid.clone()).collect();
         let gone: Vec<String> = self
             .pods
             .keys()
@@ -380,10 +392,14 @@ impl Kl {
             .collect();
         for uid in gone {
             if let Some(mut st) = self.pods.remove(&uid) {
-                self.say(format!("pod {}/{} ({uid}) is gone: stopping its containers", st.ns, st.name));
+                self.say(format!(
+                    "pod {}/{} ({uid}) is gone: stopping its containers",
+                    st.ns, st.name
+                ));
                 for (_, p) in st.procs.drain(..) {
                     p.signal(libc::SIGTERM);
-                    self.dying.push((Instant::now() + Duration::from_secs(2), p));
+                    self.dying
+                        .push((Instant::now() + Duration::from_secs(2), p));
                 }
             }
         }
@@ -536,9 +552,7 @@ impl Kl {
     }
 
     fn is_selfdestruct(&self, image: &str) -> bool {
-        let repo = image
-            .rsplit_once('@')
-            .map_or(image, |(r, _)| r);
+        let repo = image.rsplit_once('@').map_or(image, |(r, _)| r);
         let repo = match repo.rsplit_once(':') {
             Some((r, tag)) if !tag.contains('/') => r,
             _ => repo,
@@ -556,7 +570,11 @@ impl Kl {
         if !self.nodes.get(&node).is_some_and(|n| n.booted) {
             return;
         }
-        let phase = pod.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
+        let phase = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.clone())
+            .unwrap_or_default();
         if phase == "Succeeded" || phase == "Failed" {
             return;
         }
@@ -642,7 +660,10 @@ impl Kl {
                     st.procs.clear();
                     st.restarts += 1;
                     st.stage = Stage::Starting(now_i + Duration::from_secs(1));
-                    self.say(format!("pod {ns}/{name}: exited ({}); restarting", exited.join(", ")));
+                    self.say(format!(
+                        "pod {ns}/{name}: exited ({}); restarting",
+                        exited.join(", ")
+                    ));
                     self.write_status(pod, &uid, "restarting").await;
                 }
             }
@@ -693,7 +714,9 @@ impl Kl {
             ..DeleteParams::default()
         };
         match api.delete(&name, &dp).await {
-            Ok(_) => self.say(format!("pod {ns}/{name} ({uid}): containers stopped; deleted")),
+            Ok(_) => self.say(format!(
+                "pod {ns}/{name} ({uid}): containers stopped; deleted"
+            )),
             Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
             Err(e) => self.say(format!("pod {ns}/{name}: delete: {e}")),
         }
@@ -727,7 +750,8 @@ impl Kl {
                     "state": state});
                 if running {
                     s["containerID"] = json!(cid(c));
-                    s["imageID"] = json!(format!("{}@sha256:0", c.image.clone().unwrap_or_default()));
+                    s["imageID"] =
+                        json!(format!("{}@sha256:0", c.image.clone().unwrap_or_default()));
                 }
                 s
             })
@@ -770,7 +794,10 @@ impl Kl {
         {
             self.say(format!("pod {ns}/{name}: status {what}: {e}"));
         } else {
-            self.say(format!("pod {ns}/{name} ({uid}) on {}: {what}", self.pods[uid].node));
+            self.say(format!(
+                "pod {ns}/{name} ({uid}) on {}: {what}",
+                self.pods[uid].node
+            ));
         }
     }
 
@@ -811,7 +838,9 @@ impl Kl {
             if let Some(p) = &v.projected {
                 for src in p.sources.iter().flatten() {
                     if let Some(t) = &src.service_account_token {
-                        let token = self.token(pod, t.audience.clone(), t.expiration_seconds).await?;
+                        let token = self
+                            .token(pod, t.audience.clone(), t.expiration_seconds)
+                            .await?;
                         write_file(&vdir.join(&t.path), &token)?;
                     }
                     if let Some(cm) = &src.config_map {
@@ -833,7 +862,10 @@ impl Kl {
                     if let Some(d) = &src.downward_api {
                         for item in d.items.iter().flatten() {
                             if let Some(f) = &item.field_ref {
-                                write_file(&vdir.join(&item.path), &field(&pod_json, &f.field_path))?;
+                                write_file(
+                                    &vdir.join(&item.path),
+                                    &field(&pod_json, &f.field_path),
+                                )?;
                             }
                         }
                     }
@@ -897,19 +929,27 @@ impl Kl {
             args.extend(c.args.iter().flatten().cloned());
             cmd.args(&args);
             cmd.current_dir(&pod_dir);
-            let log = self
-                .ctx
-                .dir
-                .join("pods")
-                .join(format!("{ns}_{name}_{uid}_{}_{}.log", c.name, self.pods[uid].restarts));
-            let p = Proc::spawn(&format!("{ns}/{name}/{}", c.name), cmd, &log).map_err(|source| {
-                Error::Spawn {
-                    what: format!("{ns}/{name}"),
-                    source,
-                }
-            })?;
-            self.say(format!("pod {ns}/{name} ({uid}): started {} as pid {}", c.name, p.pid()));
-            self.pods.get_mut(uid).expect("pod").procs.push((c.name.clone(), p));
+            let log = self.ctx.dir.join("pods").join(format!(
+                "{ns}_{name}_{uid}_{}_{}.log",
+                c.name, self.pods[uid].restarts
+            ));
+            let p =
+                Proc::spawn(&format!("{ns}/{name}/{}", c.name), cmd, &log).map_err(|source| {
+                    Error::Spawn {
+                        what: format!("{ns}/{name}"),
+                        source,
+                    }
+                })?;
+            self.say(format!(
+                "pod {ns}/{name} ({uid}): started {} as pid {}",
+                c.name,
+                p.pid()
+            ));
+            self.pods
+                .get_mut(uid)
+                .expect("pod")
+                .procs
+                .push((c.name.clone(), p));
         }
         Ok(())
     }
@@ -942,7 +982,10 @@ impl Kl {
             .create_subresource("token", &sa, &PostParams::default(), &tr)
             .await
             .map_err(Error::kube(format!("a token for {ns}/{sa}")))?;
-        Ok(answer["status"]["token"].as_str().unwrap_or_default().to_string())
+        Ok(answer["status"]["token"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string())
     }
 }
 
@@ -981,7 +1024,14 @@ pub async fn wait_ready(client: &kube::Client, name: &str, timeout: Duration) ->
     let api = Api::<Node>::all(client.clone());
     wait::until(&format!("node {name} Ready"), timeout, || {
         let api = api.clone();
-        async move { api.get_opt(name).await.ok().flatten().filter(ready).map(|_| ()) }
+        async move {
+            api.get_opt(name)
+                .await
+                .ok()
+                .flatten()
+                .filter(ready)
+                .map(|_| ())
+        }
     })
     .await
 }
