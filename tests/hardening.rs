@@ -1329,6 +1329,7 @@ fn sigterm_while_a_token_file_turned_fifo_is_read_again_exits_0() {
     drop(writer);
     assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", agent.log());
 }
+
 // ---------------------------------------------------------------------------
 // Settings
 // ---------------------------------------------------------------------------

@@ -849,19 +849,19 @@ impl<'a> Engine<'a> {
         // (`core/static_autoscaler.go`): no scale-up while every unschedulable pod is younger
         // than the hold. A buffer's injected chunks are never new (the real stack scales up for
         // them at the first loop).
-        let very_new = unplaced_chunks == 0
-            && oldest_pending.is_some_and(|t| self.now < t + cfg.new_pod_hold);
+        let very_new =
+            unplaced_chunks == 0 && oldest_pending.is_some_and(|t| self.now < t + cfg.new_pod_hold);
         // A buffer's chunks are Pending pods to the autoscaler while they fit nowhere.
         let add = if very_new {
             0
         } else {
             autoscaler::nodes_to_add(
-            &self.nodes,
-            user_sized + u64::from(chunks),
-            &self.sc.user,
-            &self.sc.node,
-            cfg,
-        ) + autoscaler::nodes_for_whole_node_pods(&self.nodes, whole_node, cfg)
+                &self.nodes,
+                user_sized + u64::from(chunks),
+                &self.sc.user,
+                &self.sc.node,
+                cfg,
+            ) + autoscaler::nodes_for_whole_node_pods(&self.nodes, whole_node, cfg)
         };
         let existing = self.nodes.iter().filter(|n| n.exists()).count() as u32;
         let add = add.min(cfg.max_nodes.saturating_sub(existing));
@@ -1088,7 +1088,10 @@ mod tests {
         // Without them: the timer's loop at 10 s, when the pod is 6.5 s old.
         let mut fixed = sc.clone();
         fixed.autoscaler.frequent_loops = false;
-        assert_eq!(one_unschedulable_placeholder(&fixed, &row), vec![(10_000, 1)]);
+        assert_eq!(
+            one_unschedulable_placeholder(&fixed, &row),
+            vec![(10_000, 1)]
+        );
         // A pod younger than the hold at the timer's loop waits for the next one.
         let mut late = fixed.clone();
         late.autoscaler.scan = 4_000;
@@ -1116,7 +1119,10 @@ mod tests {
         e.pending_users.push_back(0);
         e.schedule();
         assert!(e.users[0].preempted && e.users[0].node == Some(1));
-        assert!(matches!(e.placeholders[2].state, PodState::Terminating { .. }));
+        assert!(matches!(
+            e.placeholders[2].state,
+            PodState::Terminating { .. }
+        ));
         assert!(matches!(e.placeholders[0].state, PodState::Running { .. }));
         assert!(matches!(e.placeholders[1].state, PodState::Running { .. }));
         // Another user: node 0 is the only one with placeholders; its newest (1) goes.
@@ -1124,7 +1130,10 @@ mod tests {
         e.pending_users.push_back(1);
         e.schedule();
         assert!(e.users[1].preempted && e.users[1].node == Some(0));
-        assert!(matches!(e.placeholders[1].state, PodState::Terminating { .. }));
+        assert!(matches!(
+            e.placeholders[1].state,
+            PodState::Terminating { .. }
+        ));
         assert!(matches!(e.placeholders[0].state, PodState::Running { .. }));
     }
 

@@ -46,7 +46,7 @@ struct Args {
     /// Measured hours (after the warm-up) [scenario default]
     #[arg(long, value_name = "H", conflicts_with = "arrivals")]
     hours: Option<f64>,
-    /// Warm-up before the measured window [scenario default]
+    /// Warm-up before the measured window, dropped from the counts (steady state) [scenario default; 0: count from an empty cluster]
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     warmup: Option<Duration>,
     /// Print machine-readable results (JSON) instead of the table

@@ -76,7 +76,10 @@ pub fn counted(sc: &Scenario) -> String {
             sc.autoscaler.min_nodes.max(1)
         )
     } else {
-        format!("counted in steady state (a {} warm-up dropped)", dur(sc.warmup))
+        format!(
+            "counted in steady state (a {} warm-up dropped)",
+            dur(sc.warmup)
+        )
     }
 }
 
@@ -163,7 +166,8 @@ pub fn header(sc: &Scenario, seeds: &[u64]) -> String {
         sc.user.cpu_m as f64 / 1000.0,
         sc.user.mem_mib as f64 / 1024.0,
         match sc.user_placement {
-            UserPlacement::MostAllocated => "MostAllocated + ImageLocality, weights 121:11 (JupyterHub's user-scheduler)".into(),
+            UserPlacement::MostAllocated =>
+                "MostAllocated + ImageLocality, weights 121:11 (JupyterHub's user-scheduler)".into(),
             UserPlacement::LeastAllocated => format!(
                 "LeastAllocated + ImageLocality (the default scheduler; a {:.1} GiB image)",
                 sc.image_size_mib as f64 / 1024.0
@@ -595,5 +599,25 @@ mod tests {
         assert_eq!(wrap("a b c", 3), "a b\nc\n");
         assert_eq!(relative(10.0, 5.0), "50% fewer");
         assert_eq!(relative(0.0, 0.0), "the same");
+    }
+
+    #[test]
+    fn the_header_says_what_the_counts_cover() {
+        let mut sc = Scenario::binder();
+        let h = header(&sc, &[1, 2]);
+        assert!(
+            h.lines()
+                .next()
+                .is_some_and(|l| l.contains("steady state (a 2h warm-up dropped)")),
+            "{h}"
+        );
+        sc.warmup = 0;
+        let h = header(&sc, &[1]);
+        assert!(h.contains("counted from an empty cluster (2 nodes"), "{h}");
+        let doc = json(&sc, &[1], &[], &[]);
+        assert!(
+            doc.contains("\"counted\": \"from an empty cluster\""),
+            "{doc}"
+        );
     }
 }
