@@ -249,7 +249,10 @@ fn start_with(api: &Api, calendar: &str, home: &std::path::Path, more: &[(&str, 
         ("SELFDESTRUCT_SCHEDULE_CALENDAR_TIMEOUT", "2s"),
     ];
     env.extend_from_slice(more);
-    Proc::spawn(command(bin(), &["schedule"], &env, home))
+    // SELFDESTRUCT_SCHEDULE_TEST_BIN: another build of the binary (the release build, for
+    // the memory figure this test prints).
+    let program = std::env::var("SELFDESTRUCT_SCHEDULE_TEST_BIN").unwrap_or_else(|_| bin().into());
+    Proc::spawn(command(&program, &["schedule"], &env, home))
 }
 
 const WAIT: Duration = Duration::from_secs(30);
