@@ -228,6 +228,10 @@ fn vm(pid: u32, field: &str) -> u64 {
 }
 
 fn start(api: &Api, calendar: &str, home: &std::path::Path) -> Proc {
+    start_with(api, calendar, home, &[])
+}
+
+fn start_with(api: &Api, calendar: &str, home: &std::path::Path, more: &[(&str, &str)]) -> Proc {
     let kubeconfig = home.join("kubeconfig");
     std::fs::write(
         &kubeconfig,
@@ -235,20 +239,20 @@ fn start(api: &Api, calendar: &str, home: &std::path::Path) -> Proc {
     )
     .unwrap();
     let k = kubeconfig.to_str().unwrap().to_string();
-    Proc::spawn(command(
-        bin(),
-        &["schedule"],
-        &[
-            ("KUBECONFIG", &k),
-            ("SELFDESTRUCT_SCHEDULE_TARGET", "statefulset/ph"),
-            ("SELFDESTRUCT_SCHEDULE_BASELINE", "* = 2"),
-            ("SELFDESTRUCT_SCHEDULE_CALENDAR", calendar),
-            ("SELFDESTRUCT_SCHEDULE_REFRESH", "1s"),
-            ("SELFDESTRUCT_SCHEDULE_TICK", "1s"),
-            ("SELFDESTRUCT_SCHEDULE_CALENDAR_TIMEOUT", "2s"),
-        ],
-        home,
-    ))
+    let mut env = vec![
+        ("KUBECONFIG", k.as_str()),
+        ("SELFDESTRUCT_SCHEDULE_TARGET", "statefulset/ph"),
+        ("SELFDESTRUCT_SCHEDULE_BASELINE", "* = 2"),
+        ("SELFDESTRUCT_SCHEDULE_CALENDAR", calendar),
+        ("SELFDESTRUCT_SCHEDULE_REFRESH", "1s"),
+        ("SELFDESTRUCT_SCHEDULE_TICK", "1s"),
+        ("SELFDESTRUCT_SCHEDULE_CALENDAR_TIMEOUT", "2s"),
+    ];
+    env.extend_from_slice(more);
+    // SELFDESTRUCT_SCHEDULE_TEST_BIN: another build of the binary (the release build, for
+    // the memory figure this test prints).
+    let program = std::env::var("SELFDESTRUCT_SCHEDULE_TEST_BIN").unwrap_or_else(|_| bin().into());
+    Proc::spawn(command(&program, &["schedule"], &env, home))
 }
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -423,5 +427,92 @@ fn bad_settings_exit_2_naming_the_variable() {
         &home,
     ));
     assert!(p.wait_for_log("no API access", WAIT), "{}", p.log());
+    assert_eq!(p.terminate().0.and_then(|s| s.code()), Some(0));
+}
+
+/// A TLS front on a free port forwarding each connection to `backend`, with a
+/// self-signed certificate for 127.0.0.1; returns the port and the certificate's PEM.
+fn tls_front(backend: std::net::SocketAddr) -> (u16, String) {
+    use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+    let c = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
+    let key: PrivateKeyDer<'static> =
+        PrivatePkcs8KeyDer::from(c.signing_key.serialize_der()).into();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![c.cert.der().clone()], key)
+        .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    let Ok(mut tls) = acceptor.accept(stream).await else {
+                        return;
+                    };
+                    let Ok(mut plain) = tokio::net::TcpStream::connect(backend).await else {
+                        return;
+                    };
+                    let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
+                });
+            }
+        });
+    });
+    (port, c.cert.pem())
+}
+
+#[test]
+fn an_https_calendar_is_read_and_its_certificate_checked() {
+    let api = api();
+    let cal = calendar_server(Answer::Calendar(class_now(5, "Seminar")));
+    let backend = cal
+        .url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let (port, pem) = tls_front(backend);
+    let url = format!("https://127.0.0.1:{port}/class.ics");
+    // Not trusted: refused, the baseline holds.
+    let home = tempdir("schedule-https-untrusted");
+    let mut p = start(&api, &url, &home);
+    assert!(
+        p.wait_for_log("cannot read the calendar", WAIT),
+        "{}",
+        p.log()
+    );
+    assert!(
+        wait_until(WAIT, || api.replicas.load(Ordering::SeqCst) == 2),
+        "{}",
+        p.log()
+    );
+    assert_eq!(p.terminate().0.and_then(|s| s.code()), Some(0));
+    // Trusted through SSL_CERT_FILE (the system's roots, as rustls-native-certs reads them).
+    let home = tempdir("schedule-https");
+    let ca = home.join("ca.pem");
+    std::fs::write(&ca, pem).unwrap();
+    let ca = ca.to_str().unwrap().to_string();
+    let mut p = start_with(&api, &url, &home, &[("SSL_CERT_FILE", &ca)]);
+    assert!(
+        wait_until(WAIT, || api.replicas.load(Ordering::SeqCst) == 5),
+        "{}",
+        p.log()
+    );
     assert_eq!(p.terminate().0.and_then(|s| s.code()), Some(0));
 }

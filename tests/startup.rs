@@ -160,6 +160,16 @@ const BAD: &[(&str, &[(&str, &str)])] = &[
     ("SELFDESTRUCT_GATE_TAINT", &[("a b", "taint key"), ("k=v", "taint key")]),
     ("SELFDESTRUCT_GATE_TIMEOUT", &[("x", "duration such as")]),
     ("SELFDESTRUCT_GATE_POLL", &[("1", "duration such as")]),
+    ("SELFDESTRUCT_SCHEDULE_TARGET", &[("deployment/x", "statefulset/NAME"), ("sts/Bad_Name", "DNS-1123")]),
+    ("SELFDESTRUCT_SCHEDULE_BASELINE", &[("Monday = 3", "is no day"), ("Mon 18:00-08:00 = 3", "must end after it starts")]),
+    ("SELFDESTRUCT_SCHEDULE_CALENDAR", &[("ftp://x/y.ics", "webcal://")]),
+    ("SELFDESTRUCT_SCHEDULE_TIME_ZONE", &[("Mars/Olympus", "IANA time zone")]),
+    ("SELFDESTRUCT_SCHEDULE_LEAD_TIME", &[("10", "duration such as")]),
+    ("SELFDESTRUCT_SCHEDULE_MIN", &[("-1", "whole number"), ("100001", "whole number")]),
+    ("SELFDESTRUCT_SCHEDULE_MAX", &[("lots", "whole number")]),
+    ("SELFDESTRUCT_SCHEDULE_REFRESH", &[("x", "duration such as")]),
+    ("SELFDESTRUCT_SCHEDULE_TICK", &[("soon", "duration such as")]),
+    ("SELFDESTRUCT_SCHEDULE_CALENDAR_TIMEOUT", &[("x", "duration such as")]),
 ];
 
 /// Walks clap's own description of the command line: every setting has an environment

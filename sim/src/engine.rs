@@ -420,7 +420,7 @@ impl<'a> Engine<'a> {
     fn rescale(&mut self, want: usize) {
         for p in 0..self.placeholders.len() {
             let keep = p < want;
-            if keep == !self.absent[p] {
+            if keep != self.absent[p] {
                 continue;
             }
             self.absent[p] = !keep;

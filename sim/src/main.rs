@@ -266,6 +266,9 @@ fn schedule_of(args: &Args, baseline: Baseline) -> selfdestruct_schedule::Schedu
     }
 }
 
+/// Replicas over time: (time, count) steps.
+type Steps = Vec<(scenario::Ms, u32)>;
+
 /// The `schedule` row and its replicas over time, from `--schedule-baseline` and
 /// `--schedule-calendar`: the `new-node` row (the agent's defaults) with the steps.
 fn schedule_row(
@@ -273,7 +276,7 @@ fn schedule_row(
     sc: &Scenario,
     trace: Option<&Trace>,
     config: &Setup,
-) -> Result<Option<(Setup, Vec<(scenario::Ms, u32)>)>, String> {
+) -> Result<Option<(Setup, Steps)>, String> {
     if args.schedule_baseline.is_none() && args.schedule_calendar.is_none() {
         return Ok(None);
     }

@@ -84,7 +84,8 @@ pub fn run(
     steps: &[(Ms, u32)],
     check: bool,
 ) -> RowResult {
-    let done: Mutex<Vec<Option<(Summary, Vec<Ms>)>>> = Mutex::new(vec![None; seeds.len()]);
+    type Slot = Option<(Summary, Vec<Ms>)>;
+    let done: Mutex<Vec<Slot>> = Mutex::new(vec![None; seeds.len()]);
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     let next = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|scope| {
