@@ -1145,7 +1145,7 @@ fn leaves_nothing(how: &str) {
         child.kill().unwrap();
     }
     let _ = child.wait();
-    let left = ok(block_on(until(
+    ok(block_on(until(
         "the child's processes gone",
         Duration::from_secs(20),
         || {
@@ -1153,7 +1153,6 @@ fn leaves_nothing(how: &str) {
             async move { processes_naming(&dir).is_empty().then_some(()) }
         },
     )));
-    let _ = left;
     if how == "kill" {
         // A SIGKILLed run cannot clean its folder (the next run's start removes such
         // folders); this one is ours to remove.
