@@ -155,6 +155,14 @@ fn placeholder_set(
         "ValidatingAdmissionPolicy",
         "ValidatingAdmissionPolicyBinding",
     ];
+    // Each cluster-scoped object but the PriorityClass (one for all) is named for `ns`, and
+    // every reference to it follows.
+    let renames: Vec<(String, String)> = docs
+        .iter()
+        .filter(|d| cluster_scoped.contains(&d["kind"].as_str().unwrap_or_default()))
+        .filter_map(|d| d["metadata"]["name"].as_str())
+        .map(|n| (format!("\"{n}\""), format!("\"{n}-{ns}\"")))
+        .collect();
     let mut out = Vec::new();
     for mut d in docs {
         let kind = d["kind"].as_str().unwrap_or_default().to_string();
@@ -162,29 +170,16 @@ fn placeholder_set(
             "Namespace" => d["metadata"]["name"] = json!(ns),
             // One PriorityClass for all (the same object).
             "PriorityClass" => {}
-            k if cluster_scoped.contains(&k) => {
-                let name = format!(
-                    "{}-{ns}",
-                    d["metadata"]["name"].as_str().unwrap_or_default()
-                );
-                d["metadata"]["name"] = json!(name);
-            }
+            k if cluster_scoped.contains(&k) => {}
             _ => d["metadata"]["namespace"] = json!(ns),
         }
-        let text = d.to_string();
-        let text = text
-            .replace(
-                "system:serviceaccount:placeholders:",
-                &format!("system:serviceaccount:{ns}:"),
-            )
-            .replace(
-                "placeholder-own-pod-only\"",
-                &format!("placeholder-own-pod-only-{ns}\""),
-            )
-            .replace(
-                "placeholder-node-reader\"",
-                &format!("placeholder-node-reader-{ns}\""),
-            );
+        let mut text = d.to_string().replace(
+            "system:serviceaccount:placeholders:",
+            &format!("system:serviceaccount:{ns}:"),
+        );
+        for (from, to) in &renames {
+            text = text.replace(from, to);
+        }
         let mut d: Value = serde_json::from_str(&text).expect("json");
         if kind == "ClusterRoleBinding" || kind == "RoleBinding" {
             for s in d["subjects"].as_array_mut().into_iter().flatten() {
@@ -590,9 +585,11 @@ fn chart_default_render_applies_server_side_and_runs() {
         docs.extend(render_chart("sd", ns, &[]));
         let out = ok(apply(&s.cp, &docs));
         assert!(out.contains("statefulset.apps/"), "{out}");
-        all_ready_on(&client, ns, 4, &["general-1"]).await;
-        for i in 0..4 {
-            let n = format!("placeholder-{i}");
+        // The StatefulSet is named after the release and the set: sd-placeholder.
+        let ready = all_ready_on(&client, ns, 4, &["general-1"]).await;
+        for p in &ready {
+            let n = name(p);
+            assert!(n.starts_with("sd-placeholder-"), "{n}");
             ok(until(&format!("{n}'s agent started"), STEP, || async {
                 s.kubelet
                     .pod_logs(ns, &n)
@@ -604,13 +601,10 @@ fn chart_default_render_applies_server_side_and_runs() {
     });
 }
 
-/// Issue 36 item 2: two releases in one namespace. Today's chart names the StatefulSet after
-/// `placeholders[].name`, not the release, so the second release takes over the first's
-/// StatefulSet (its selector is immutable: the apply is refused).
+/// Issue 36 item 2: two releases in one namespace. The chart named the StatefulSet after
+/// `placeholders[].name`, not the release, so the second release took over the first's
+/// StatefulSet (its selector is immutable: the apply was refused).
 #[test]
-#[ignore = "fails on today's chart (issue 36 item 2: the StatefulSet is named after \
-            placeholders[].name, so release two's apply is refused); the chart fix on branch \
-            `release` makes it pass: drop this ignore with that merge"]
 fn chart_two_releases_side_by_side_in_one_namespace() {
     let ns = "chart-two";
     let s = shared();
@@ -639,6 +633,32 @@ fn chart_two_releases_side_by_side_in_one_namespace() {
             2,
             "one placeholder per release: {instances:?}"
         );
+    });
+}
+
+/// Issue 36 item 3: one release name in two namespaces. The chart's cluster-scoped objects
+/// (PriorityClass, ClusterRole and binding) were named after the release alone, so the second
+/// namespace's install took over, or was refused, on those.
+#[test]
+fn chart_one_release_name_in_two_namespaces() {
+    let s = shared();
+    scenario("chart-same-a", |client| async move {
+        general_node(&client).await;
+        for ns in ["chart-same-a", "chart-same-b"] {
+            ok(apply(&s.cp, &[namespace(ns)]));
+            let docs = render_chart("same", ns, &["--set", "replicas=1"]);
+            if let Err(e) = apply(&s.cp, &docs) {
+                panic!("release `same` in {ns} beside the one in the other: {}", chain(&e));
+            }
+        }
+        for ns in ["chart-same-a", "chart-same-b"] {
+            // Each placeholder runs its agent with its own namespace's node reader.
+            all_ready_on(&client, ns, 1, &["general-1"]).await;
+            ok(until(&format!("the agent of {ns} watching nodes"), STEP, || async {
+                logs(ns).contains("watching nodes").then_some(())
+            })
+            .await);
+        }
     });
 }
 
@@ -1233,6 +1253,8 @@ fn autoscaler_adds_a_node_the_placeholders_move_there_and_the_old_node_goes() {
                     include_str!("../sim/tests/data/autoscaling.x-k8s.io_capacitybuffers.yaml")
                         .into(),
                 ),
+                // An empty new node lives past the agents' settle and move (second phase).
+                scale_down_unneeded_time: Duration::from_secs(30),
                 ..AutoscalerOptions::default()
             },
         ));
@@ -1259,8 +1281,10 @@ fn autoscaler_adds_a_node_the_placeholders_move_there_and_the_old_node_goes() {
         })
         .await);
         let old = first.metadata.name.clone().unwrap();
-        // Two placeholders fill the 2-core node.
-        ok(apply(&s.cp, &placeholder_set(&s.cp, ns, ns, 2, FAST)));
+        // Two placeholders fill the 2-core node. The shipped settle (10s): the soft taint of
+        // the second phase comes 2-6 s after Ready, before the agents move.
+        let env = with(FAST, &[("SELFDESTRUCT_NODE_SETTLE", "10s")]);
+        ok(apply(&s.cp, &placeholder_set(&s.cp, ns, ns, 2, &env)));
         all_ready_on(&client, ns, 2, &[&old]).await;
         // A user pod at priority 0 preempts one: it goes Pending, the autoscaler adds a node.
         user_pod(&client, ns, "user", "", ns, 1).await;
@@ -1303,6 +1327,68 @@ fn autoscaler_adds_a_node_the_placeholders_move_there_and_the_old_node_goes() {
                 .then_some(())
         })
         .await);
+        // Issue 32 item 1b: a new node that comes up empty gets the autoscaler's soft
+        // DeletionCandidateOfClusterAutoscaler taint (PreferNoSchedule) a few seconds after
+        // Ready. The placeholders tolerate it: they move there anyway, and no agent reads a
+        // replacement steered away by it as "the node is full". A pod at the placeholders'
+        // priority (it preempts nothing) brings the node, and leaves before it boots.
+        let mut trigger = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "trigger", "namespace": ns},
+            "spec": {
+                "priorityClassName": "placeholder.placeholders",
+                "securityContext": {"runAsNonRoot": true, "runAsUser": 65534, "seccompProfile": {"type": "RuntimeDefault"}},
+                "containers": [{"name": "c", "image": "example.org/hub/user:1",
+                    "resources": {"requests": {"cpu": "1", "memory": "4Gi"}},
+                    "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}}}]}});
+        in_pool(&mut trigger["spec"], ns);
+        let trigger: Pod = serde_json::from_value(trigger).expect("a pod");
+        let pods_api = Api::<Pod>::namespaced(client.clone(), ns);
+        pods_api
+            .create(&PostParams::default(), &trigger)
+            .await
+            .expect("create the trigger pod");
+        let empty = ok(until("a third node for the trigger pod", STEP, || async {
+            group_nodes()
+                .await
+                .into_iter()
+                .filter_map(|n| n.metadata.name)
+                .find(|n| *n != old && *n != new)
+        })
+        .await);
+        pods_api
+            .delete("trigger", &kube::api::DeleteParams::default().grace_period(0))
+            .await
+            .expect("delete the trigger pod");
+        // The soft taint comes while both placeholders are still on the previous node (the
+        // agents wait for the node to be Ready and settled, SELFDESTRUCT_NODE_SETTLE).
+        let soft = "DeletionCandidateOfClusterAutoscaler";
+        ok(until(&format!("{soft} on the empty {empty}"), STEP, || async {
+            let n = nodes.get_opt(&empty).await.ok().flatten()?;
+            let tainted = n
+                .spec
+                .and_then(|s| s.taints)
+                .is_some_and(|t| t.iter().any(|t| t.key == soft));
+            tainted.then_some(())
+        })
+        .await);
+        ok(until(
+            &format!("both placeholders Ready on {empty}, past its soft taint"),
+            STEP * 2,
+            || async {
+                let ps = pods(&client, ns).await;
+                (ps.iter()
+                    .filter(|p| is_ready(p) && node_of(p) == empty)
+                    .count()
+                    == 2)
+                    .then_some(())
+            },
+        )
+        .await);
+        let agents = logs(ns);
+        assert!(
+            !agents.contains("is full"),
+            "an agent read the soft taint's effect as a full node:\n{agents}"
+        );
         // The node came from the autoscaler's own scale-up for the Pending placeholder.
         let log = autoscaler.log();
         assert!(
