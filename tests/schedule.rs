@@ -282,6 +282,7 @@ fn bad_calendar_answers_keep_the_last_schedule_and_memory_bounded() {
     );
     let patches = api.patches.load(Ordering::SeqCst);
     let rss_before = vm(p.pid(), "VmRSS:");
+    let (anon_before, file_before) = (vm(p.pid(), "RssAnon:"), vm(p.pid(), "RssFile:"));
 
     // Each bad answer, in turn: logged, retried, the replicas held.
     let bad = |answer: Answer, log: &str| {
@@ -320,8 +321,11 @@ fn bad_calendar_answers_keep_the_last_schedule_and_memory_bounded() {
         "a bad calendar changed the replicas"
     );
     println!(
-        "schedule mode memory: VmRSS {} KiB after start-up, VmHWM {} KiB after 100 MB were offered (limit 4 MiB)",
-        rss_before, peak
+        "schedule mode memory: VmRSS {rss_before} KiB after start-up (RssAnon {anon_before}, \
+         RssFile {file_before}), VmHWM {peak} KiB after 100 MB were offered (limit 4 MiB), \
+         VmRSS {} KiB (RssAnon {}) after the bad answers",
+        vm(p.pid(), "VmRSS:"),
+        vm(p.pid(), "RssAnon:")
     );
     assert!(
         peak < 40 << 10,
