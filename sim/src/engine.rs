@@ -823,15 +823,12 @@ impl<'a> Engine<'a> {
             .pending_users
             .iter()
             .map(|&u| self.users[u].arrival)
-            .chain(
-                self.placeholders
-                    .iter()
-                    .zip(&self.absent)
-                    .filter_map(|(p, gone)| match p.state {
-                        PodState::Pending { created } if !gone => Some(created),
-                        _ => None,
-                    }),
-            )
+            .chain(self.placeholders.iter().zip(&self.absent).filter_map(
+                |(p, gone)| match p.state {
+                    PodState::Pending { created } if !gone => Some(created),
+                    _ => None,
+                },
+            ))
             .min();
         let chunks = if self.setup.peer == Peer::Buffer {
             self.setup.replicas

@@ -45,7 +45,8 @@ fn node_summary_keeps_only_what_is_needed() {
     let required = selfdestruct_decision::images::parse_list("nginx:1.25,busybox").expect("valid");
     let s = node(object, &["pool".to_string()].into(), &required);
     assert_eq!(s.labels.len(), 1);
-    assert_eq!(s.taints.len(), 1);
+    // PreferNoSchedule too: the decision reads untolerated soft taints.
+    assert_eq!(s.taints.len(), 2);
     assert!(s.ready.ready && s.ready.since.is_some());
     assert_eq!(s.images_present, vec![0]);
     assert!(!s.images_truncated);
