@@ -131,9 +131,16 @@ fn the_schedule_renders_a_deployment_with_a_role_for_its_one_object() {
     assert_eq!(pod["volumes"][0]["configMap"]["name"], "timetable");
     let env = env_of(d);
     let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+    // The target is the release's own StatefulSet, as the chart names it (the set's name
+    // alone named another release's, or none).
+    assert!(
+        docs.iter()
+            .any(|d| d["kind"] == "StatefulSet" && d["metadata"]["name"] == "hub-placeholder"),
+        "the release's StatefulSet"
+    );
     assert_eq!(
         get("SELFDESTRUCT_SCHEDULE_TARGET"),
-        Some("statefulset/placeholder")
+        Some("statefulset/hub-placeholder")
     );
     assert_eq!(
         get("SELFDESTRUCT_SCHEDULE_CALENDAR"),
@@ -146,7 +153,7 @@ fn the_schedule_renders_a_deployment_with_a_role_for_its_one_object() {
         role["rules"],
         json!([
             {"apiGroups": ["apps"], "resources": ["statefulsets/scale"],
-             "resourceNames": ["placeholder"], "verbs": ["get", "patch"]},
+             "resourceNames": ["hub-placeholder"], "verbs": ["get", "patch"]},
             {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
         ])
     );

@@ -667,6 +667,110 @@ fn chart_one_release_name_in_two_namespaces() {
     });
 }
 
+/// Issue 37: `selfdestruct schedule`, from the chart's `schedule` section, on a real
+/// StatefulSet's `scale` subresource: a calendar event (a ConfigMap) starting 2 minutes ahead
+/// raises the replicas its lead time before it starts, with an Event naming it, and they fall
+/// back to the baseline at its end. Time is compressed: a 60 s lead, a 60 s event, a 1 s tick.
+#[test]
+fn schedule_raises_the_replicas_a_lead_time_before_an_event_and_lowers_them_at_its_end() {
+    use selfdestruct_schedule::chrono::{TimeDelta, Utc};
+    let ns = "schedule";
+    let s = shared();
+    scenario(ns, |client| async move {
+        general_node(&client).await;
+        let lead = TimeDelta::seconds(60);
+        let start = Utc::now() + TimeDelta::seconds(120);
+        let end = start + TimeDelta::seconds(60);
+        let ics = format!(
+            "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//selfdestruct//tests//EN\r\n\
+             BEGIN:VEVENT\r\nUID:workshop@tests\r\nDTSTAMP:{stamp}\r\n\
+             DTSTART:{start}\r\nDTEND:{end}\r\nSUMMARY:Workshop placeholders: 3\r\n\
+             END:VEVENT\r\nEND:VCALENDAR\r\n",
+            stamp = Utc::now().format("%Y%m%dT%H%M%SZ"),
+            start = start.format("%Y%m%dT%H%M%SZ"),
+            end = end.format("%Y%m%dT%H%M%SZ"),
+        );
+        let calendar = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "classes", "namespace": ns},
+            "data": {"calendar.ics": ics}});
+        let mut docs = vec![namespace(ns), calendar];
+        let mut rendered = render_chart(
+            "sched",
+            ns,
+            &[
+                "--set",
+                "replicas=1",
+                "--set",
+                "schedule.enabled=true",
+                "--set",
+                "schedule.baseline=* = 1",
+                "--set",
+                "schedule.calendar.configMap=classes",
+                "--set",
+                "schedule.leadTime=60s",
+            ],
+        );
+        // The count in force is evaluated every second (SELFDESTRUCT_SCHEDULE_TICK, hidden).
+        for d in rendered.iter_mut().filter(|d| d["kind"] == "Deployment") {
+            let env = &mut d["spec"]["template"]["spec"]["containers"][0]["env"];
+            env.as_array_mut()
+                .expect("the schedule's env")
+                .push(json!({"name": "SELFDESTRUCT_SCHEDULE_TICK", "value": "1s"}));
+        }
+        docs.extend(rendered);
+        ok(apply(&s.cp, &docs));
+        let sets = Api::<k8s_openapi::api::apps::v1::StatefulSet>::namespaced(client.clone(), ns);
+        let replicas = || {
+            let sets = sets.clone();
+            async move {
+                sets.get_opt("sched-placeholder")
+                    .await
+                    .ok()
+                    .flatten()
+                    .and_then(|s| s.spec?.replicas)
+            }
+        };
+        let up = ok(until(
+            "the set at 3 replicas",
+            Duration::from_secs(150),
+            || async { (replicas().await == Some(3)).then(Utc::now) },
+        )
+        .await);
+        let slack = TimeDelta::seconds(5);
+        assert!(
+            up >= start - lead - slack && up <= start - lead + slack,
+            "raised at {up}, the event starts at {start} with a {lead} lead"
+        );
+        let down = ok(
+            until("the set at 1 replica", Duration::from_secs(150), || async {
+                (replicas().await == Some(1)).then(Utc::now)
+            })
+            .await,
+        );
+        assert!(
+            down >= end - slack && down <= end + slack,
+            "lowered at {down}, the event ends at {end}"
+        );
+        // An Event on the StatefulSet for the rise, naming the calendar event.
+        let events = Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), ns);
+        let named = ok(until(
+            "a ScheduledScale Event naming the workshop",
+            STEP,
+            || async {
+                let list = events.list(&ListParams::default()).await.ok()?;
+                list.items.into_iter().find(|e| {
+                    e.reason.as_deref() == Some("ScheduledScale")
+                        && e.regarding.as_ref().and_then(|r| r.name.as_deref())
+                            == Some("sched-placeholder")
+                        && e.note.as_deref().is_some_and(|n| n.contains("Workshop"))
+                })
+            },
+        )
+        .await);
+        eprintln!("the Event: {:?}", named.note);
+    });
+}
+
 // ---------------------------------------------------------------------------------------
 // Placeholder behaviour.
 

@@ -871,6 +871,28 @@ impl Kl {
                     }
                 }
             }
+            // A configMap volume: its keys (or the items named) as files, read once at start.
+            if let Some(cm) = &v.config_map {
+                let api = Api::<ConfigMap>::namespaced(self.client.clone(), &ns);
+                let m = api
+                    .get(&cm.name)
+                    .await
+                    .map_err(Error::kube(format!("configmap {}", cm.name)))?;
+                let data = m.data.unwrap_or_default();
+                match &cm.items {
+                    Some(items) => {
+                        for item in items {
+                            let value = data.get(&item.key).cloned().unwrap_or_default();
+                            write_file(&vdir.join(&item.path), &value)?;
+                        }
+                    }
+                    None => {
+                        for (key, value) in &data {
+                            write_file(&vdir.join(key), value)?;
+                        }
+                    }
+                }
+            }
             volumes.insert(v.name.clone(), vdir);
         }
         for c in ours {
