@@ -844,12 +844,7 @@ impl Kl {
                         write_file(&vdir.join(&t.path), &token)?;
                     }
                     if let Some(cm) = &src.config_map {
-                        let api = Api::<ConfigMap>::namespaced(self.client.clone(), &ns);
-                        let m = api
-                            .get(&cm.name)
-                            .await
-                            .map_err(Error::kube(format!("configmap {}", cm.name)))?;
-                        let data = m.data.unwrap_or_default();
+                        let data = self.config_map_data(&ns, &cm.name).await?;
                         for item in cm.items.iter().flatten() {
                             let value = if item.key == "ca.crt" && !data.contains_key("ca.crt") {
                                 self.ctx.ca_pem.clone()
@@ -873,12 +868,7 @@ impl Kl {
             }
             // A configMap volume: its keys (or the items named) as files, read once at start.
             if let Some(cm) = &v.config_map {
-                let api = Api::<ConfigMap>::namespaced(self.client.clone(), &ns);
-                let m = api
-                    .get(&cm.name)
-                    .await
-                    .map_err(Error::kube(format!("configmap {}", cm.name)))?;
-                let data = m.data.unwrap_or_default();
+                let data = self.config_map_data(&ns, &cm.name).await?;
                 match &cm.items {
                     Some(items) => {
                         for item in items {
@@ -974,6 +964,19 @@ impl Kl {
                 .push((c.name.clone(), p));
         }
         Ok(())
+    }
+
+    /// The data of the ConfigMap `name` in `ns` (for a volume of the pod).
+    async fn config_map_data(
+        &self,
+        ns: &str,
+        name: &str,
+    ) -> Result<std::collections::BTreeMap<String, String>, Error> {
+        let m = Api::<ConfigMap>::namespaced(self.client.clone(), ns)
+            .get(name)
+            .await
+            .map_err(Error::kube(format!("configmap {name}")))?;
+        Ok(m.data.unwrap_or_default())
     }
 
     /// A token bound to the pod, as a kubelet's projected token is.
