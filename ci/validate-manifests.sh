@@ -300,20 +300,20 @@ def granted(path):
 
 
 def check_rbac_docs():
-    """The README's RBAC table and docs/security.md's list name exactly what
+    """docs/install.md's RBAC table and docs/security.md's list name exactly what
     rbac/role.yaml and rbac/node-reader grant, and the node reader grants
     only what the agent uses: a watch of Nodes (list + watch, src/agent.rs);
     the agent never GETs a node (the node gate does, with its own
     ClusterRole)."""
-    if not (os.path.isfile("README.md") and os.path.isfile("rbac/role.yaml")):
+    if not (os.path.isfile("docs/install.md") and os.path.isfile("rbac/role.yaml")):
         return
     role = granted("rbac/role.yaml")
     nodes = granted("rbac/node-reader/clusterrole.yaml")
     if nodes != {("nodes", "list"), ("nodes", "watch")}:
         error("rbac/node-reader/clusterrole.yaml: grants %s; the agent only lists and watches "
               "Nodes" % sorted(nodes))
-    with open("README.md") as f:
-        section = re.split(r"\n##+ ", f.read().split("### RBAC it needs", 1)[-1], 1)[0]
+    with open("docs/install.md") as f:
+        section = re.split(r"\n##+ ", f.read().split("## RBAC it needs", 1)[-1], 1)[0]
     rows = [l for l in section.splitlines() if l.startswith("| `")]
     with open("docs/security.md") as f:
         text = f.read()
@@ -324,7 +324,7 @@ def check_rbac_docs():
     for what, pairs in (("rbac/role.yaml", role), ("rbac/node-reader", nodes)):
         for res, verb in sorted(pairs):
             if not any({res, verb} <= words(r) for r in rows):
-                error("README.md RBAC table: no row names `%s` `%s` (%s)" % (res, verb, what))
+                error("docs/install.md RBAC table: no row names `%s` `%s` (%s)" % (res, verb, what))
             if not any(("`%s`" % res) in b and ("`%s`" % verb) in b for b in bullets):
                 error("docs/security.md: the \"can do\" list leaves out `%s` `%s` (%s)"
                       % (res, verb, what))
@@ -332,7 +332,7 @@ def check_rbac_docs():
         if "`nodes`" in r:
             extra = words(r) & {"get", "create", "update", "patch", "delete"}
             if extra:
-                error("README.md RBAC table: the nodes row names %s, which nothing grants"
+                error("docs/install.md RBAC table: the nodes row names %s, which nothing grants"
                       % sorted(extra))
 
 
