@@ -376,7 +376,12 @@ fn main() {
         .ok()
         .and_then(|t| serde_json::from_str::<Vec<Value>>(&t).ok())
         .unwrap_or_default();
-    out.retain(|r| r["placement"] != args.placement.as_str() || r["form"] != args.form.as_str());
+    // A new run replaces the file's entries of the same rows, placement and form only.
+    out.retain(|r| {
+        r["placement"] != args.placement.as_str()
+            || r["form"] != args.form.as_str()
+            || !args.rows.iter().any(|row| r["row"] == row.as_str())
+    });
     let mut totals: BTreeMap<String, (RowResult, u32)> = BTreeMap::new();
     for run in 0..args.runs {
         let res = block_on(run_real(&args, &trace, scheduler, window_s, run));
