@@ -250,7 +250,13 @@ impl ControlPlane {
             "leaderElection": {"leaderElect": false},
             "profiles": [
                 {"schedulerName": "default-scheduler"},
-                {"schedulerName": "user-scheduler", "pluginConfig": [{
+                // zero-to-jupyterhub's user scheduler: MostAllocated, and its score weights
+                // (NodeResourcesFit 121, ImageLocality 11; the simulator models the same).
+                {"schedulerName": "user-scheduler",
+                 "plugins": {"score": {"enabled": [
+                    {"name": "NodeResourcesFit", "weight": 121},
+                    {"name": "ImageLocality", "weight": 11}]}},
+                 "pluginConfig": [{
                     "name": "NodeResourcesFit",
                     "args": {"scoringStrategy": {"type": "MostAllocated", "resources": [
                         {"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]}}}]}
