@@ -23,7 +23,7 @@ use selfdestruct_realstack::kubelet;
 use selfdestruct_realstack::wait::until;
 use selfdestruct_realstack::{
     Autoscaler, AutoscalerOptions, ControlPlane, ControlPlaneOptions, Error, Kubelet,
-    KubeletOptions, block_on, node,
+    KubeletOptions, block_on, chain, node, ok,
 };
 use serde_json::{Value, json};
 
@@ -90,51 +90,11 @@ fn shared() -> &'static Shared {
     }
 }
 
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(&format!(": {c}"));
-        cur = c.source();
-    }
-    s
-}
-
-fn ok<T>(r: Result<T, Error>) -> T {
-    r.unwrap_or_else(|e| panic!("{}", chain(&e)))
-}
-
 /// `kubectl kustomize DIR`, as JSON objects (kubectl converts; the server only for mapping).
-fn kustomize(cp: &ControlPlane, dir: &Path) -> Vec<Value> {
-    let yaml = ok(cp.kubectl_run(&["kustomize", &dir.display().to_string()], None));
-    to_json(cp, &yaml)
-}
 
 /// YAML documents as JSON objects, through kubectl.
-fn to_json(cp: &ControlPlane, yaml: &str) -> Vec<Value> {
-    let out = ok(cp.kubectl_run(
-        &["create", "--dry-run=client", "-o", "json", "-f", "-"],
-        Some(yaml),
-    ));
-    let mut docs = Vec::new();
-    for v in serde_json::Deserializer::from_str(&out).into_iter::<Value>() {
-        let v = v.expect("kubectl's JSON");
-        match v["kind"].as_str() {
-            Some("List") => docs.extend(v["items"].as_array().cloned().unwrap_or_default()),
-            _ => docs.push(v),
-        }
-    }
-    docs
-}
 
 /// Applies objects server-side.
-fn apply(cp: &ControlPlane, objects: &[Value]) -> Result<String, Error> {
-    let list = json!({"apiVersion": "v1", "kind": "List", "items": objects});
-    cp.kubectl_run(
-        &["apply", "--server-side", "--force-conflicts", "-f", "-"],
-        Some(&list.to_string()),
-    )
-}
 
 /// The placeholder set of `manifests/` (with `rbac/node-reader`), moved into namespace `ns`:
 /// cluster-scoped names get the namespace, the admission policy names the namespace's
@@ -146,9 +106,9 @@ fn placeholder_set(
     replicas: u32,
     env: &[(&str, &str)],
 ) -> Vec<Value> {
-    let mut docs = kustomize(cp, &root().join("manifests"));
-    docs.extend(kustomize(cp, &root().join("rbac/node-reader")));
-    docs.extend(kustomize(cp, &root().join("rbac/admission-policy")));
+    let mut docs = ok(cp.kustomize(&root().join("manifests")));
+    docs.extend(ok(cp.kustomize(&root().join("rbac/node-reader"))));
+    docs.extend(ok(cp.kustomize(&root().join("rbac/admission-policy"))));
     let cluster_scoped = [
         "ClusterRole",
         "ClusterRoleBinding",
@@ -583,7 +543,7 @@ fn chart_default_render_applies_server_side_and_runs() {
         general_node(&client).await;
         let mut docs = vec![namespace(ns)];
         docs.extend(render_chart("sd", ns, &[]));
-        let out = ok(apply(&s.cp, &docs));
+        let out = ok(s.cp.apply(&docs));
         assert!(out.contains("statefulset.apps/"), "{out}");
         // The StatefulSet is named after the release and the set: sd-placeholder.
         let ready = all_ready_on(&client, ns, 4, &["general-1"]).await;
@@ -610,10 +570,10 @@ fn chart_two_releases_side_by_side_in_one_namespace() {
     let s = shared();
     scenario(ns, |client| async move {
         general_node(&client).await;
-        ok(apply(&s.cp, &[namespace(ns)]));
+        ok(s.cp.apply(&[namespace(ns)]));
         for release in ["one", "two"] {
             let docs = render_chart(release, ns, &["--set", "replicas=1"]);
-            if let Err(e) = apply(&s.cp, &docs) {
+            if let Err(e) = s.cp.apply(&docs) {
                 panic!("release {release} beside the other in {ns}: {}", chain(&e));
             }
         }
@@ -645,9 +605,9 @@ fn chart_one_release_name_in_two_namespaces() {
     scenario("chart-same-a", |client| async move {
         general_node(&client).await;
         for ns in ["chart-same-a", "chart-same-b"] {
-            ok(apply(&s.cp, &[namespace(ns)]));
+            ok(s.cp.apply(&[namespace(ns)]));
             let docs = render_chart("same", ns, &["--set", "replicas=1"]);
-            if let Err(e) = apply(&s.cp, &docs) {
+            if let Err(e) = s.cp.apply(&docs) {
                 panic!(
                     "release `same` in {ns} beside the one in the other: {}",
                     chain(&e)
@@ -718,7 +678,7 @@ fn schedule_raises_the_replicas_a_lead_time_before_an_event_and_lowers_them_at_i
                 .push(json!({"name": "SELFDESTRUCT_SCHEDULE_TICK", "value": "1s"}));
         }
         docs.extend(rendered);
-        ok(apply(&s.cp, &docs));
+        ok(s.cp.apply(&docs));
         let sets = Api::<k8s_openapi::api::apps::v1::StatefulSet>::namespaced(client.clone(), ns);
         let replicas = || {
             let sets = sets.clone();
@@ -787,7 +747,7 @@ fn placeholders_are_replaced_on_a_lifetime() {
                 ("SELFDESTRUCT_MAX_LIFETIME", "5s"),
             ],
         );
-        ok(apply(&s.cp, &placeholder_set(&s.cp, ns, ns, 2, &env)));
+        ok(s.cp.apply(&placeholder_set(&s.cp, ns, ns, 2, &env)));
         let first = all_ready_on(&client, ns, 2, &["lifetime-1"]).await;
         let first_uids: BTreeSet<String> = first.iter().map(uid).collect();
         // Each placeholder is replaced (a new uid under its name) and Ready again.
@@ -862,7 +822,7 @@ fn placeholders_move_one_at_a_time_onto_a_new_node_once_each() {
         // Two placeholders: each eviction after the first may wait out the budget's 2-minute
         // hold (see MOVES); two show the one-at-a-time rule and keep the tier short.
         create_node(&client, &pool_node("moves-old", ns, 4, &[], &[IMAGE])).await;
-        ok(apply(&s.cp, &placeholder_set(&s.cp, ns, ns, 2, FAST)));
+        ok(s.cp.apply(&placeholder_set(&s.cp, ns, ns, 2, FAST)));
         let first = all_ready_on(&client, ns, 2, &["moves-old"]).await;
         user_pod(&client, ns, "user", "moves-old", ns, 2).await;
         create_node(&client, &pool_node("moves-new", ns, 8, &[], &[])).await;
@@ -920,7 +880,7 @@ fn no_move_before_the_required_image_is_on_the_node() {
         )
         .await;
         let env = with(FAST, &[("SELFDESTRUCT_REQUIRED_IMAGES", SLOW_IMAGE)]);
-        ok(apply(&s.cp, &placeholder_set(&s.cp, ns, ns, 2, &env)));
+        ok(s.cp.apply(&placeholder_set(&s.cp, ns, ns, 2, &env)));
         all_ready_on(&client, ns, 2, &["images-old"]).await;
         user_pod(&client, ns, "user", "images-old", ns, 2).await;
         create_node(&client, &pool_node("images-new", ns, 8, &[], &[])).await;
@@ -1015,7 +975,7 @@ fn jupyterhub_post_rendered_placeholders_move_to_a_new_node() {
             "PodDisruptionBudget",
         ];
         let mut docs = vec![namespace(ns)];
-        for mut d in to_json(&s.cp, &yaml) {
+        for mut d in ok(s.cp.objects(&yaml)) {
             let kind = d["kind"].as_str().unwrap_or_default().to_string();
             // Helm leaves the release namespace to the client (`helm install -n jhub`).
             if !["PriorityClass", "ClusterRole", "ClusterRoleBinding"].contains(&kind.as_str()) {
@@ -1031,7 +991,7 @@ fn jupyterhub_post_rendered_placeholders_move_to_a_new_node() {
             }
         }
         create_node(&client, &pool_node("jhub-old", ns, 4, &[], &[IMAGE])).await;
-        ok(apply(&s.cp, &docs));
+        ok(s.cp.apply(&docs));
         let first = all_ready_on(&client, ns, 2, &["jhub-old"]).await;
         user_pod(&client, ns, "user", "jhub-old", ns, 2).await;
         create_node(&client, &pool_node("jhub-new", ns, 16, &[], &[])).await;
@@ -1078,7 +1038,7 @@ fn node_gate_lifts_only_its_own_nodes_taint_and_keeps_the_others() {
             ),
         )
         .await;
-        let mut docs = kustomize(&s.cp, &root().join("manifests/node-gate"));
+        let mut docs = ok(s.cp.kustomize(&root().join("manifests/node-gate")));
         for d in &mut docs {
             if d["kind"] == "DaemonSet" {
                 let spec = &mut d["spec"]["template"]["spec"];
@@ -1090,7 +1050,7 @@ fn node_gate_lifts_only_its_own_nodes_taint_and_keeps_the_others() {
                 );
             }
         }
-        ok(apply(&s.cp, &docs));
+        ok(s.cp.apply(&docs));
         let nodes = Api::<Node>::all(client.clone());
         let taints = |n: &Node| -> Vec<String> {
             n.spec
@@ -1132,7 +1092,7 @@ fn agents_node_lists_are_served_as_partial_object_metadata() {
     scenario(ns, |client| async move {
         let s = shared();
         create_node(&client, &pool_node("metadata-1", ns, 4, &[], &[IMAGE])).await;
-        ok(apply(&s.cp, &placeholder_set(&s.cp, ns, ns, 1, FAST)));
+        ok(s.cp.apply(&placeholder_set(&s.cp, ns, ns, 1, FAST)));
         all_ready_on(&client, ns, 1, &["metadata-1"]).await;
         let user = format!("system:serviceaccount:{ns}:placeholder");
         let audit = s.cp.dir().join("audit.log");
@@ -1393,7 +1353,7 @@ fn autoscaler_adds_a_node_the_placeholders_move_there_and_the_old_node_goes() {
         // Two placeholders fill the 2-core node. The shipped settle (10s): the soft taint of
         // the second phase comes 2-6 s after Ready, before the agents move.
         let env = with(FAST, &[("SELFDESTRUCT_NODE_SETTLE", "10s")]);
-        ok(apply(&s.cp, &placeholder_set(&s.cp, ns, ns, 2, &env)));
+        ok(s.cp.apply(&placeholder_set(&s.cp, ns, ns, 2, &env)));
         all_ready_on(&client, ns, 2, &[&old]).await;
         // A user pod at priority 0 preempts one: it goes Pending, the autoscaler adds a node.
         user_pod(&client, ns, "user", "", ns, 1).await;

@@ -21,8 +21,8 @@ use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use selfdestruct_realstack::{
-    Autoscaler, AutoscalerOptions, ControlPlane, ControlPlaneOptions, Error, Kubelet,
-    KubeletOptions, block_on, node,
+    Autoscaler, AutoscalerOptions, ControlPlane, ControlPlaneOptions, Kubelet, KubeletOptions,
+    block_on, chain, node, ok,
 };
 use serde_json::{Value, json};
 
@@ -98,20 +98,6 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(&format!(": {c}"));
-        cur = c.source();
-    }
-    s
-}
-
-fn ok<T>(r: Result<T, Error>) -> T {
-    r.unwrap_or_else(|e| panic!("{}", chain(&e)))
-}
-
 fn read_trace(path: &Path) -> Vec<Launch> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut lines = text.lines();
@@ -154,31 +140,6 @@ fn fmt_s(s: f64) -> String {
     format!("{}ms", (s * 1000.0).round().max(0.0) as u64)
 }
 
-fn kustomize(cp: &ControlPlane, dir: &Path) -> Vec<Value> {
-    let yaml = ok(cp.kubectl_run(&["kustomize", &dir.display().to_string()], None));
-    let out = ok(cp.kubectl_run(
-        &["create", "--dry-run=client", "-o", "json", "-f", "-"],
-        Some(&yaml),
-    ));
-    let mut docs = Vec::new();
-    for v in serde_json::Deserializer::from_str(&out).into_iter::<Value>() {
-        let v = v.expect("kubectl's JSON");
-        match v["kind"].as_str() {
-            Some("List") => docs.extend(v["items"].as_array().cloned().unwrap_or_default()),
-            _ => docs.push(v),
-        }
-    }
-    docs
-}
-
-fn apply(cp: &ControlPlane, objects: &[Value]) {
-    let list = json!({"apiVersion": "v1", "kind": "List", "items": objects});
-    ok(cp.kubectl_run(
-        &["apply", "--server-side", "--force-conflicts", "-f", "-"],
-        Some(&list.to_string()),
-    ));
-}
-
 fn in_pool(spec: &mut Value, pool: &str) {
     spec["nodeSelector"][POOL] = json!(pool);
     let tol = json!({"key": POOL, "operator": "Equal", "value": pool, "effect": "NoSchedule"});
@@ -196,8 +157,8 @@ fn placeholder_set(
     replicas: u32,
     env: &[(String, String)],
 ) -> Vec<Value> {
-    let mut docs = kustomize(cp, &root().join("manifests"));
-    docs.extend(kustomize(cp, &root().join("rbac/node-reader")));
+    let mut docs = ok(cp.kustomize(&root().join("manifests")));
+    docs.extend(ok(cp.kustomize(&root().join("rbac/node-reader"))));
     let cluster_scoped = ["ClusterRole", "ClusterRoleBinding"];
     let mut out = Vec::new();
     for mut d in docs {
@@ -486,12 +447,14 @@ async fn run_real(
     }
     for row in &args.rows {
         if row.starts_with("buffer") {
-            apply(&cp, &buffer_set(row, args.replicas));
+            ok(cp.apply(&buffer_set(row, args.replicas)));
         } else {
-            apply(
+            ok(cp.apply(&placeholder_set(
                 &cp,
-                &placeholder_set(&cp, row, args.replicas, &agent_env(row, f)),
-            );
+                row,
+                args.replicas,
+                &agent_env(row, f),
+            )));
             let api = Api::<Pod>::namespaced(client.clone(), row);
             let n = args.replicas as usize;
             ok(selfdestruct_realstack::wait::until(

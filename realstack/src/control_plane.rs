@@ -465,6 +465,39 @@ impl ControlPlane {
         kubectl_with(self.kubectl(), args, stdin)
     }
 
+    /// `kubectl kustomize DIR`, as JSON objects ([`ControlPlane::objects`]).
+    pub fn kustomize(&self, dir: &Path) -> Result<Vec<serde_json::Value>, Error> {
+        let yaml = self.kubectl_run(&["kustomize", &dir.display().to_string()], None)?;
+        self.objects(&yaml)
+    }
+
+    /// The objects of a YAML stream, as kubectl reads them (client-side dry run), a List's
+    /// items one by one.
+    pub fn objects(&self, yaml: &str) -> Result<Vec<serde_json::Value>, Error> {
+        let out = self.kubectl_run(
+            &["create", "--dry-run=client", "-o", "json", "-f", "-"],
+            Some(yaml),
+        )?;
+        let mut docs = Vec::new();
+        for v in serde_json::Deserializer::from_str(&out).into_iter::<serde_json::Value>() {
+            let v = v.expect("kubectl's JSON");
+            match v["kind"].as_str() {
+                Some("List") => docs.extend(v["items"].as_array().cloned().unwrap_or_default()),
+                _ => docs.push(v),
+            }
+        }
+        Ok(docs)
+    }
+
+    /// `kubectl apply --server-side` of `objects`; kubectl's output.
+    pub fn apply(&self, objects: &[serde_json::Value]) -> Result<String, Error> {
+        let list = json!({"apiVersion": "v1", "kind": "List", "items": objects});
+        self.kubectl_run(
+            &["apply", "--server-side", "--force-conflicts", "-f", "-"],
+            Some(&list.to_string()),
+        )
+    }
+
     /// A client for the admin user, on the caller's runtime.
     pub async fn client(&self) -> Result<kube::Client, Error> {
         client_from(&self.kubeconfig()).await

@@ -18,6 +18,19 @@ pub use autoscaler::{Autoscaler, AutoscalerOptions};
 pub use control_plane::{ControlPlane, ControlPlaneOptions};
 pub use kubelet::{Kubelet, KubeletOptions, node};
 
+/// `e` and its causes, `: `-separated (for a test's panic message).
+pub fn chain(e: &dyn std::error::Error) -> String {
+    std::iter::successors(Some(e), |c| c.source())
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(": ")
+}
+
+/// The value of `r`, or a panic naming the error and its causes (tests and the bench).
+pub fn ok<T>(r: Result<T, Error>) -> T {
+    r.unwrap_or_else(|e| panic!("{}", chain(&e)))
+}
+
 /// The variable naming the folder with `kube-apiserver`, `kube-controller-manager`,
 /// `kube-scheduler`, `kubectl` (and `cluster-autoscaler` for the autoscaler scenarios).
 pub const KUBE_BIN_VAR: &str = "SELFDESTRUCT_KUBE_BIN";
