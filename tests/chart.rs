@@ -365,6 +365,14 @@ fn the_full_values_file_renders_every_optional_part() {
     let image = "registry.example.org/team/selfdestruct@sha256:\
                  0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
+    // The release namespace, enforcing Pod Security "restricted".
+    let labels = &find(&docs, "Namespace", "hub-ns")["metadata"]["labels"];
+    for mode in ["enforce", "audit", "warn"] {
+        assert_eq!(
+            labels[format!("pod-security.kubernetes.io/{mode}")],
+            "restricted"
+        );
+    }
     // The priority class under its own name, used by every set.
     assert_eq!(
         find(&docs, "PriorityClass", "hub-placeholders")["value"],
@@ -820,8 +828,15 @@ fn names(docs: &[Value]) -> Vec<String> {
 }
 
 /// The full values file (every optional part) without its fixed
-/// PriorityClass name: a name the user picks is theirs to keep apart.
-const ALL_PARTS: [&str; 3] = [FULL_VALUES, "--set-json", "priorityClass.name=null"];
+/// PriorityClass name (a name the user picks is theirs to keep apart) nor the
+/// Namespace (the namespace itself, which one release in it may create).
+const ALL_PARTS: [&str; 5] = [
+    FULL_VALUES,
+    "--set-json",
+    "priorityClass.name=null",
+    "--set-json",
+    "namespace.create=false",
+];
 
 /// Two releases of the chart in one namespace (the default sets, and the
 /// full values file's) share no object name: the StatefulSets are named
