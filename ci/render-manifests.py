@@ -20,7 +20,15 @@ Writes below DIR (default: the repository) and prints each path written:
    app.kubernetes.io/version), untrue for `kubectl apply` or for an image
    set by kustomize, are left out. manifests/kustomization.yaml is written too.
 
-2. The zero-to-jupyterhub add-on: the kustomize Component
+2. The node gate, `kubectl apply -k manifests/node-gate/`: the gate's
+   objects and the Namespace of the chart rendered as release `selfdestruct`
+   in namespace `node-gate` with
+       namespace.create: true
+       nodeGate.enabled: true, nodeGate.name: node-gate
+   (the placeholders' objects of that render are left out), and
+   manifests/node-gate/kustomization.yaml.
+
+3. The zero-to-jupyterhub add-on: the kustomize Component
    manifests/jupyterhub/selfdestruct/, which post-render.sh applies to
    zero-to-jupyterhub's output. Its fields are the chart's, rendered as
    release `jhub` with
@@ -79,6 +87,24 @@ FILES = {
         "rbac/admission-policy/validatingadmissionpolicybinding.yaml",
 }
 
+# The node gate: the gate's objects (and the Namespace) of a render as
+# release `selfdestruct` in namespace `node-gate`, the gate named node-gate.
+GATE = ("selfdestruct", "node-gate", {
+    "namespace": {"create": True},
+    "nodeGate": {"enabled": True, "name": "node-gate"},
+})
+GATE_CLUSTER_NAME = "selfdestruct-node-gate.node-gate"
+GATE_FILES = {
+    ("Namespace", "node-gate"): "manifests/node-gate/namespace.yaml",
+    ("ServiceAccount", "node-gate"): "manifests/node-gate/serviceaccount.yaml",
+    ("ClusterRole", GATE_CLUSTER_NAME): "manifests/node-gate/clusterrole.yaml",
+    ("ClusterRoleBinding", GATE_CLUSTER_NAME): "manifests/node-gate/clusterrolebinding.yaml",
+    ("ValidatingAdmissionPolicy", GATE_CLUSTER_NAME): "manifests/node-gate/admission-policy.yaml",
+    ("ValidatingAdmissionPolicyBinding", GATE_CLUSTER_NAME):
+        "manifests/node-gate/admission-policy.yaml",
+    ("DaemonSet", "node-gate"): "manifests/node-gate/daemonset.yaml",
+}
+
 # The add-on: release, namespace, values.
 ADDON_NAME = "selfdestruct-user-placeholder"
 ADDON = ("jhub", "jhub", {
@@ -131,35 +157,96 @@ def header(source, what):
     return "%s: do not edit.\n%s" % (MARKER, comment(textwrap.fill(text, 76, break_on_hyphens=False)))
 
 
-def base_files():
-    release, namespace, values = BASE
+def rendered_files(release, namespace, values, where, pick=lambda obj: True):
+    """The objects of a render that `pick` keeps, each in its file (`where`,
+    several objects in one file apart by ---), each file with the header."""
     out = render(release, namespace, values)
     what = "release %s in namespace %s (ci/render-manifests.py)" % (release, namespace)
-    files = {}
+    docs, sources = {}, {}
     for template in sorted(out):
         if template.endswith("NOTES.txt"):
             continue
         for text, obj in documents(out[template]):
+            if not pick(obj):
+                continue
             key = (obj["kind"], obj["metadata"]["name"])
-            if key not in FILES:
-                sys.exit("render-manifests: %s %s (from %s) has no file: add it to FILES"
-                         % (key + (template,)))
-            path = FILES[key]
-            if path in files:
-                sys.exit("render-manifests: two objects for %s" % path)
+            if key not in where:
+                sys.exit("render-manifests: %s %s (from %s) has no file: add it to the "
+                         "script's table" % (key + (template,)))
             text = HELM_LABEL_LINE.sub("", text)
             labels = yaml.safe_load(text)["metadata"]["labels"]
             assert not set(HELM_LABELS) & set(labels), labels
-            source = "%s/templates/%s" % (CHART, template.split("/templates/", 1)[1])
-            files[path] = header(source, what) + "#\n" + text
-    missing = sorted(set(FILES.values()) - set(files))
+            path = where[key]
+            docs.setdefault(path, []).append(text)
+            sources.setdefault(path, []).append(
+                "%s/templates/%s" % (CHART, template.split("/templates/", 1)[1]))
+    missing = sorted(set(where.values()) - set(docs))
     if missing:
         sys.exit("render-manifests: the chart no longer renders %s" % ", ".join(missing))
+    return {path: header(" and ".join(sorted(set(sources[path]))), what) + "#\n"
+            + "---\n".join(docs[path]) for path in docs}
+
+
+def base_files():
+    release, namespace, values = BASE
+    files = rendered_files(release, namespace, values, FILES)
     files["manifests/kustomization.yaml"] = KUSTOMIZATION % {
         "header": header(CHART, "the list of what manifests/ holds (ci/render-manifests.py)"),
         "tag": app_version(),
     }
     return files
+
+
+def gate_files():
+    release, namespace, values = GATE
+    name = values["nodeGate"]["name"]
+    files = rendered_files(
+        release, namespace, values, GATE_FILES,
+        lambda obj: obj["kind"] == "Namespace"
+        or obj["metadata"]["labels"].get("app.kubernetes.io/instance") == name)
+    files["manifests/node-gate/kustomization.yaml"] = GATE_KUSTOMIZATION % {
+        "header": header(CHART, "the list of what manifests/node-gate/ holds "
+                                "(ci/render-manifests.py)"),
+        "tag": app_version(),
+    }
+    return files
+
+
+GATE_KUSTOMIZATION = """%(header)s#
+# The node readiness gate: `kubectl apply -k manifests/node-gate/`.
+#
+# An image-puller DaemonSet whose init containers pull the user images and
+# whose main container, `selfdestruct node-gate`, then removes the startup
+# taint startup-taint.cluster-autoscaler.kubernetes.io/images-pending from its
+# own node, so user pods land only on nodes that already hold their images.
+# New user nodes must register with that taint (see docs/node-gate.md, "Putting
+# the taint on new nodes"); nodes without it are left alone.
+#
+# Independent of the placeholders (../kustomization.yaml): either works alone.
+#
+# Every file names its namespace (node-gate) itself: a `namespace:` here would
+# also stamp it on the cluster-scoped admission policy, which kustomize does
+# not know as cluster-scoped. For another namespace, another image list or
+# other tolerations, render the chart with your values (nodeGate.*) instead:
+# the user name in the admission policy is a CEL string no transformer
+# rewrites.
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - namespace.yaml
+  - serviceaccount.yaml
+  - clusterrole.yaml
+  - clusterrolebinding.yaml
+  - admission-policy.yaml
+  - daemonset.yaml
+# The agent's image, in one place: what a release publishes, pinned by
+# version (docs/releasing.md). For your own build, point newName/newTag at it
+# (docs/install.md) in an overlay of your own (this file is generated).
+images:
+  - name: ghcr.io/selfdestruct/selfdestruct
+    newName: ghcr.io/selfdestruct/selfdestruct
+    newTag: "%(tag)s"
+"""
 
 
 KUSTOMIZATION = """%(header)s#
@@ -490,7 +577,7 @@ def main(argv):
     elif argv:
         sys.exit(__doc__)
     try:
-        files = {**base_files(), **addon_files()}
+        files = {**base_files(), **gate_files(), **addon_files()}
     except helm.HelmError as e:
         print("render-manifests: the chart does not render: %s" % e, file=sys.stderr)
         return 1

@@ -1,11 +1,12 @@
 //! The Helm chart (`charts/selfdestruct/`), rendered by Helm's own engine
 //! (`ci/render-chart.py`: helm-python-sdk, Helm v4's Go SDK as a library):
 //!
-//! - `manifests/`, `rbac/` and the JupyterHub Component
-//!   (`manifests/jupyterhub/selfdestruct/`) are rendered from it by
-//!   `ci/render-manifests.sh`: the committed files equal a fresh render, byte
-//!   for byte, and `kubectl kustomize manifests/` (plus `rbac/node-reader/`)
-//!   holds the chart's objects field for field but for Helm's own labels;
+//! - `manifests/` (the node gate's `manifests/node-gate/` too), `rbac/` and
+//!   the JupyterHub Component (`manifests/jupyterhub/selfdestruct/`) are
+//!   rendered from it by `ci/render-manifests.sh`: the committed files equal
+//!   a fresh render, byte for byte, and `kubectl kustomize manifests/` (plus
+//!   `rbac/node-reader/`) holds the chart's objects field for field but for
+//!   Helm's own labels;
 //! - `charts/selfdestruct/ci/full-values.yaml` turns on every optional part,
 //!   and each one shows up as asked; the node gate's admission policy has the
 //!   rules of `manifests/node-gate/admission-policy.yaml`;
@@ -284,6 +285,7 @@ fn the_committed_yaml_is_a_fresh_render_of_the_chart() {
         "manifests/kustomization.yaml",
         "manifests/statefulset.yaml",
         "rbac/role.yaml",
+        "manifests/node-gate/daemonset.yaml",
         "manifests/jupyterhub/selfdestruct/statefulset-patch.yaml",
     ] {
         assert!(
@@ -557,7 +559,7 @@ fn the_node_gate_policy_has_the_rules_of_the_manifest() {
     let manifest = find(
         &manifest,
         "ValidatingAdmissionPolicy",
-        "selfdestruct-node-gate",
+        "selfdestruct-node-gate.node-gate",
     );
     for field in [
         "failurePolicy",
@@ -684,6 +686,16 @@ fn the_schema_refuses_bad_values_with_messages() {
             r#"nodeGate={"images":[]}"#,
             &["at '/nodeGate/images'", "minItems"],
         ),
+        (
+            r#"nodeGate={"name":"Gate"}"#,
+            &["at '/nodeGate/name'", "'Gate' does not match pattern"],
+        ),
+        // The gate's account must not be the placeholders' (the release's name).
+        (
+            r#"nodeGate={"enabled":true,"name":"placeholder"}"#,
+            &["nodeGate.name: \"placeholder\" is the placeholders' ServiceAccount's name"],
+        ),
+        (r#"namespace={"create":"yes"}"#, &["at '/namespace/create'"]),
         // A minimum above the maximum: the agent would exit 2 on it.
         (
             r#"settings={"SELFDESTRUCT_MIN_LIFETIME":"12h","SELFDESTRUCT_MAX_LIFETIME":"6h"}"#,

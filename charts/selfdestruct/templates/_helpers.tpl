@@ -32,8 +32,10 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
+{{/* The node gate's ServiceAccount and DaemonSet, and its instance label:
+nodeGate.name, else <full name>-node-gate. */}}
 {{- define "selfdestruct.gateName" -}}
-{{ include "selfdestruct.fullname" . }}-node-gate
+{{- .Values.nodeGate.name | default (printf "%s-node-gate" (include "selfdestruct.fullname" .)) -}}
 {{- end -}}
 
 {{/* The agent's image: repository@digest, else repository:tag (default: the
