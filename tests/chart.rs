@@ -1408,6 +1408,38 @@ fn cli_settings() -> Vec<(String, String, Option<String>)> {
     all
 }
 
+/// docs/settings.md's "`selfdestruct --help`" section is the binary's
+/// `--help`, character for character.
+#[test]
+fn the_settings_pages_help_is_the_binarys() {
+    let doc = std::fs::read_to_string(root().join("docs/settings.md")).expect("docs/settings.md");
+    let shown = doc
+        .split("## `selfdestruct --help`\n\n```\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```\n").next())
+        .expect("docs/settings.md has a \"`selfdestruct --help`\" section with a code block");
+    let out = Command::new(env!("CARGO_BIN_EXE_selfdestruct"))
+        .arg("--help")
+        .output()
+        .expect("run selfdestruct --help");
+    assert!(out.status.success());
+    let help = String::from_utf8(out.stdout).expect("UTF-8 help");
+    if shown != help {
+        let line = shown
+            .lines()
+            .zip(help.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or(shown.lines().count().min(help.lines().count()));
+        panic!(
+            "docs/settings.md's `selfdestruct --help` block differs from the binary's at line {}:\n  \
+             docs: {:?}\n  --help: {:?}\n(paste the output of `cargo run -q --bin selfdestruct -- --help` there)",
+            line + 1,
+            shown.lines().nth(line).unwrap_or("<end>"),
+            help.lines().nth(line).unwrap_or("<end>"),
+        );
+    }
+}
+
 /// docs/settings.md's table ("Every setting") names exactly the settings of
 /// `--help`, each with its flag, and each default clap knows in backticks.
 #[test]
