@@ -151,9 +151,12 @@ def documents(text):
 
 def header(source, what):
     """The first lines of every file written: generated, by what, from what."""
-    text = ("From %s, %s. Change the chart, run the command and commit "
-            "what it writes; tests/chart.rs fails when this file differs from a fresh "
-            "render." % (source, what))
+    return written_by("From %s, %s." % (source, what))
+
+
+def written_by(sentence):
+    text = ("%s Change the chart, run the command and commit what it writes; "
+            "tests/chart.rs fails when this file differs from a fresh render." % sentence)
     return "%s: do not edit.\n%s" % (MARKER, comment(textwrap.fill(text, 76, break_on_hyphens=False)))
 
 
@@ -191,7 +194,8 @@ def base_files():
     release, namespace, values = BASE
     files = rendered_files(release, namespace, values, FILES)
     files["manifests/kustomization.yaml"] = KUSTOMIZATION % {
-        "header": header(CHART, "the list of what manifests/ holds (ci/render-manifests.py)"),
+        "header": written_by("The list of the files ci/render-manifests.py renders into "
+                             "manifests/ from %s." % CHART),
         "tag": app_version(),
     }
     return files
@@ -205,8 +209,8 @@ def gate_files():
         lambda obj: obj["kind"] == "Namespace"
         or obj["metadata"]["labels"].get("app.kubernetes.io/instance") == name)
     files["manifests/node-gate/kustomization.yaml"] = GATE_KUSTOMIZATION % {
-        "header": header(CHART, "the list of what manifests/node-gate/ holds "
-                                "(ci/render-manifests.py)"),
+        "header": written_by("The list of the files ci/render-manifests.py renders into "
+                             "manifests/node-gate/ from %s." % CHART),
         "tag": app_version(),
     }
     return files
@@ -255,7 +259,7 @@ KUSTOMIZATION = """%(header)s#
 # Not included: read access to Nodes (../rbac/node-reader), a ClusterRole the
 # agent needs only to move placeholders to newly Ready nodes. Without it the
 # agent warns once and moves only on a lifetime you set. To add it, list it
-# under resources below:
+# under resources (below in your copy, or beside ../manifests in an overlay):
 #     - ../rbac/node-reader
 # or apply it on its own: `kubectl apply -k rbac/node-reader/`. Nor the
 # optional admission policy (../rbac/admission-policy).
@@ -511,7 +515,8 @@ def addon_files():
 
     image, _, tag = agent["image"].rpartition(":")
     files["%s/kustomization.yaml" % ADDON_DIR] = ADDON_KUSTOMIZATION % {
-        "header": header(CHART, "the Component's list of its files (ci/render-manifests.py)"),
+        "header": written_by("The Component of the files ci/render-manifests.py renders into "
+                             "%s/ from %s." % (ADDON_DIR, CHART)),
         "image": image, "tag": tag,
     }
     return files
