@@ -278,9 +278,9 @@ struct Follower<S> {
     last_failure: Option<Instant>,
     /// The agent was told of a denial, and no list succeeded since.
     told_denied: bool,
-    /// A list reached the agent; or the agent was told the first one failed.
+    /// A list reached the agent, or the agent was told the first one failed:
+    /// no [`Update::Unlisted`] any more.
     listed: bool,
-    told_unlisted: bool,
     /// The list being read: summaries, the names seen and the bytes they hold.
     listing: Option<(Vec<S>, HashSet<String>, usize)>,
 }
@@ -294,7 +294,6 @@ impl<S: Weigh> Follower<S> {
             last_failure: None,
             told_denied: false,
             listed: false,
-            told_unlisted: false,
             listing: None,
         }
     }
@@ -388,8 +387,8 @@ impl<S: Weigh> Follower<S> {
                 (false, Some(Update::Forbidden(msg)), Backoff::DENIED)
             }
             Failure::Denied(_) => (false, None, Backoff::DENIED),
-            Failure::Transient { relist } if !self.listed && !self.told_unlisted => {
-                self.told_unlisted = true;
+            Failure::Transient { relist } if !self.listed => {
+                self.listed = true;
                 (relist, Some(Update::Unlisted(why)), Backoff::TRANSIENT)
             }
             Failure::Transient { relist } => (relist, None, Backoff::TRANSIENT),
