@@ -1,6 +1,6 @@
-//! The agent: the thin I/O shell around [`evaluate`] (the decision, with the
-//! nodes found full on the way). One loop, one `select!` over signals, the next
-//! wake-up, and the node and sibling watches.
+//! The agent: the thin I/O shell around `selfdestruct_decision::evaluate`. One
+//! loop, one `select!` over signals, the next wake-up and the changes of the
+//! [`View`] (the watches); [`Decider`] decides over the view and acts.
 
 mod decide;
 mod view;
