@@ -184,6 +184,7 @@ impl View {
             ),
         }
     }
+
     fn on_sibling(&mut self, own: &mut OwnPod, update: Update<Sibling>) {
         // The own pod is in the sibling list too: notice when it starts terminating.
         let is_own = |s: &Sibling| s.name == own.name && s.uid == own.uid && s.terminating;
