@@ -26,5 +26,5 @@ pub mod schedule;
 pub mod signals;
 pub mod summarize;
 mod token_file;
-pub mod watch;
+mod watch;
 pub mod wrapper;

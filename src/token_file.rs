@@ -102,17 +102,16 @@ impl Source {
     fn read(&self) -> Result<Fresh, TokenError> {
         match self {
             Source::File(path) => Ok((read_header(path)?, Some(Instant::now() + RELOAD))),
-            Source::Exec(exec, limit) => {
-                let credential = exec_plugin::run(exec, *limit)?;
-                let header = credential
-                    .token
-                    .as_deref()
-                    .and_then(bearer)
-                    .ok_or(TokenError::UnusableToken)?;
-                Ok((header, refresh_at(credential.expires()?)))
-            }
+            Source::Exec(exec, limit) => from_plugin(&exec_plugin::run(exec, *limit)?),
         }
     }
+}
+
+/// A plugin's token as a header, and when to ask for it again.
+fn from_plugin(credential: &exec_plugin::Credential) -> Result<Fresh, TokenError> {
+    let token = credential.token.as_deref().and_then(bearer);
+    let header = token.ok_or(TokenError::UnusableToken)?;
+    Ok((header, refresh_at(credential.expires()?)))
 }
 
 /// When to ask a plugin again for a token that expires at `expires`.
@@ -140,6 +139,20 @@ struct Current {
 }
 
 impl TokenFile {
+    fn new(source: Source, (header, refresh_at): Fresh) -> Self {
+        let reading = None;
+        TokenFile {
+            source,
+            current: Current {
+                header,
+                refresh_at,
+                reading,
+            }
+            .into(),
+            refused: AtomicBool::new(false),
+        }
+    }
+
     /// The header, read again (on a blocking thread) when [`RELOAD`] has passed or
     /// the server refused it. A token that cannot be read keeps the last one (as
     /// kube and client-go do); a read that hangs is waited for [`REREAD_WAIT`] once,
@@ -206,8 +219,11 @@ impl TokenFileLayer {
         if !used {
             return Ok(TokenFileLayer(None));
         }
-        let source = match (auth.token_file.take(), auth.exec.take()) {
-            (Some(path), _) => Source::File(PathBuf::from(path)),
+        let (fresh, source) = match (auth.token_file.take(), auth.exec.take()) {
+            (Some(path), _) => {
+                let source = Source::File(PathBuf::from(path));
+                (source.read()?, source)
+            }
             (None, Some(exec)) => {
                 let credential = exec_plugin::run(&exec, limit)?;
                 if let (Some(cert), Some(key)) = (
@@ -220,33 +236,13 @@ impl TokenFileLayer {
                     auth.client_key_data = Some(b64.encode(key).into());
                     return Ok(TokenFileLayer(None));
                 }
-                let Some(header) = credential.token.as_deref().and_then(bearer) else {
-                    return Err(TokenError::UnusableToken);
-                };
-                let current = Current {
-                    header,
-                    refresh_at: refresh_at(credential.expires()?),
-                    reading: None,
-                };
-                return Ok(TokenFileLayer(Some(Arc::new(TokenFile {
-                    source: Source::Exec(exec.into(), limit),
-                    current: current.into(),
-                    refused: AtomicBool::new(false),
-                }))));
+                (from_plugin(&credential)?, Source::Exec(exec.into(), limit))
             }
             (None, None) => return Ok(TokenFileLayer(None)),
         };
-        let (header, refresh_at) = source.read()?;
-        Ok(TokenFileLayer(Some(Arc::new(TokenFile {
-            source,
-            current: Current {
-                header,
-                refresh_at,
-                reading: None,
-            }
-            .into(),
-            refused: AtomicBool::new(false),
-        }))))
+        Ok(TokenFileLayer(Some(Arc::new(TokenFile::new(
+            source, fresh,
+        )))))
     }
 }
 
@@ -350,17 +346,7 @@ mod tests {
         let path = dir.join("token");
         std::fs::write(&path, "old").expect("write");
         let source = Source::File(path.clone());
-        let (header, refresh_at) = source.read().expect("a token");
-        let token = TokenFile {
-            source,
-            current: Current {
-                header,
-                refresh_at,
-                reading: None,
-            }
-            .into(),
-            refused: AtomicBool::new(false),
-        };
+        let token = TokenFile::new(source.clone(), source.read().expect("a token"));
         std::fs::write(&path, "new").expect("write");
         assert_eq!(token.header().await, "Bearer old", "held for 50 s");
         token.refused();

@@ -98,7 +98,7 @@ const WATCH_JITTER: Duration = Duration::from_secs(60);
 /// attempt cost up to [`MAX_LIST_PAGES`](crate::connect::MAX_LIST_PAGES) requests.
 const ENDLESS_LIST_STEP: u32 = 3;
 /// After this long without an error, the next error backs off from the start again.
-pub const QUIET: Duration = Duration::from_secs(600);
+pub(crate) const QUIET: Duration = Duration::from_secs(600);
 
 /// What a watcher tells the agent, with the objects summarised.
 #[derive(Debug)]
@@ -121,19 +121,19 @@ pub(crate) enum Update<T> {
 #[derive(Clone, Debug)]
 pub(crate) struct Target {
     /// Label selector (empty: all).
-    pub selector: String,
+    pub(crate) selector: String,
     /// Field selector (empty: none), e.g. `metadata.name=node-a`.
-    pub fields: String,
+    pub(crate) fields: String,
     /// Human name for logs ("nodes", "sibling pods").
-    pub what: &'static str,
+    pub(crate) what: &'static str,
     /// The most one list's summaries may hold ([`Weigh`]): more is a server
     /// whose list never ends.
-    pub max_bytes: usize,
+    pub(crate) max_bytes: usize,
 }
 
 /// How an error of the watcher is handled.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Failure {
+pub(crate) enum Failure {
     /// 403 on a list or on opening a watch: the message.
     Denied(String),
     /// Anything else.
@@ -162,7 +162,7 @@ fn is_endless_list(e: &watcher::Error) -> bool {
 }
 
 /// How the watcher error `e` is handled.
-pub fn classify(e: &watcher::Error) -> Failure {
+pub(crate) fn classify(e: &watcher::Error) -> Failure {
     let opening = matches!(
         e,
         watcher::Error::InitialListFailed(_) | watcher::Error::WatchStartFailed(_)
@@ -184,7 +184,8 @@ pub fn classify(e: &watcher::Error) -> Failure {
 /// Runs list+watch forever, sending the `summarize`d objects to `tx`. Ends only
 /// when `tx` closes. `start_delay` spreads the first list of a fleet that starts
 /// together. With `K` a `PartialObjectMeta<_>`, kube lists and watches the
-/// objects' metadata only (`as=PartialObjectMetadata`).
+/// objects' metadata only (`as=PartialObjectMetadata`). The I/O only: what each
+/// event means is [`Follower::on_event`]'s.
 pub(crate) async fn follow<K, S>(
     api: Api<K>,
     target: Target,
@@ -213,133 +214,191 @@ pub(crate) async fn follow<K, S>(
         watcher(api.clone(), wc.clone()).boxed()
     };
     let mut stream = start();
-    let mut failures = 0u32;
-    let mut last_failure: Option<Instant> = None;
-    let mut told_denied = false;
-    // A list reached the agent; or the agent was told the first one failed.
-    let (mut listed, mut told_unlisted) = (false, false);
-    // The list being read: summaries, the names seen and the bytes they hold.
-    let mut listing: Option<(Vec<S>, HashSet<String>, usize)> = None;
+    let mut state = Follower::new(&target);
     loop {
+        // The watcher's stream does not end; if it did, start it again.
         let Some(event) = stream.next().await else {
-            // The watcher's stream does not end; if it did, start it again.
             stream = start();
             continue;
         };
-        // This failure is a list that never ends.
-        let endless;
-        let (failure, why) = match event {
+        let (send, wait) = match state.on_event(event, &summarize, Instant::now()) {
+            Action::Read => continue,
+            Action::Send(update) => (Some(update), None),
+            Action::BackOff {
+                relist,
+                tell,
+                backoff,
+                failures,
+            } => {
+                if relist {
+                    stream = start();
+                }
+                (tell, Some(backoff.delay(failures, draw())))
+            }
+        };
+        if let Some(update) = send
+            && tx.send(update).await.is_err()
+        {
+            return;
+        }
+        if let Some(wait) = wait {
+            if tx.is_closed() {
+                return;
+            }
+            tracing::debug!(what = target.what, retry_in = ?wait, "backing off");
+            tokio::time::sleep(wait).await;
+        }
+    }
+}
+
+/// What [`follow`] does after an event ([`Follower::on_event`]).
+#[derive(Debug)]
+enum Action<S> {
+    /// Nothing: read the next event.
+    Read,
+    /// Send this to the agent.
+    Send(Update<S>),
+    /// A failure: start again with a list if `relist`, send `tell`, then wait
+    /// `backoff`'s delay after `failures` failures.
+    BackOff {
+        relist: bool,
+        tell: Option<Update<S>>,
+        backoff: Backoff,
+        failures: u32,
+    },
+}
+
+/// What [`follow`] remembers between events: the list being read and the
+/// failures. No I/O: the time comes in with each event.
+struct Follower<S> {
+    what: &'static str,
+    max_bytes: usize,
+    /// Failures since the last object a watch delivered (or the last [`QUIET`]).
+    failures: u32,
+    last_failure: Option<Instant>,
+    /// The agent was told of a denial, and no list succeeded since.
+    told_denied: bool,
+    /// A list reached the agent, or the agent was told the first one failed:
+    /// no [`Update::Unlisted`] any more.
+    listed: bool,
+    /// The list being read: summaries, the names seen and the bytes they hold.
+    listing: Option<(Vec<S>, HashSet<String>, usize)>,
+}
+
+impl<S: Weigh> Follower<S> {
+    fn new(target: &Target) -> Self {
+        Follower {
+            what: target.what,
+            max_bytes: target.max_bytes,
+            failures: 0,
+            last_failure: None,
+            told_denied: false,
+            listed: false,
+            listing: None,
+        }
+    }
+
+    /// What to do after `event`, at `now`.
+    fn on_event<K: Resource>(
+        &mut self,
+        event: watcher::Result<Event<K>>,
+        summarize: impl Fn(K) -> S,
+        now: Instant,
+    ) -> Action<S> {
+        let e = match event {
             Ok(Event::Init) => {
-                listing = Some((Vec::new(), HashSet::new(), 0));
-                continue;
+                self.listing = Some((Vec::new(), HashSet::new(), 0));
+                return Action::Read;
             }
             Ok(Event::InitApply(obj)) => {
-                let Some((items, names, held)) = listing.as_mut() else {
-                    continue;
+                let Some((items, names, held)) = self.listing.as_mut() else {
+                    return Action::Read;
                 };
                 if names.insert(obj.name_any()) {
                     let summary = summarize(obj);
                     *held += summary.weight();
-                    if *held <= target.max_bytes {
+                    if *held <= self.max_bytes {
                         items.push(summary);
-                        continue;
+                        return Action::Read;
                     }
                 }
                 tracing::warn!(
-                    what = target.what,
+                    what = self.what,
                     objects = items.len(),
                     held_bytes = *held,
                     "the list repeats an object or never ends (a continue token that \
                      never runs out?): abandoning it, retrying with backoff"
                 );
-                listing = None;
-                stream = start();
-                endless = true;
-                let why = "the list repeats an object or never ends".to_string();
-                (Failure::Transient { relist: false }, why)
+                self.listing = None;
+                let why = "the list repeats an object or never ends".into();
+                return self.failed(Failure::Transient { relist: true }, why, true, now);
             }
             Ok(Event::InitDone) => {
-                if let Some((items, _, _)) = listing.take() {
-                    told_denied = false;
-                    listed = true;
-                    if tx.send(Update::Reset(items)).await.is_err() {
-                        return;
-                    }
-                }
-                continue;
+                let Some((items, _, _)) = self.listing.take() else {
+                    return Action::Read;
+                };
+                (self.told_denied, self.listed) = (false, true);
+                return Action::Send(Update::Reset(items));
             }
             Ok(Event::Apply(obj)) => {
-                failures = 0;
-                if tx.send(Update::Upsert(summarize(obj))).await.is_err() {
-                    return;
-                }
-                continue;
+                self.failures = 0;
+                return Action::Send(Update::Upsert(summarize(obj)));
             }
             Ok(Event::Delete(obj)) => {
-                failures = 0;
-                if tx.send(Update::Remove(obj.name_any())).await.is_err() {
-                    return;
-                }
-                continue;
+                self.failures = 0;
+                return Action::Send(Update::Remove(obj.name_any()));
             }
-            Err(e) => {
-                endless = is_endless_list(&e);
-                let f = classify(&e);
-                let error = crate::logging::Chain(&e).to_string();
-                match (&f, &e) {
-                    (Failure::Denied(_), _) => {}
-                    (_, watcher::Error::InitialListFailed(_)) => {
-                        tracing::warn!(what = target.what, error = %error, "list failed, retrying")
-                    }
-                    _ if api_status(&e).is_some_and(|(code, _)| code == 410) => tracing::info!(
-                        what = target.what,
-                        "watch expired (410 Gone), listing again"
-                    ),
-                    _ => {
-                        tracing::warn!(what = target.what, error = %error, "watch failed, retrying")
-                    }
-                }
-                if matches!(f, Failure::Transient { relist: true }) {
-                    stream = start();
-                }
-                // An interrupted list is read again from its start.
-                listing = None;
-                (f, error)
-            }
+            Err(e) => e,
         };
-        if last_failure.is_some_and(|t| t.elapsed() >= QUIET) {
-            failures = 0;
+        let f = classify(&e);
+        let error = crate::logging::Chain(&e).to_string();
+        match (&f, &e) {
+            (Failure::Denied(_), _) => {}
+            (_, watcher::Error::InitialListFailed(_)) => {
+                tracing::warn!(what = self.what, error = %error, "list failed, retrying")
+            }
+            _ if api_status(&e).is_some_and(|(code, _)| code == 410) => {
+                tracing::info!(what = self.what, "watch expired (410 Gone), listing again")
+            }
+            _ => tracing::warn!(what = self.what, error = %error, "watch failed, retrying"),
         }
-        last_failure = Some(Instant::now());
+        // An interrupted list is read again from its start.
+        self.listing = None;
+        self.failed(f, error, is_endless_list(&e), now)
+    }
+
+    /// The backoff after a failure `f` (`endless`: a list that never ends).
+    fn failed(&mut self, f: Failure, why: String, endless: bool, now: Instant) -> Action<S> {
+        if self
+            .last_failure
+            .is_some_and(|t| now.duration_since(t) >= QUIET)
+        {
+            self.failures = 0;
+        }
+        self.last_failure = Some(now);
         if endless {
-            failures = failures.max(ENDLESS_LIST_STEP);
+            self.failures = self.failures.max(ENDLESS_LIST_STEP);
         }
-        let wait = match failure {
-            Failure::Denied(msg) => {
-                if !told_denied {
-                    told_denied = true;
-                    if tx.send(Update::Forbidden(msg)).await.is_err() {
-                        return;
-                    }
-                }
-                Backoff::DENIED.delay(failures, draw())
+        let failures = self.failures;
+        self.failures = failures.saturating_add(1);
+        let (relist, tell, backoff) = match f {
+            Failure::Denied(msg) if !self.told_denied => {
+                self.told_denied = true;
+                (false, Some(Update::Forbidden(msg)), Backoff::DENIED)
             }
-            Failure::Transient { .. } => {
-                if !listed && !told_unlisted {
-                    told_unlisted = true;
-                    if tx.send(Update::Unlisted(why)).await.is_err() {
-                        return;
-                    }
-                }
-                Backoff::TRANSIENT.delay(failures, draw())
+            Failure::Denied(_) => (false, None, Backoff::DENIED),
+            Failure::Transient { relist } if !self.listed => {
+                self.listed = true;
+                (relist, Some(Update::Unlisted(why)), Backoff::TRANSIENT)
             }
+            Failure::Transient { relist } => (relist, None, Backoff::TRANSIENT),
         };
-        failures = failures.saturating_add(1);
-        if tx.is_closed() {
-            return;
+        Action::BackOff {
+            relist,
+            tell,
+            backoff,
+            failures,
         }
-        tracing::debug!(what = target.what, retry_in = ?wait, "backing off");
-        tokio::time::sleep(wait).await;
     }
 }
 

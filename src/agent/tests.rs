@@ -1,6 +1,6 @@
 //! Unit tests of `agent` (a child module: they see its private items).
 
-use super::*;
+use super::decide::report_full_nodes;
 use selfdestruct_decision::builder::{World, at, ready_node, running_sibling};
 use selfdestruct_decision::evaluate;
 use std::collections::BTreeSet;
