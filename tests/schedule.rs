@@ -229,9 +229,10 @@ fn shared_calendar(n: u32) -> String {
     while events.len() + event.len() < 120 << 10 {
         let count = if k == 0 { n } else { 1 + k % n };
         events.push_str(
-            &event
-                .replace("UID:lab", &format!("UID:class-{k}"))
-                .replace(&format!("placeholders: {n}"), &format!("placeholders: {count}")),
+            &event.replace("UID:lab", &format!("UID:class-{k}")).replace(
+                &format!("placeholders: {n}"),
+                &format!("placeholders: {count}"),
+            ),
         );
         k += 1;
     }

@@ -137,7 +137,9 @@ impl Filter {
         let begins = word
             .get(..6)
             .is_some_and(|b| b.eq_ignore_ascii_case("BEGIN:"));
-        let ends = word.get(..4).is_some_and(|b| b.eq_ignore_ascii_case("END:"));
+        let ends = word
+            .get(..4)
+            .is_some_and(|b| b.eq_ignore_ascii_case("END:"));
         match self.state {
             State::Calendar => {
                 if is("BEGIN:VEVENT") {

@@ -341,13 +341,14 @@ fn recurrences_are_stepped_through_within_a_bound() {
 #[test]
 fn a_large_shared_calendar_is_read_piece_by_piece_keeping_only_events_with_a_count() {
     use selfdestruct_schedule::{Filter, Filtered};
-    let feed = |text: &str, piece: usize| -> Result<Filtered, selfdestruct_schedule::CalendarError> {
-        let mut f = Filter::new();
-        for chunk in text.as_bytes().chunks(piece) {
-            f.push(chunk)?;
-        }
-        f.finish()
-    };
+    let feed =
+        |text: &str, piece: usize| -> Result<Filtered, selfdestruct_schedule::CalendarError> {
+            let mut f = Filter::new();
+            for chunk in text.as_bytes().chunks(piece) {
+                f.push(chunk)?;
+            }
+            f.finish()
+        };
     // 4 MiB of a shared calendar: a VTIMEZONE, thousands of events without a count, and
     // two with one, the second's mark folded across two lines.
     let filler = "DESCRIPTION:a seminar of the department, room 4, with coffee and cake and a long text to fill the line\r\n";
@@ -384,7 +385,10 @@ fn a_large_shared_calendar_is_read_piece_by_piece_keeping_only_events_with_a_cou
     let line = bad.lines().position(|l| l == "SUMMARY:Lab place").unwrap() + 1;
     let e = Calendar::parse(&bad, Tz::UTC).unwrap_err();
     assert_eq!(e.line, Some(line), "{e}");
-    assert!(e.to_string().contains("not followed by a whole number"), "{e}");
+    assert!(
+        e.to_string().contains("not followed by a whole number"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -406,7 +410,10 @@ fn the_filter_bounds_an_event_a_line_and_the_events_kept() {
     );
     let text = ics(&one.repeat(MAX_KEPT / one.len() + 1));
     let e = Calendar::parse(&text, Tz::UTC).unwrap_err();
-    assert!(e.to_string().contains("bytes of events with a count"), "{e}");
+    assert!(
+        e.to_string().contains("bytes of events with a count"),
+        "{e}"
+    );
     let text = ics(&one.repeat(MAX_KEPT / one.len() - 1));
     assert!(Calendar::parse(&text, Tz::UTC).is_ok());
     // Not UTF-8.

@@ -292,7 +292,10 @@ pub fn propose(
     // (nodes kept up by the placeholders, free room beside them) is not there after a
     // quiet night.
     let top = flat.0.saturating_mul(2);
-    let bound = |c: u32| c.min(top).clamp(schedule.min, schedule.max.max(schedule.min));
+    let bound = |c: u32| {
+        c.min(top)
+            .clamp(schedule.min, schedule.max.max(schedule.min))
+    };
     let replay_counts = |counts: &[u32; WINDOWS]| {
         let baseline = baseline_of(counts);
         let s = Schedule {
@@ -318,9 +321,9 @@ pub fn propose(
             let waits = target
                 .max_waiting
                 .is_none_or(|n| t.delayed <= n.max(f.delayed));
-            let cold = target.max_cold_pct.is_none_or(|p| {
-                100.0 * t.cold as f64 <= p * t.users as f64 || t.cold <= f.cold
-            });
+            let cold = target
+                .max_cold_pct
+                .is_none_or(|p| 100.0 * t.cold as f64 <= p * t.users as f64 || t.cold <= f.cold);
             waits && cold
         })
     };

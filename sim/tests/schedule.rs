@@ -210,7 +210,13 @@ fn the_proposal_searches_each_window_for_its_smallest_count() {
     let r = replay();
     let flat = 37;
     let row = new_node(&r.sc, flat);
-    let at_flat = run_rows_on(&r.sc, std::slice::from_ref(&row), &r.seeds, &r.arrivals, false);
+    let at_flat = run_rows_on(
+        &r.sc,
+        std::slice::from_ref(&row),
+        &r.seeds,
+        &r.arrivals,
+        false,
+    );
     let target = selfdestruct_sim::recommend::Target {
         max_waiting: Some(0),
         max_cold_pct: None,
@@ -235,7 +241,12 @@ fn the_proposal_searches_each_window_for_its_smallest_count() {
     );
     assert!(p.met, "{}", p.baseline);
     assert_eq!(sc.delayed, 0);
-    assert!(sc.node_hours < f.node_hours * 0.5, "{} against {}", sc.node_hours, f.node_hours);
+    assert!(
+        sc.node_hours < f.node_hours * 0.5,
+        "{} against {}",
+        sc.node_hours,
+        f.node_hours
+    );
     // 2026-03-02 is a Monday; the lecture is at 09:00 Mon/Wed/Fri.
     let at = |d: u32, h: u32| {
         selfdestruct_schedule::chrono::NaiveDate::from_ymd_opt(2026, 3, 2 + d)
@@ -244,7 +255,12 @@ fn the_proposal_searches_each_window_for_its_smallest_count() {
             .unwrap()
     };
     for d in 0..7 {
-        assert_eq!(p.baseline.count_at(at(d, 3)), 0, "night of day {d}: {}", p.baseline);
+        assert_eq!(
+            p.baseline.count_at(at(d, 3)),
+            0,
+            "night of day {d}: {}",
+            p.baseline
+        );
     }
     assert!(p.baseline.count_at(at(0, 8)) > flat, "{}", p.baseline);
 }
