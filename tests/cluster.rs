@@ -1,6 +1,7 @@
 //! The real-stack tier: the shipped manifests, the chart and the real `selfdestruct` binary on
 //! a real control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler v1.36.2)
-//! with the stand-in kubelet of `realstack/` and, in one scenario, the real cluster-autoscaler.
+//! with the stand-in kubelet of `realstack/` and, in two scenarios, the real cluster-autoscaler
+//! (one for the control plane, shared).
 //!
 //! `cargo test --test cluster` with `SELFDESTRUCT_KUBE_BIN` naming the binaries' folder
 //! (docs/testing.md, "The real-stack tier"); without it every test fails at once, naming the
