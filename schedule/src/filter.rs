@@ -132,6 +132,12 @@ impl Filter {
         }
         let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
         let text = std::str::from_utf8(raw).map_err(|_| refuse(n, "not UTF-8 text".into()))?;
+        // A byte-order mark before the first line is no part of it.
+        let text = if n == 1 {
+            text.strip_prefix('\u{feff}').unwrap_or(text)
+        } else {
+            text
+        };
         let word = text.trim();
         let is = |s: &str| word.eq_ignore_ascii_case(s);
         let begins = word

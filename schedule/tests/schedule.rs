@@ -416,6 +416,9 @@ fn the_filter_bounds_an_event_a_line_and_the_events_kept() {
     );
     let text = ics(&one.repeat(MAX_KEPT / one.len() - 1));
     assert!(Calendar::parse(&text, Tz::UTC).is_ok());
+    // A byte-order mark before BEGIN:VCALENDAR is read past.
+    let text = format!("\u{feff}{}", ics(&one));
+    assert_eq!(Calendar::parse(&text, Tz::UTC).unwrap().events.len(), 1);
     // Not UTF-8.
     let mut f = selfdestruct_schedule::Filter::new();
     let e = f.push(b"BEGIN:VCALENDAR\r\nX-A:\xff\r\n").unwrap_err();
