@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty, Limited};
+use http_body_util::{BodyExt, Empty};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -32,7 +32,9 @@ use selfdestruct_decision::backoff::Backoff;
 use selfdestruct_decision::duration::format as human;
 use selfdestruct_decision::settings::{Setting, SettingError, duration};
 use selfdestruct_schedule::chrono::{DateTime, TimeDelta, Utc};
-use selfdestruct_schedule::{Baseline, Calendar, InForce, Occurrence, Schedule, Tz};
+use selfdestruct_schedule::{
+    Baseline, Calendar, Filter, Filtered, InForce, Occurrence, Schedule, Tz,
+};
 
 /// The most bytes of a calendar read (a URL's answer or a file).
 pub const CALENDAR_MAX_BYTES: usize = 4 << 20;
@@ -444,8 +446,14 @@ async fn refresh_calendar(
     } else {
         "running on the baseline alone until it can be read"
     };
-    let text = match read {
-        Ok(t) => t,
+    let filtered = match read {
+        Ok(f) => f,
+        Err(ReadError::Refused(e)) => {
+            error!(calendar = %source, error = %e, "calendar refused; {kept}");
+            cal.failures = 0;
+            cal.next_read = Instant::now() + cfg.refresh;
+            return;
+        }
         Err(e) => {
             let wait = Backoff {
                 base: Duration::from_secs(1),
@@ -464,7 +472,8 @@ async fn refresh_calendar(
     let horizon = now + SPAN;
     // Parsing and expanding a large calendar is CPU work: off the signals' thread.
     let parsed = tokio::task::spawn_blocking(move || {
-        let c = Calendar::parse(&text, tz)?;
+        let c = Calendar::parse_filtered(&filtered, tz)?;
+        drop(filtered);
         let o = c.occurrences(now, horizon)?;
         Ok::<_, selfdestruct_schedule::CalendarError>((c, o))
     })
@@ -521,9 +530,9 @@ pub enum ReadError {
     /// Not within the calendar timeout.
     #[error("no complete answer within {}", human(*.0))]
     Timeout(Duration),
-    /// Not UTF-8.
-    #[error("not UTF-8 text")]
-    NotText,
+    /// Refused while read: not UTF-8, or beyond the filter's bounds.
+    #[error(transparent)]
+    Refused(selfdestruct_schedule::CalendarError),
     /// Too many redirects, or one without a usable Location.
     #[error("redirect refused: {0}")]
     Redirect(String),
@@ -556,45 +565,54 @@ fn https_client() -> HttpClient {
         .build(connector)
 }
 
-/// The calendar's text, at most [`CALENDAR_MAX_BYTES`] and `timeout`.
+/// The calendar, at most [`CALENDAR_MAX_BYTES`] and `timeout`, taken piece by piece
+/// through a [`Filter`]: only the events with a count are held, never the whole text.
 async fn read_calendar(
     source: &CalendarSource,
     http: &HttpClient,
     timeout: Duration,
-) -> Result<String, ReadError> {
-    let bytes = match source {
+) -> Result<Filtered, ReadError> {
+    match source {
         CalendarSource::File(path) => {
             let path = path.clone();
             let read = tokio::task::spawn_blocking(move || read_file(&path));
             match tokio::time::timeout(timeout, read).await {
-                Err(_) => return Err(ReadError::Timeout(timeout)),
-                Ok(Err(e)) => return Err(ReadError::Io(source.to_string(), Box::new(e))),
-                Ok(Ok(r)) => r?,
+                Err(_) => Err(ReadError::Timeout(timeout)),
+                Ok(Err(e)) => Err(ReadError::Io(source.to_string(), Box::new(e))),
+                Ok(Ok(r)) => r,
             }
         }
         CalendarSource::Url(uri) => tokio::time::timeout(timeout, get(uri.clone(), http))
             .await
-            .map_err(|_| ReadError::Timeout(timeout))??,
-    };
-    String::from_utf8(bytes).map_err(|_| ReadError::NotText)
+            .map_err(|_| ReadError::Timeout(timeout))?,
+    }
 }
 
-fn read_file(path: &std::path::Path) -> Result<Vec<u8>, ReadError> {
-    use std::io::Read;
-    let io = |e: std::io::Error| ReadError::Io(path.display().to_string(), Box::new(e));
-    let mut out = Vec::new();
-    std::fs::File::open(path)
-        .map_err(io)?
-        .take(CALENDAR_MAX_BYTES as u64 + 1)
-        .read_to_end(&mut out)
-        .map_err(io)?;
-    if out.len() > CALENDAR_MAX_BYTES {
+/// Counts the bytes read against [`CALENDAR_MAX_BYTES`] and passes them to the filter.
+fn take(filter: &mut Filter, read: &mut usize, bytes: &[u8]) -> Result<(), ReadError> {
+    *read += bytes.len();
+    if *read > CALENDAR_MAX_BYTES {
         return Err(ReadError::TooLarge);
     }
-    Ok(out)
+    filter.push(bytes).map_err(ReadError::Refused)
 }
 
-async fn get(mut uri: http::Uri, http: &HttpClient) -> Result<Vec<u8>, ReadError> {
+fn read_file(path: &std::path::Path) -> Result<Filtered, ReadError> {
+    use std::io::Read;
+    let io = |e: std::io::Error| ReadError::Io(path.display().to_string(), Box::new(e));
+    let mut file = std::fs::File::open(path).map_err(io)?;
+    let (mut filter, mut read) = (Filter::new(), 0);
+    let mut buf = vec![0; 64 << 10];
+    loop {
+        let n = file.read(&mut buf).map_err(io)?;
+        if n == 0 {
+            return filter.finish().map_err(ReadError::Refused);
+        }
+        take(&mut filter, &mut read, &buf[..n])?;
+    }
+}
+
+async fn get(mut uri: http::Uri, http: &HttpClient) -> Result<Filtered, ReadError> {
     for _ in 0..=MAX_REDIRECTS {
         let req = http::Request::get(uri.clone())
             .header(http::header::ACCEPT, "text/calendar, */*;q=0.5")
@@ -626,17 +644,15 @@ async fn get(mut uri: http::Uri, http: &HttpClient) -> Result<Vec<u8>, ReadError
         {
             return Err(ReadError::TooLarge);
         }
-        let body = Limited::new(res.into_body(), CALENDAR_MAX_BYTES)
-            .collect()
-            .await
-            .map_err(|e| {
-                if e.is::<http_body_util::LengthLimitError>() {
-                    ReadError::TooLarge
-                } else {
-                    ReadError::Io(uri.to_string(), e)
-                }
-            })?;
-        return Ok(body.to_bytes().to_vec());
+        let mut body = res.into_body();
+        let (mut filter, mut read) = (Filter::new(), 0);
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| ReadError::Io(uri.to_string(), Box::new(e)))?;
+            if let Some(data) = frame.data_ref() {
+                take(&mut filter, &mut read, data)?;
+            }
+        }
+        return filter.finish().map_err(ReadError::Refused);
     }
     Err(ReadError::Redirect(format!(
         "more than {MAX_REDIRECTS} redirects"

@@ -1,6 +1,7 @@
 //! The real-stack tier: the shipped manifests, the chart and the real `selfdestruct` binary on
 //! a real control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler v1.36.2)
-//! with the stand-in kubelet of `realstack/` and, in one scenario, the real cluster-autoscaler.
+//! with the stand-in kubelet of `realstack/` and, in two scenarios, the real cluster-autoscaler
+//! (one for the control plane, shared).
 //!
 //! `cargo test --test cluster` with `SELFDESTRUCT_KUBE_BIN` naming the binaries' folder
 //! (docs/testing.md, "The real-stack tier"); without it every test fails at once, naming the
@@ -628,23 +629,35 @@ fn chart_one_release_name_in_two_namespaces() {
 }
 
 /// Issue 37: `selfdestruct schedule`, from the chart's `schedule` section, on a real
-/// StatefulSet's `scale` subresource: a calendar event (a ConfigMap) starting 2 minutes ahead
-/// raises the replicas its lead time before it starts, with an Event naming it, and they fall
-/// back to the baseline at its end. Time is compressed: a 60 s lead, a 60 s event, a 1 s tick.
+/// StatefulSet's `scale` subresource, with the real autoscaler: a calendar event (a
+/// ConfigMap) starting 2.5 minutes ahead raises the replicas its lead time before it starts,
+/// with an Event naming it; the autoscaler adds the nodes they need and they are Ready
+/// before the event starts; at its end the replicas fall back to the baseline and the
+/// autoscaler removes the emptied node. Time is compressed: a 90 s lead, a 60 s event, a 1 s
+/// tick, 2-core nodes of 1-core placeholders.
 #[test]
-fn schedule_raises_the_replicas_a_lead_time_before_an_event_and_lowers_them_at_its_end() {
+fn schedule_raises_the_replicas_a_lead_time_before_an_event_the_autoscaler_adds_the_nodes_and_both_fall_after_it()
+ {
     use selfdestruct_schedule::chrono::{TimeDelta, Utc};
     let ns = "schedule";
     let s = shared();
     scenario(ns, |client| async move {
+        // The schedule's Deployment runs on the general node; the placeholders in the pool
+        // of the autoscaler's group `schedule`, whose first node (min 1) is booted first.
         general_node(&client).await;
-        let lead = TimeDelta::seconds(60);
-        let start = Utc::now() + TimeDelta::seconds(120);
+        let autoscaler = autoscaler();
+        let first = ok(until("the schedule group's first node", STEP, || async {
+            group_nodes(&client, ns).await.into_iter().find(node_ready)
+        })
+        .await);
+        let first = first.metadata.name.clone().unwrap_or_default();
+        let lead = TimeDelta::seconds(90);
+        let start = Utc::now() + TimeDelta::seconds(150);
         let end = start + TimeDelta::seconds(60);
         let ics = format!(
             "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//selfdestruct//tests//EN\r\n\
              BEGIN:VEVENT\r\nUID:workshop@tests\r\nDTSTAMP:{stamp}\r\n\
-             DTSTART:{start}\r\nDTEND:{end}\r\nSUMMARY:Workshop placeholders: 3\r\n\
+             DTSTART:{start}\r\nDTEND:{end}\r\nSUMMARY:Workshop placeholders: 4\r\n\
              END:VEVENT\r\nEND:VCALENDAR\r\n",
             stamp = Utc::now().format("%Y%m%dT%H%M%SZ"),
             start = start.format("%Y%m%dT%H%M%SZ"),
@@ -667,15 +680,21 @@ fn schedule_raises_the_replicas_a_lead_time_before_an_event_and_lowers_them_at_i
                 "--set",
                 "schedule.calendar.configMap=classes",
                 "--set",
-                "schedule.leadTime=60s",
+                "schedule.leadTime=90s",
             ],
         );
-        // The count in force is evaluated every second (SELFDESTRUCT_SCHEDULE_TICK, hidden).
-        for d in rendered.iter_mut().filter(|d| d["kind"] == "Deployment") {
-            let env = &mut d["spec"]["template"]["spec"]["containers"][0]["env"];
-            env.as_array_mut()
-                .expect("the schedule's env")
-                .push(json!({"name": "SELFDESTRUCT_SCHEDULE_TICK", "value": "1s"}));
+        for d in rendered.iter_mut() {
+            if d["kind"] == "Deployment" {
+                // The count in force is evaluated every second (SELFDESTRUCT_SCHEDULE_TICK,
+                // hidden).
+                let env = &mut d["spec"]["template"]["spec"]["containers"][0]["env"];
+                env.as_array_mut()
+                    .expect("the schedule's env")
+                    .push(json!({"name": "SELFDESTRUCT_SCHEDULE_TICK", "value": "1s"}));
+            }
+            if d["kind"] == "StatefulSet" {
+                in_pool(&mut d["spec"]["template"]["spec"], ns);
+            }
         }
         docs.extend(rendered);
         ok(s.cp.apply(&docs));
@@ -690,16 +709,52 @@ fn schedule_raises_the_replicas_a_lead_time_before_an_event_and_lowers_them_at_i
                     .and_then(|s| s.spec?.replicas)
             }
         };
+        all_ready_on(&client, ns, 1, &[&first]).await;
         let up = ok(until(
-            "the set at 3 replicas",
+            "the set at 4 replicas",
             Duration::from_secs(150),
-            || async { (replicas().await == Some(3)).then(Utc::now) },
+            || async { (replicas().await == Some(4)).then(Utc::now) },
         )
         .await);
         let slack = TimeDelta::seconds(5);
         assert!(
             up >= start - lead - slack && up <= start - lead + slack,
             "raised at {up}, the event starts at {start} with a {lead} lead"
+        );
+        // Two placeholders fill a node: the autoscaler adds one for the other two, and all
+        // four are Ready before the event starts.
+        let ready = ok(until(
+            "4 placeholders Ready on the group's nodes, one of them added",
+            STEP,
+            || async {
+                let group: Vec<String> = group_nodes(&client, ns)
+                    .await
+                    .into_iter()
+                    .filter_map(|n| n.metadata.name)
+                    .collect();
+                let on_group = pods(&client, ns)
+                    .await
+                    .iter()
+                    .filter(|p| is_ready(p) && group.contains(&node_of(p)))
+                    .count();
+                (group.len() >= 2 && on_group == 4).then(Utc::now)
+            },
+        )
+        .await);
+        assert!(
+            ready <= start,
+            "the placeholders were Ready at {ready}, after the event's start {start}"
+        );
+        eprintln!(
+            "raised {}s before the event, 4 placeholders Ready on added nodes {}s before it",
+            (start - up).num_seconds(),
+            (start - ready).num_seconds()
+        );
+        assert!(
+            autoscaler
+                .log()
+                .contains(&format!("Final scale-up plan: [{{{ns} 1->")),
+            "no scale-up of the schedule group in the autoscaler's log"
         );
         let down = ok(
             until("the set at 1 replica", Duration::from_secs(150), || async {
@@ -711,6 +766,11 @@ fn schedule_raises_the_replicas_a_lead_time_before_an_event_and_lowers_them_at_i
             down >= end - slack && down <= end + slack,
             "lowered at {down}, the event ends at {end}"
         );
+        // The node the event emptied goes: the group is back at its one node.
+        ok(until("the group back at one node", STEP * 2, || async {
+            (group_nodes(&client, ns).await.len() == 1).then_some(())
+        })
+        .await);
         // An Event on the StatefulSet for the rise, naming the calendar event.
         let events = Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), ns);
         let named = ok(until(
@@ -1282,71 +1342,97 @@ fn harness_leaves_no_process_behind_a_panicking_test() {
 // ---------------------------------------------------------------------------------------
 // The real cluster-autoscaler.
 
+/// The template label naming the autoscaler's node groups.
+const GROUP: &str = "realstack.selfdestruct.io/group";
+
+/// A node group of the autoscaler: the pool `pool`'s 2-core nodes, 1 to 3 of them.
+fn group_template(pool: &str) -> Node {
+    let mut template = pool_node(&format!("{pool}-template"), pool, 2, &[], &[IMAGE]);
+    // No not-ready taint in a template (the autoscaler would think no pod fits); its
+    // Ready=False condition has the lifecycle controller add it to each new node.
+    template
+        .spec
+        .as_mut()
+        .unwrap()
+        .taints
+        .as_mut()
+        .unwrap()
+        .retain(|t| t.key != "node.kubernetes.io/not-ready");
+    let meta = &mut template.metadata;
+    meta.labels
+        .as_mut()
+        .unwrap()
+        .insert(GROUP.into(), pool.into());
+    meta.annotations = Some(
+        [
+            ("cluster-autoscaler.kwok.nodegroup/min-count", "1"),
+            ("cluster-autoscaler.kwok.nodegroup/max-count", "3"),
+            ("cluster-autoscaler.kwok.nodegroup/desired-count", "1"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect(),
+    );
+    template
+}
+
+/// The shared control plane's one autoscaler, started by the first scenario that needs
+/// it, with a node group for each such scenario (the pools `autoscaled` and `schedule`).
+/// One per control plane: the kwok provider reads its node groups from two ConfigMaps of
+/// fixed names in its namespace, once at its start, and a second autoscaler would also
+/// act on the first one's Pending pods and CapacityBuffers.
+fn autoscaler() -> &'static Autoscaler {
+    static AUTOSCALER: OnceLock<Result<Autoscaler, String>> = OnceLock::new();
+    let a = AUTOSCALER.get_or_init(|| {
+        Autoscaler::start(
+            &shared().cp,
+            AutoscalerOptions {
+                templates: vec![group_template("autoscaled"), group_template("schedule")],
+                capacity_buffer_crd: Some(
+                    include_str!("../sim/tests/data/autoscaling.x-k8s.io_capacitybuffers.yaml")
+                        .into(),
+                ),
+                // An empty new node lives past the agents' settle and move (second phase of
+                // the autoscaler scenario).
+                scale_down_unneeded_time: Duration::from_secs(30),
+                ..AutoscalerOptions::default()
+            },
+        )
+        .map_err(|e| chain(&e))
+    });
+    match a {
+        Ok(a) => a,
+        Err(e) => panic!("the autoscaler did not start: {e}"),
+    }
+}
+
+/// The Nodes of the autoscaler's group for `pool`.
+async fn group_nodes(client: &kube::Client, pool: &str) -> Vec<Node> {
+    Api::<Node>::all(client.clone())
+        .list(&ListParams::default().labels(&format!("{GROUP}={pool}")))
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+}
+
+fn node_ready(n: &Node) -> bool {
+    n.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
 #[test]
 fn autoscaler_adds_a_node_the_placeholders_move_there_and_the_old_node_goes() {
     let ns = "autoscaled";
     scenario(ns, |client| async move {
         let s = shared();
-        let group = "realstack.selfdestruct.io/group";
-        let mut template = pool_node("as-template", ns, 2, &[], &[IMAGE]);
-        // No not-ready taint in a template (the autoscaler would think no pod fits); its
-        // Ready=False condition has the lifecycle controller add it to each new node.
-        template
-            .spec
-            .as_mut()
-            .unwrap()
-            .taints
-            .as_mut()
-            .unwrap()
-            .retain(|t| t.key != "node.kubernetes.io/not-ready");
-        let meta = &mut template.metadata;
-        meta.labels
-            .as_mut()
-            .unwrap()
-            .insert(group.into(), ns.into());
-        meta.annotations = Some(
-            [
-                ("cluster-autoscaler.kwok.nodegroup/min-count", "1"),
-                ("cluster-autoscaler.kwok.nodegroup/max-count", "3"),
-                ("cluster-autoscaler.kwok.nodegroup/desired-count", "1"),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        );
-        let autoscaler = ok(Autoscaler::start(
-            &s.cp,
-            AutoscalerOptions {
-                templates: vec![template],
-                capacity_buffer_crd: Some(
-                    include_str!("../sim/tests/data/autoscaling.x-k8s.io_capacitybuffers.yaml")
-                        .into(),
-                ),
-                // An empty new node lives past the agents' settle and move (second phase).
-                scale_down_unneeded_time: Duration::from_secs(30),
-                ..AutoscalerOptions::default()
-            },
-        ));
+        let autoscaler = autoscaler();
         let nodes = Api::<Node>::all(client.clone());
-        let group_nodes = || {
-            let nodes = nodes.clone();
-            async move {
-                nodes
-                    .list(&ListParams::default().labels(&format!("{group}={ns}")))
-                    .await
-                    .map(|l| l.items)
-                    .unwrap_or_default()
-            }
-        };
+        let group_nodes = || group_nodes(&client, ns);
         // The group's first node (min 1), booted by the kubelet.
         let first = ok(until("the node group's first node", STEP, || async {
-            let ns_ = group_nodes().await;
-            ns_.into_iter().find(|n| {
-                n.status
-                    .as_ref()
-                    .and_then(|s| s.conditions.as_ref())
-                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-            })
+            group_nodes().await.into_iter().find(node_ready)
         })
         .await);
         let old = first.metadata.name.clone().unwrap();

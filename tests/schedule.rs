@@ -218,6 +218,36 @@ fn class_now(n: u32, summary: &str) -> String {
     )
 }
 
+/// A shared calendar just under the 4 MiB read bound: events without a count, and classes
+/// running now with one (the largest `n`), their text just under the 128 KiB bound.
+fn shared_calendar(n: u32) -> String {
+    let class = class_now(n, "Class");
+    let (head, rest) = class.split_once("BEGIN:VEVENT").unwrap();
+    let event = format!("BEGIN:VEVENT{}", rest.trim_end_matches("END:VCALENDAR\r\n"));
+    let mut events = String::new();
+    let mut k = 0;
+    while events.len() + event.len() < 120 << 10 {
+        let count = if k == 0 { n } else { 1 + k % n };
+        events.push_str(
+            &event.replace("UID:lab", &format!("UID:class-{k}")).replace(
+                &format!("placeholders: {n}"),
+                &format!("placeholders: {count}"),
+            ),
+        );
+        k += 1;
+    }
+    let seminar = "BEGIN:VEVENT\r\nUID:seminar\r\nDTSTAMP:20260101T000000Z\r\nSUMMARY:Seminar\r\n\
+                   DESCRIPTION:a seminar of the department with coffee and a long text to fill the line\r\n\
+                   DTSTART:20260302T100000Z\r\nDTEND:20260302T110000Z\r\nEND:VEVENT\r\n";
+    let mut text = head.to_string();
+    while text.len() + seminar.len() + events.len() + 64 < (4 << 20) - (64 << 10) {
+        text.push_str(seminar);
+    }
+    text.push_str(&events);
+    text.push_str("END:VCALENDAR\r\n");
+    text
+}
+
 fn vm(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
@@ -338,6 +368,23 @@ fn bad_calendar_answers_keep_the_last_schedule_and_memory_bounded() {
         wait_until(WAIT, || api.replicas.load(Ordering::SeqCst) == 9),
         "{}",
         p.log()
+    );
+    // A shared calendar near the read bound (4 MiB), its events with a count near theirs
+    // (128 KiB): followed, and the memory figure at its largest legitimate input.
+    let shared = shared_calendar(11);
+    let size = shared.len();
+    *cal.answer.lock().unwrap() = Answer::Calendar(shared);
+    assert!(
+        wait_until(WAIT, || api.replicas.load(Ordering::SeqCst) == 11),
+        "{}",
+        p.log()
+    );
+    println!(
+        "schedule mode memory: VmHWM {} KiB after a {size}-byte shared calendar (its events \
+         with a count near the 128 KiB bound), VmRSS {} KiB (RssAnon {})",
+        vm(p.pid(), "VmHWM:"),
+        vm(p.pid(), "VmRSS:"),
+        vm(p.pid(), "RssAnon:")
     );
     let (status, _) = p.terminate();
     assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", p.log());

@@ -12,8 +12,11 @@ use chrono::{DateTime, NaiveDate, NaiveDateTime, TimeDelta, TimeZone, Utc};
 use chrono_tz::Tz;
 use icalendar::{Component, DatePerhapsTime, Property};
 
-/// The most events with a count a calendar may have.
-pub const MAX_EVENTS: usize = 10_000;
+use crate::filter::{Filter, Filtered};
+
+/// The most events with a count a calendar may have (each holds its recurrence rules,
+/// about 1.2 KiB parsed; [`crate::filter::MAX_KEPT`] bounds their text first).
+pub const MAX_EVENTS: usize = 1_000;
 
 /// The most occurrences [`Calendar::occurrences`] steps through, over all events.
 pub const MAX_SCAN: usize = 200_000;
@@ -65,8 +68,23 @@ pub struct CalendarError {
 }
 
 impl Calendar {
-    /// Parses `text`; floating times and dates are read in `tz`.
+    /// Parses `text`; floating times and dates are read in `tz`. Only the VEVENTs that
+    /// say `placeholders` are parsed ([`Filter`]).
     pub fn parse(text: &str, tz: Tz) -> Result<Calendar, CalendarError> {
+        let mut filter = Filter::new();
+        filter.push(text.as_bytes())?;
+        Calendar::parse_filtered(&filter.finish()?, tz)
+    }
+
+    /// Parses what a [`Filter`] kept; a refusal names the line of the text as read.
+    pub fn parse_filtered(kept: &Filtered, tz: Tz) -> Result<Calendar, CalendarError> {
+        Calendar::parse_text(&kept.text, tz).map_err(|mut e| {
+            e.line = e.line.and_then(|l| kept.original_line(l));
+            e
+        })
+    }
+
+    fn parse_text(text: &str, tz: Tz) -> Result<Calendar, CalendarError> {
         let refuse = |line, reason: String| CalendarError { line, reason };
         // An HTML error page or an empty answer is no calendar with no events.
         if !text

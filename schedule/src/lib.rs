@@ -12,6 +12,7 @@
 
 pub mod baseline;
 pub mod calendar;
+pub mod filter;
 
 use std::fmt;
 use std::time::Duration;
@@ -22,6 +23,7 @@ pub use chrono_tz::Tz;
 
 pub use baseline::{Baseline, BaselineError, Rule};
 pub use calendar::{Calendar, CalendarError, Occurrence};
+pub use filter::{Filter, Filtered};
 
 /// The schedule's settings: the baseline, its zone, the lead time and the bounds.
 #[derive(Clone, Debug, PartialEq)]

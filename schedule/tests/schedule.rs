@@ -337,3 +337,90 @@ fn recurrences_are_stepped_through_within_a_bound() {
         3
     );
 }
+
+#[test]
+fn a_large_shared_calendar_is_read_piece_by_piece_keeping_only_events_with_a_count() {
+    use selfdestruct_schedule::{Filter, Filtered};
+    let feed =
+        |text: &str, piece: usize| -> Result<Filtered, selfdestruct_schedule::CalendarError> {
+            let mut f = Filter::new();
+            for chunk in text.as_bytes().chunks(piece) {
+                f.push(chunk)?;
+            }
+            f.finish()
+        };
+    // 4 MiB of a shared calendar: a VTIMEZONE, thousands of events without a count, and
+    // two with one, the second's mark folded across two lines.
+    let filler = "DESCRIPTION:a seminar of the department, room 4, with coffee and cake and a long text to fill the line\r\n";
+    let mut body = String::from(
+        "BEGIN:VTIMEZONE\r\nTZID:Europe/Berlin\r\nBEGIN:STANDARD\r\nDTSTART:19701025T030000\r\nEND:STANDARD\r\nEND:VTIMEZONE\r\n",
+    );
+    let mut n = 0;
+    while body.len() < 4 << 20 {
+        body.push_str(&event(&format!(
+            "SUMMARY:Seminar {n}\r\n{filler}DTSTART:20260302T100000Z\r\nDTEND:20260302T110000Z\r\n"
+        )));
+        n += 1;
+        if n == 100 {
+            body.push_str(&event(
+                "SUMMARY:Lecture placeholders: 40\r\nDTSTART:20260302T090000Z\r\nDTEND:20260302T100000Z\r\n",
+            ));
+        }
+    }
+    body.push_str(&event(
+        "SUMMARY:Lab place\r\n holders: 30\r\nDTSTART:20260302T140000Z\r\nDTEND:20260302T150000Z\r\n",
+    ));
+    let text = ics(&body);
+    for piece in [1, 7, 4096, 1 << 20] {
+        let kept = feed(&text, piece).unwrap();
+        assert!(kept.text.len() < 1024, "{} bytes kept", kept.text.len());
+        let cal = Calendar::parse_filtered(&kept, Tz::UTC).unwrap();
+        let names: Vec<&str> = cal.events.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["Lecture placeholders: 40", "Lab placeholders: 30"]);
+        let counts: Vec<u32> = cal.events.iter().map(|e| e.count).collect();
+        assert_eq!(counts, [40, 30]);
+    }
+    // A refusal names the line of the text as read, not of what was kept.
+    let bad = text.replace("holders: 30", "holders: lots");
+    let line = bad.lines().position(|l| l == "SUMMARY:Lab place").unwrap() + 1;
+    let e = Calendar::parse(&bad, Tz::UTC).unwrap_err();
+    assert_eq!(e.line, Some(line), "{e}");
+    assert!(
+        e.to_string().contains("not followed by a whole number"),
+        "{e}"
+    );
+}
+
+#[test]
+fn the_filter_bounds_an_event_a_line_and_the_events_kept() {
+    use selfdestruct_schedule::filter::{MAX_EVENT, MAX_KEPT};
+    // One event longer than the bound, with or without a count: refused at its BEGIN line.
+    let long = format!("X-NOTE:{}\r\n", "a".repeat(1000)).repeat(MAX_EVENT / 1000 + 1);
+    let text = ics(&event(&format!("SUMMARY:Seminar\r\n{long}")));
+    let e = Calendar::parse(&text, Tz::UTC).unwrap_err();
+    assert_eq!(e.line, Some(4), "{e}");
+    assert!(e.to_string().contains("an event longer than"), "{e}");
+    // One line longer than the bound, anywhere.
+    let text = ics(&format!("X-FILLER:{}\r\n", "a".repeat(MAX_EVENT + 1)));
+    let e = Calendar::parse(&text, Tz::UTC).unwrap_err();
+    assert!(e.to_string().contains("a line longer than"), "{e}");
+    // More events with a count than the bound holds.
+    let one = event(
+        "SUMMARY:Lecture placeholders: 4\r\nDTSTART:20260302T090000Z\r\nDTEND:20260302T100000Z\r\n",
+    );
+    let text = ics(&one.repeat(MAX_KEPT / one.len() + 1));
+    let e = Calendar::parse(&text, Tz::UTC).unwrap_err();
+    assert!(
+        e.to_string().contains("bytes of events with a count"),
+        "{e}"
+    );
+    let text = ics(&one.repeat(MAX_KEPT / one.len() - 1));
+    assert!(Calendar::parse(&text, Tz::UTC).is_ok());
+    // A byte-order mark before BEGIN:VCALENDAR is read past.
+    let text = format!("\u{feff}{}", ics(&one));
+    assert_eq!(Calendar::parse(&text, Tz::UTC).unwrap().events.len(), 1);
+    // Not UTF-8.
+    let mut f = selfdestruct_schedule::Filter::new();
+    let e = f.push(b"BEGIN:VCALENDAR\r\nX-A:\xff\r\n").unwrap_err();
+    assert_eq!(e.line, Some(2), "{e}");
+}

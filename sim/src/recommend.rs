@@ -101,8 +101,10 @@ pub struct Recommendation {
     pub capacity_buffer: Option<String>,
 }
 
+/// The search for the smallest count meeting a target (also one window's, in
+/// `--recommend --schedule`: `crate::schedule::propose`).
 #[derive(Clone)]
-struct Search {
+pub(crate) struct Search {
     lo: u32,
     hi: u32,
     /// The first count to run.
@@ -112,12 +114,12 @@ struct Search {
     /// Largest count known to fail.
     fail: Option<(u32, RowResult)>,
     /// Smallest count known to meet.
-    meet: Option<(u32, RowResult)>,
+    pub(crate) meet: Option<(u32, RowResult)>,
     tried: Vec<(u32, bool)>,
 }
 
 impl Search {
-    fn new(lo: u32, hi: u32, guess: u32) -> Search {
+    pub(crate) fn new(lo: u32, hi: u32, guess: u32) -> Search {
         let guess = guess.clamp(lo, hi);
         Search {
             lo,
@@ -141,7 +143,7 @@ impl Search {
     /// The next count to run, or None when the search is over: the guess; then, from failing
     /// counts, up by the gallop's step (doubling) up to `hi`; from meeting counts, down by it to
     /// `lo`; then halving the bracket.
-    fn next(&self) -> Option<u32> {
+    pub(crate) fn next(&self) -> Option<u32> {
         let fail = self.fail.as_ref().map(|f| f.0);
         let meet = self.meet.as_ref().map(|m| m.0);
         let n = self.tried.len();
@@ -156,7 +158,7 @@ impl Search {
         }
     }
 
-    fn record(&mut self, r: u32, result: RowResult, met: bool) {
+    pub(crate) fn record(&mut self, r: u32, result: RowResult, met: bool) {
         self.tried.push((r, met));
         if met {
             if self.meet.as_ref().is_none_or(|m| r < m.0) {

@@ -1,8 +1,8 @@
 //! Placeholders on a calendar (`selfdestruct schedule`) in the simulator: replay a
 //! launch log with the replicas following a weekly baseline and a calendar
 //! (`--schedule-baseline`, `--schedule-calendar`: a policy row), and propose a baseline
-//! from the log (`--recommend --schedule`): per hour of the week the smallest count that
-//! meets the same target as the flat recommendation, on the same replay.
+//! from the log (`--recommend --schedule`): for each window (hour of the week) the smallest
+//! count whose users meet the same target as the flat recommendation's, on the same replay.
 //!
 //! The count in force is `selfdestruct_schedule`'s, the pure function the mode runs.
 
@@ -15,7 +15,7 @@ use selfdestruct_schedule::{Baseline, Calendar, Occurrence, Rule, Schedule};
 use crate::RowResult;
 use crate::engine;
 use crate::metrics::{self, Summary};
-use crate::recommend::Target;
+use crate::recommend::{Search, Target};
 use crate::scenario::{Arrival, HOUR, MIN, Ms, Scenario, Setup};
 use crate::trace::Trace;
 
@@ -84,8 +84,21 @@ pub fn run(
     steps: &[(Ms, u32)],
     check: bool,
 ) -> RowResult {
-    type Slot = Option<(Summary, Vec<Ms>)>;
-    let done: Mutex<Vec<Slot>> = Mutex::new(vec![None; seeds.len()]);
+    replay(sc, setup, seeds, arrivals, steps, check, |_| ()).0
+}
+
+/// [`run`], with `each` of every seed's run (in seed order).
+fn replay<T: Send>(
+    sc: &Scenario,
+    setup: &Setup,
+    seeds: &[u64],
+    arrivals: &[Vec<Arrival>],
+    steps: &[(Ms, u32)],
+    check: bool,
+    each: impl Fn(&engine::RunResult) -> T + Sync,
+) -> (RowResult, Vec<T>) {
+    type Slot<T> = Option<(Summary, Vec<Ms>, T)>;
+    let done: Mutex<Vec<Slot<T>>> = Mutex::new((0..seeds.len()).map(|_| None).collect());
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     let next = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|scope| {
@@ -98,24 +111,26 @@ pub fn run(
                     }
                     let r =
                         engine::simulate_scheduled(sc, setup, &arrivals[i], seeds[i], check, steps);
+                    let extra = each(&r);
                     if let Ok(mut d) = done.lock() {
-                        d[i] = Some((r.summary, r.ttr));
+                        d[i] = Some((r.summary, r.ttr, extra));
                     }
                 }
             });
         }
     });
-    let runs: Vec<(Summary, Vec<Ms>)> = done
-        .into_inner()
-        .unwrap_or_default()
-        .into_iter()
-        .flatten()
-        .collect();
-    RowResult {
+    let mut runs: Vec<(Summary, Vec<Ms>)> = Vec::new();
+    let mut extras = Vec::new();
+    for (summary, ttr, extra) in done.into_inner().unwrap_or_default().into_iter().flatten() {
+        runs.push((summary, ttr));
+        extras.push(extra);
+    }
+    let result = RowResult {
         summary: metrics::combine(&runs, sc.measured as f64 / HOUR as f64),
         per_seed: runs.into_iter().map(|(s, _)| s).collect(),
         samples: Vec::new(),
-    }
+    };
+    (result, extras)
 }
 
 /// Per hour of the week (Monday 00:00 first, in the schedule's zone): the most launches
@@ -210,11 +225,56 @@ pub struct Proposal {
     pub policy: String,
 }
 
+/// The windows of a proposal: the hours of the week, Monday 00:00 first.
+const WINDOWS: usize = 168;
+
+/// The most rounds of the per-window search (each one replay of every seed).
+const MAX_ROUNDS: usize = 12;
+
+/// One window's measured users in one run: how many, how many waited for room, how many
+/// started cold.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Tally {
+    users: u64,
+    delayed: u64,
+    cold: u64,
+}
+
+/// Each measured user of `r` counted in the window (hour of the week, in `tz`) in force
+/// one time to usefulness (node ready plus image pull) before the launch: the count that
+/// must have had nodes booted and images pulled for it.
+fn tally(
+    sc: &Scenario,
+    origin: DateTime<Utc>,
+    tz: selfdestruct_schedule::Tz,
+    r: &engine::RunResult,
+) -> [Tally; WINDOWS] {
+    let ahead = sc.node_ready + sc.image_pull;
+    let mut out = [Tally::default(); WINDOWS];
+    for u in r
+        .users
+        .iter()
+        .filter(|u| u.arrival >= sc.warmup && u.arrival < sc.end())
+    {
+        let local = wall(sc, origin, u.arrival.saturating_sub(ahead)).with_timezone(&tz);
+        let w = local.weekday().num_days_from_monday() as usize * 24 + local.hour() as usize;
+        let t = &mut out[w];
+        t.users += 1;
+        t.delayed += u64::from(u.delayed);
+        t.cold += u64::from(u.cold);
+    }
+    out
+}
+
 /// Proposes a baseline for `setup` (the flat recommendation's row, meeting `target` at
-/// `flat` replicas): per hour of the week `min(flat, max(floor, ceil(a * demand)))`
-/// ([`demand`], widened by an hour each side), for each floor of 0, 1, 2, 4, 8 the
-/// smallest factor `a` (a bisection, 7 rounds) whose replay meets the target; the
-/// cheapest in node-hours of those.
+/// `flat` replicas) by a search per window (hour of the week): for each window the
+/// smallest count up to twice the flat count whose users meet the target (their delayed at most its limit in every
+/// run, their cold at most its share of them), or do no worse than under the flat count.
+/// The 168 searches are recommend's ([`Search`]: from the window's [`demand`], galloping,
+/// then halving) and run side by side: each round replays the week once, every window at
+/// its search's next count. The answer is replayed and checked against the whole target;
+/// each window whose users miss theirs there is searched again above its count, the
+/// others held (at most 3 times).
 #[allow(clippy::too_many_arguments)]
 pub fn propose(
     trace: &Trace,
@@ -227,74 +287,95 @@ pub fn propose(
     target: Target,
     check: bool,
 ) -> Proposal {
-    let raw = demand(trace, sc, schedule);
-    // An hour's count also covers the hours beside it: the replicas rise an hour before
-    // a busy hour and fall an hour after it.
-    let mut demand = [0u32; 168];
-    for h in 0..168 {
-        demand[h] = raw[(h + 167) % 168].max(raw[h]).max(raw[(h + 1) % 168]);
-    }
     let origin = origin(Some(trace));
-    let peak = demand.iter().copied().max().unwrap_or(0).max(1);
-    let counts = |a: f64, floor: u32| -> [u32; 168] {
-        let mut c = [0u32; 168];
-        for (h, d) in demand.iter().enumerate() {
-            c[h] = ((a * f64::from(*d)).ceil() as u32)
-                .max(floor)
-                .min(flat.0)
-                .clamp(schedule.min, schedule.max.max(schedule.min));
-        }
-        c
+    // A window may need more than the flat count: the room a flat count leaves all week
+    // (nodes kept up by the placeholders, free room beside them) is not there after a
+    // quiet night.
+    let top = flat.0.saturating_mul(2);
+    let bound = |c: u32| {
+        c.min(top)
+            .clamp(schedule.min, schedule.max.max(schedule.min))
     };
-    let attempt = |a: f64, floor: u32| {
-        let baseline = baseline_of(&counts(a, floor));
+    let replay_counts = |counts: &[u32; WINDOWS]| {
+        let baseline = baseline_of(counts);
         let s = Schedule {
             baseline: baseline.clone(),
             ..schedule.clone()
         };
-        let r = run(
+        let (r, tallies) = replay(
             sc,
             setup,
             seeds,
             arrivals,
             &steps(sc, origin, &s, &[]),
             check,
+            |r| tally(sc, origin, schedule.tz, r),
         );
-        let met = target.met(&r);
-        (baseline, r.summary, met)
+        (baseline, r, tallies)
     };
-    // For each floor (the least count at any hour), the smallest factor `a` that meets
-    // the target (at `a = flat` every hour with launches near it has the flat count);
-    // the cheapest in node-hours wins.
-    let mut best: Option<(Baseline, Summary, bool)> = None;
-    for floor in [0, 1, 2, 4, 8] {
-        if floor > flat.0 {
+    // What each window's users get from the flat count (every window at it).
+    let (_, _, at_flat) = replay_counts(&[bound(flat.0); WINDOWS]);
+    let window_met = |tallies: &[[Tally; WINDOWS]], w: usize| {
+        tallies.iter().zip(&at_flat).all(|(t, f)| {
+            let (t, f) = (t[w], f[w]);
+            let waits = target
+                .max_waiting
+                .is_none_or(|n| t.delayed <= n.max(f.delayed));
+            let cold = target
+                .max_cold_pct
+                .is_none_or(|p| 100.0 * t.cold as f64 <= p * t.users as f64 || t.cold <= f.cold);
+            waits && cold
+        })
+    };
+    // The searches of `windows` side by side, every other window at its count in `counts`;
+    // each window's answer (its smallest count that met, else the top) into `counts`.
+    let answer = |s: &Search| s.meet.as_ref().map_or(bound(top), |m| m.0);
+    let search = |searches: &mut [(usize, Search)], counts: &mut [u32; WINDOWS]| {
+        for _ in 0..MAX_ROUNDS {
+            let next: Vec<Option<u32>> = searches.iter().map(|(_, s)| s.next()).collect();
+            if next.iter().all(Option::is_none) {
+                break;
+            }
+            for ((w, s), n) in searches.iter().zip(&next) {
+                counts[*w] = n.unwrap_or_else(|| answer(s));
+            }
+            let (_, r, tallies) = replay_counts(counts);
+            for ((w, s), n) in searches.iter_mut().zip(&next) {
+                if let Some(c) = n {
+                    s.record(*c, r.clone(), window_met(&tallies, *w));
+                }
+            }
+        }
+        for (w, s) in searches.iter() {
+            counts[*w] = answer(s);
+        }
+    };
+    // Every window, from its demand.
+    let guess = demand(trace, sc, schedule);
+    let mut counts = [0u32; WINDOWS];
+    let mut all: Vec<(usize, Search)> = (0..WINDOWS)
+        .map(|w| (w, Search::new(bound(0), bound(top), bound(guess[w]))))
+        .collect();
+    search(&mut all, &mut counts);
+    // The windows beside one another are not independent (a count that falls right after a
+    // class stops re-creating the placeholders its users preempted, and with them the
+    // nodes the class's later users need): the answer replayed, each window whose users
+    // miss the target there is searched again above its count, the others held.
+    let mut last = None;
+    for _ in 0..3 {
+        let (baseline, r, tallies) = replay_counts(&counts);
+        let met = target.met(&r);
+        last = Some((baseline, r.summary, met));
+        let mut again: Vec<(usize, Search)> = (0..WINDOWS)
+            .filter(|&w| !window_met(&tallies, w) && counts[w] < bound(top))
+            .map(|w| (w, Search::new(counts[w] + 1, bound(top), counts[w] + 1)))
+            .collect();
+        if met || again.is_empty() {
             break;
         }
-        let (mut lo, mut hi) = (0.0, f64::from(flat.0.max(1)));
-        let mut found = attempt(hi, floor);
-        if !found.2 {
-            continue;
-        }
-        let mut a = f64::from(flat.0) / f64::from(peak);
-        for _ in 0..7 {
-            let tried = attempt(a, floor);
-            if tried.2 {
-                hi = a;
-                found = tried;
-            } else {
-                lo = a;
-            }
-            a = (lo + hi) / 2.0;
-        }
-        if best
-            .as_ref()
-            .is_none_or(|b| found.1.node_hours < b.1.node_hours)
-        {
-            best = Some(found);
-        }
+        search(&mut again, &mut counts);
     }
-    let best = best.unwrap_or_else(|| (Baseline::default(), flat.1.clone(), false));
+    let best = last.unwrap_or_else(|| (Baseline::default(), flat.1.clone(), false));
     Proposal {
         baseline: best.0,
         results: best.1,
@@ -311,8 +392,8 @@ pub fn describe(p: &Proposal, schedule: &Schedule) -> String {
     let s = &p.results;
     let _ = writeln!(
         out,
-        "Schedule (--schedule), row {}: the smallest counts per hour of the week meeting the same \
-         target on the same replay, in {} with a lead time of {}:",
+        "Schedule (--schedule), row {}: for each hour of the week the smallest count whose users \
+         meet the same target on the same replay, in {} with a lead time of {}:",
         p.policy,
         schedule.tz,
         selfdestruct_decision::duration::format(schedule.lead)
