@@ -297,6 +297,5 @@ pub(crate) async fn in_cluster(
     })
 }
 
-
 #[cfg(test)]
 mod tests;

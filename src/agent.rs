@@ -11,14 +11,14 @@ use rand::{Rng, SeedableRng};
 use tokio::sync::mpsc;
 use tracing::{debug, error, info, warn};
 
+use crate::access::{Access, AccessError, Discovered};
 use crate::api::Mode;
 use crate::api::{PodApi, outcome_of, rbac_hint};
 use crate::candidates::{Candidates, Touched, Wake};
+use crate::client::{ClientError, client_retrying};
 use crate::clock::Clock;
 use crate::config::{Config, Siblings};
-use crate::access::{Access, AccessError};
-use crate::client::{ClientError, NoClient, client_retrying};
-use crate::error::Error;
+use crate::error::{Error, Result};
 use crate::identity::{self, Source};
 use crate::logging::Chain;
 use crate::signals::{Signals, Stop, pause, stop};
@@ -38,11 +38,7 @@ use selfdestruct_decision::{
 /// Runs until SIGTERM/SIGINT (exit code 0) or a configuration error (2), on the
 /// API `access` that `main` discovered (a named kubeconfig that cannot be used
 /// was refused there).
-pub(crate) async fn run(
-    cfg: Config,
-    access: Result<Access, AccessError>,
-    signals: Signals,
-) -> Result<(), Error> {
+pub(crate) async fn run(cfg: Config, access: Discovered, signals: Signals) -> Result {
     let mut signals = Stop::Signals(signals);
     let ready = prepare(&cfg, access, &mut signals).await;
     finish(ready, cfg, signals).await
@@ -50,21 +46,12 @@ pub(crate) async fn run(
 
 /// [`run`] in-process (the tests' virtual-time tier): on `client`, reading the time
 /// from `clock`, until `stop` fires; only these three differ from [`run`].
-pub async fn run_on(
-    client: kube::Client,
-    cfg: Config,
-    clock: Clock,
-    mut stop: Stop,
-) -> Result<(), Error> {
+pub async fn run_on(client: kube::Client, cfg: Config, clock: Clock, mut stop: Stop) -> Result {
     let ready = prepare_on(&cfg, &mut stop, ApiSource::Given(client), clock).await;
     finish(ready, cfg, stop).await
 }
 
-async fn finish(
-    ready: Result<Ready, NotReady>,
-    cfg: Config,
-    mut signals: Stop,
-) -> Result<(), Error> {
+async fn finish(ready: Result<Ready, NotReady>, cfg: Config, mut signals: Stop) -> Result {
     match ready {
         Ok(ready) => ready.decision_loop(cfg, &mut signals).await,
         Err(NotReady::NoApi(why)) => {
@@ -89,7 +76,7 @@ pub(crate) enum NotReady {
     /// No API access at all (no kubeconfig, no service-account token).
     NoApi(AccessError),
     /// Access that no client can be built from.
-    NoClient(NoClient),
+    NoClient(ClientError),
     /// No client can be built from the kubeconfig named by `KUBECONFIG` or
     /// `--kubeconfig` (a configuration error).
     BadKubeconfig(ClientError),
@@ -214,7 +201,7 @@ fn clamp_future_start(own: &mut OwnPod, now: SystemTime) {
 impl Ready {
     /// Runs the decision loop until `stop` fires (with [`Stop::Never`]: until the
     /// future is dropped).
-    pub(crate) async fn decision_loop(self, cfg: Config, stop: &mut Stop) -> Result<(), Error> {
+    pub(crate) async fn decision_loop(self, cfg: Config, stop: &mut Stop) -> Result {
         let mut agent = Agent::new(cfg, self.api, &self.own, self.clock);
         agent.decision_loop(self.own, stop).await
     }
@@ -479,7 +466,7 @@ impl Agent {
         }
     }
 
-    async fn decision_loop(&mut self, mut own: OwnPod, signals: &mut Stop) -> Result<(), Error> {
+    async fn decision_loop(&mut self, mut own: OwnPod, signals: &mut Stop) -> Result {
         let mut rng = SmallRng::from_os_rng();
         loop {
             let now = self.clock.now();

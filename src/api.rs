@@ -386,7 +386,11 @@ pub(crate) fn retry_after(value: &[u8]) -> Option<Duration> {
 
 /// The error for a non-2xx answer: the `Status` body's reason and message (else the
 /// body), [`quote`]d, and the `Retry-After` header, else `details.retryAfterSeconds`.
-pub(crate) fn status_error(status: StatusCode, body: &[u8], retry_after: Option<Duration>) -> ApiError {
+pub(crate) fn status_error(
+    status: StatusCode,
+    body: &[u8],
+    retry_after: Option<Duration>,
+) -> ApiError {
     // Any JSON object reads as a Status of empty fields: then the body is the message.
     let parsed: Status = serde_json::from_slice(body).unwrap_or_default();
     let retry_after = retry_after.or_else(|| retry_after_of(&parsed));

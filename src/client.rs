@@ -20,6 +20,9 @@ use crate::api::{ApiError, REQUEST_TIMEOUT};
 /// Why no API client was built.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
+    /// There is no access (or no usable one) to build it from.
+    #[error(transparent)]
+    Access(#[from] AccessError),
     /// kube cannot build one (certificates, TLS).
     #[error("{from}: no API client can be built from it")]
     Build {
@@ -51,17 +54,6 @@ pub enum ClientError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
-}
-
-/// Why a mode has no client: no access, or none can be built from it.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum NoClient {
-    /// No access (or no usable one) was found.
-    #[error(transparent)]
-    Access(#[from] AccessError),
-    /// No client can be built from the access found.
-    #[error(transparent)]
-    Client(#[from] ClientError),
 }
 
 /// What [`start_build`] builds.

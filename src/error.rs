@@ -6,12 +6,18 @@ use selfdestruct_decision::settings::SettingError;
 use crate::access::AccessError;
 use crate::client::ClientError;
 
+/// How a mode ends: `Ok` on SIGTERM/SIGINT.
+pub(crate) type Result<T = (), E = Error> = std::result::Result<T, E>;
+
 /// Why a mode ended other than on SIGTERM/SIGINT (which is `Ok`).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The command line is invalid (a configuration error).
-    #[error("{0}")]
-    Usage(&'static str),
+    /// `--` with nothing after it (a configuration error).
+    #[error("nothing to run after -- (usage: selfdestruct [OPTIONS] -- CMD [ARGS...])")]
+    NothingToRun,
+    /// `node-gate` or `schedule` with a command after `--` (a configuration error).
+    #[error("{0} runs no command: drop the -- CMD part")]
+    NoCommand(&'static str),
     /// A setting is invalid (a configuration error, naming the variable).
     #[error(transparent)]
     Setting(#[from] SettingError),

@@ -48,7 +48,7 @@ pub use schedule::ScheduleConfig;
 pub use signals::{Signals, Stop};
 
 use access::Discovered;
-use config::Command;
+use config::{Command, check_settings};
 use identity::IdentitySettings;
 use signals::WrapperSignals;
 
@@ -71,23 +71,16 @@ impl Task {
     /// own (the gate none of the agent's).
     pub fn from_cli(cli: &Cli) -> Result<Task, Error> {
         let identity = &cli.shared.identity;
-        // `selfdestruct --` alone: a wrapper with nothing to run is a mistake, not a pause.
-        let command = match cli.exec.split_first() {
-            Some((program, args)) => Some((program.clone(), args.to_vec())),
-            None if cli.wrapped => {
-                let usage = "nothing to run after -- (usage: selfdestruct [OPTIONS] -- CMD [ARGS...])";
-                return Err(Error::Usage(usage));
-            }
-            None => None,
-        };
+        let command = cli
+            .exec
+            .split_first()
+            .map(|(p, args)| (p.clone(), args.to_vec()));
         Ok(match (&cli.command, command) {
-            (Some(Command::CheckSettings(c)), _) => Task::Check(config::check_settings(&c.settings)?),
-            (Some(Command::NodeGate(_)), Some(_)) => {
-                return Err(Error::Usage("node-gate runs no command: drop the -- CMD part"));
-            }
-            (Some(Command::Schedule(_)), Some(_)) => {
-                return Err(Error::Usage("schedule runs no command: drop the -- CMD part"));
-            }
+            (Some(Command::CheckSettings(c)), _) => Task::Check(check_settings(&c.settings)?),
+            // `selfdestruct --` alone: a wrapper with nothing to run is a mistake, not a pause.
+            (_, None) if cli.wrapped => return Err(Error::NothingToRun),
+            (Some(Command::NodeGate(_)), Some(_)) => return Err(Error::NoCommand("node-gate")),
+            (Some(Command::Schedule(_)), Some(_)) => return Err(Error::NoCommand("schedule")),
             (Some(Command::Schedule(s)), None) => Task::Schedule(ScheduleConfig::new(s, identity)?),
             (Some(Command::NodeGate(g)), None) => Task::Gate(GateConfig::new(g, identity)?),
             (None, Some((program, args))) => Task::Wrapper(Config::from_cli(cli)?, program, args),
@@ -111,7 +104,10 @@ pub fn run(cli: &Cli) -> Result<(), Error> {
         return Ok(());
     }
     let (shared, identity) = (&cli.shared, &cli.shared.identity);
-    logging::init(shared.log_format, shared.level(std::env::var("RUST_LOG").ok().as_deref()));
+    logging::init(
+        shared.log_format,
+        shared.level(std::env::var("RUST_LOG").ok().as_deref()),
+    );
     if !signals::is_pid1() {
         // As the pause container does: reaping orphans is PID 1's job.
         tracing::warn!(

@@ -41,7 +41,7 @@ fn exit_code(e: &Error) -> i32 {
             eprintln!("selfdestruct: {}", e.chain());
             EXIT_CONFIG
         }
-        Error::Usage(_) | Error::Setting(_) | Error::Check(_) => {
+        Error::NothingToRun | Error::NoCommand(_) | Error::Setting(_) | Error::Check(_) => {
             eprintln!("selfdestruct: {e}");
             EXIT_CONFIG
         }

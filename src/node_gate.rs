@@ -10,9 +10,9 @@ use kube::{Client, Resource};
 use serde_json::{Value, json};
 use tracing::{error, info, warn};
 
-use crate::api::{ApiError, request, segment};
 use crate::access::Discovered;
-use crate::error::Error;
+use crate::api::{ApiError, request, segment};
+use crate::error::Result;
 use crate::identity::IdentitySettings;
 use crate::jitter::draw;
 use crate::logging::Chain;
@@ -57,7 +57,10 @@ pub struct GateConfig {
 
 impl GateConfig {
     /// The gate's settings with its own node, which it requires (`NODE_NAME`).
-    pub(crate) fn new(gate: &GateSettings, identity: &IdentitySettings) -> Result<Self, SettingError> {
+    pub(crate) fn new(
+        gate: &GateSettings,
+        identity: &IdentitySettings,
+    ) -> Result<Self, SettingError> {
         let node_name = identity.node_name.clone().ok_or_else(|| SettingError {
             setting: "NODE_NAME (--node-name)".into(),
             value: String::new(),
@@ -188,17 +191,15 @@ async fn patch_node(client: &Client, name: &str, patch: &Value) -> Result<Vec<u8
 
 /// Runs `node-gate` mode on the API `access` `main` discovered: without API
 /// access, a plain pause.
-pub(crate) async fn run(gate: GateConfig, access: Discovered, signals: Signals) -> Result<(), Error> {
+pub(crate) async fn run(gate: GateConfig, access: Discovered, signals: Signals) -> Result {
     let cannot = "the node gate cannot remove its taint";
-    on_client_or_pause(access, |_| "default".into(), signals, cannot, |client, stop| {
-        run_on(gate, client, stop)
-    })
-    .await
+    let run = |client, stop| run_on(gate, client, stop);
+    on_client_or_pause(access, |_| "default".into(), signals, cannot, run).await
 }
 
 /// [`run`] on `client` until `signals` fires: wait for the images (or the timeout),
 /// remove the taint, then pause.
-pub async fn run_on(cfg: GateConfig, client: Client, mut signals: Stop) -> Result<(), Error> {
+pub async fn run_on(cfg: GateConfig, client: Client, mut signals: Stop) -> Result {
     info!(
         node = %cfg.node_name, taint = %cfg.gate.taint_key,
         required_images = %cfg.gate.images.required_images.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),

@@ -26,7 +26,10 @@ pub(crate) fn is_multiple_pdbs(code: Option<u16>, text: &str) -> bool {
 /// The names of the budgets whose selector selects a pod with `labels`, as the
 /// eviction subresource matches them (a budget without a selector selects
 /// nothing; an empty selector selects every pod of the namespace).
-pub(crate) fn selecting(pdbs: &[PodDisruptionBudget], labels: &BTreeMap<String, String>) -> Vec<String> {
+pub(crate) fn selecting(
+    pdbs: &[PodDisruptionBudget],
+    labels: &BTreeMap<String, String>,
+) -> Vec<String> {
     pdbs.iter()
         .filter(|pdb| {
             pdb.spec

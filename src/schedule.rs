@@ -22,9 +22,9 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use tracing::{error, info, warn};
 
-use crate::api::{ApiError, from_kube, request, segment};
 use crate::access::{Access, Discovered};
-use crate::error::Error;
+use crate::api::{ApiError, from_kube, request, segment};
+use crate::error::Result;
 use crate::identity::IdentitySettings;
 use crate::jitter::draw;
 use crate::logging::Chain;
@@ -259,7 +259,10 @@ pub struct ScheduleConfig {
 
 impl ScheduleConfig {
     /// Checks what one setting alone cannot: a target, something to schedule, min <= max.
-    pub(crate) fn new(s: &ScheduleSettings, identity: &IdentitySettings) -> Result<Self, SettingError> {
+    pub(crate) fn new(
+        s: &ScheduleSettings,
+        identity: &IdentitySettings,
+    ) -> Result<Self, SettingError> {
         let target = s.target.clone().ok_or_else(|| SettingError {
             setting: "SELFDESTRUCT_SCHEDULE_TARGET (--target)".into(),
             value: String::new(),
@@ -301,7 +304,7 @@ impl ScheduleConfig {
 }
 
 /// Runs the mode on the API `access` `main` discovered: without API access, a plain pause.
-pub(crate) async fn run(cfg: ScheduleConfig, access: Discovered, signals: Signals) -> Result<(), Error> {
+pub(crate) async fn run(cfg: ScheduleConfig, access: Discovered, signals: Signals) -> Result {
     let (given, sa_dir) = (cfg.namespace.clone(), cfg.service_account_dir.clone());
     let namespace = |a: &Access| {
         given
@@ -315,11 +318,11 @@ pub(crate) async fn run(cfg: ScheduleConfig, access: Discovered, signals: Signal
             .unwrap_or_else(|| "default".into())
     };
     let cannot = "the schedule cannot scale anything";
-    on_client_or_pause(access, namespace, signals, cannot, |client, stop| async move {
+    let run = |client: Client, stop| async move {
         let namespace = client.default_namespace().to_string();
         run_on(cfg, client, &namespace, stop).await
-    })
-    .await
+    };
+    on_client_or_pause(access, namespace, signals, cannot, run).await
 }
 
 /// The calendar as last read well, and its occurrences over a span.
@@ -349,7 +352,7 @@ pub(crate) async fn run_on(
     client: Client,
     namespace: &str,
     mut signals: Stop,
-) -> Result<(), Error> {
+) -> Result {
     info!(
         target = %cfg.target, namespace,
         baseline = %cfg.schedule.baseline,

@@ -7,8 +7,8 @@
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::access::{Access, Discovered};
-use crate::client::{NoClient, client_retrying};
-use crate::error::Error;
+use crate::client::{ClientError, client_retrying};
+use crate::error::Result;
 use crate::logging::Chain;
 
 /// The signals the agent listens to.
@@ -221,13 +221,13 @@ impl WrapperSignals {
 
 /// A plain pause container: gives the start-up memory back, then waits for
 /// SIGTERM/SIGINT.
-pub(crate) async fn pause(terminated: impl Future<Output = &'static str>) -> Result<(), Error> {
+pub(crate) async fn pause(terminated: impl Future<Output = &'static str>) -> Result {
     crate::malloc_trim::release_idle();
     stop(terminated.await)
 }
 
 /// Logs that `signal` ends the process, which is no error.
-pub(crate) fn stop(signal: &str) -> Result<(), Error> {
+pub(crate) fn stop(signal: &str) -> Result {
     tracing::info!(signal, "received {signal}, exiting");
     Ok(())
 }
@@ -242,12 +242,12 @@ pub(crate) async fn on_client_or_pause<F>(
     mut signals: Signals,
     cannot: &str,
     run_on: impl FnOnce(kube::Client, Stop) -> F,
-) -> Result<(), Error>
+) -> Result
 where
-    F: Future<Output = Result<(), Error>>,
+    F: Future<Output = Result>,
 {
     let why = match access {
-        Err(e) => NoClient::Access(e),
+        Err(e) => ClientError::Access(e),
         Ok(a) => {
             let namespace = namespace(&a);
             let built = tokio::select! {
@@ -257,7 +257,7 @@ where
             match built {
                 Ok(client) => return run_on(client, Stop::Signals(signals)).await,
                 Err(e) if a.named => return Err(e.into()),
-                Err(e) => NoClient::Client(e),
+                Err(e) => e,
             }
         }
     };

@@ -94,7 +94,11 @@ pub(crate) fn node_metadata(meta: ObjectMeta, label_keys: &BTreeSet<String>) -> 
 }
 
 /// A node's summary, keeping only the labels in `label_keys` and which of `required` images it holds.
-pub(crate) fn node(node: Node, label_keys: &BTreeSet<String>, required: &[ImageRef]) -> NodeSummary {
+pub(crate) fn node(
+    node: Node,
+    label_keys: &BTreeSet<String>,
+    required: &[ImageRef],
+) -> NodeSummary {
     let status = node.status.unwrap_or_default();
     let ready = status
         .conditions

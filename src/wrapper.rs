@@ -16,12 +16,12 @@ use kube::runtime::events::EventType;
 use tokio::sync::watch;
 use tracing::{debug, error, info, warn};
 
+use crate::access::{Access, AccessError};
 use crate::agent::{self, NotReady, Ready};
 use crate::api::Mode;
 use crate::api::{outcome_of, rbac_hint};
 use crate::config::{Config, OnExit};
-use crate::access::{Access, AccessError};
-use crate::error::Error;
+use crate::error::{Error, Result};
 use crate::logging::Chain;
 use crate::signals::{self, Stop, WrapperSignal, WrapperSignals};
 use selfdestruct_decision::Outcome;
@@ -42,7 +42,7 @@ pub(crate) async fn run(
     args: Vec<OsString>,
     access: Result<Access, AccessError>,
     mut signals: WrapperSignals,
-) -> Result<(), Error> {
+) -> Result {
     let argv = std::iter::once(&program).chain(&args);
     let command = argv
         .map(|a| a.to_string_lossy())
@@ -145,7 +145,7 @@ pub(crate) async fn run(
             }
         }
     }
-    if code == 0 { Ok(()) } else { Err(Error::Child(code)) }
+    (code == 0).then_some(()).ok_or(Error::Child(code))
 }
 
 /// `SELFDESTRUCT_ON_EXIT=delete` after the child exited with `code`: waits for

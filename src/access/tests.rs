@@ -5,9 +5,9 @@ mod fuzz {
     use proptest::prelude::*;
     use serde_json::{Value, json};
 
+    use crate::testing::block_on;
     use crate::testing::props::proptest_config;
     use crate::testing::{fuzz_dir, json_value, mutate};
-    use crate::testing::block_on;
 
     /// A kubeconfig kube and kubectl accept, as JSON (which is YAML).
     fn valid_kubeconfig() -> Value {
@@ -33,11 +33,7 @@ mod fuzz {
             "KUBECONFIG" => Some(path.clone().into_os_string()),
             _ => None,
         };
-        match block_on(crate::access::discover(
-            env,
-            None,
-            &dir.join("no-sa"),
-        )) {
+        match block_on(crate::access::discover(env, None, &dir.join("no-sa"))) {
             Ok(access) => {
                 if !access.named {
                     return Err("a KUBECONFIG kubeconfig is not marked as named".into());
@@ -105,7 +101,6 @@ mod fuzz {
         }
     }
 
-
     #[test]
     fn the_fuzzed_bases_are_usable() {
         // The kubeconfig and in-cluster bases are usable before they are mutated.
@@ -119,12 +114,8 @@ mod fuzz {
         assert_eq!(access.namespace.as_deref(), Some("ns"));
         std::fs::write(dir.join("token"), "a-token").expect("write");
         std::fs::write(dir.join("ca.crt"), ca_pem()).expect("write");
-        let access = block_on(crate::access::in_cluster(
-            "10.96.0.1",
-            Some("443"),
-            &dir,
-        ))
-        .unwrap_or_else(|e| panic!("the base in-cluster account: {e}"));
+        let access = block_on(crate::access::in_cluster("10.96.0.1", Some("443"), &dir))
+            .unwrap_or_else(|e| panic!("the base in-cluster account: {e}"));
         assert_eq!(
             access.config.cluster_url.to_string(),
             "https://10.96.0.1:443/"

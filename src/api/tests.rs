@@ -187,8 +187,8 @@ mod fuzz {
     use proptest::prelude::*;
     use serde_json::{Value, json};
 
-    use crate::testing::props::proptest_config;
     use crate::testing::json_value;
+    use crate::testing::props::proptest_config;
     use std::time::Duration;
 
     /// An error answer's body: anything, or a `Status` of any shape.

@@ -57,13 +57,22 @@ fn building_a_client_whose_exec_plugin_hangs_gives_up_in_time_and_kills_it() {
     // Both are gone once the build gave up (the old code left them running).
     // SAFETY: signal 0 only checks that the process exists.
     let alive = |file: &Path| pid_in(file).is_some_and(|pid| unsafe { libc::kill(pid, 0) } == 0);
-    let gone = pids.each_ref().map(|p| wait_until(Duration::from_secs(10), || !alive(p)));
+    let gone = pids
+        .each_ref()
+        .map(|p| wait_until(Duration::from_secs(10), || !alive(p)));
     for pid in pids.iter().filter_map(|p| pid_in(p)) {
         // SAFETY: a signal to the test's own plugin processes (at worst a gone pid).
         unsafe { libc::kill(pid, libc::SIGKILL) };
     }
-    assert!(pids.iter().all(|p| pid_in(p).is_some()), "the plugin never ran");
-    assert_eq!(gone, [true, true], "the plugin, or the process it started, still runs");
+    assert!(
+        pids.iter().all(|p| pid_in(p).is_some()),
+        "the plugin never ran"
+    );
+    assert_eq!(
+        gone,
+        [true, true],
+        "the plugin, or the process it started, still runs"
+    );
     match built {
         Ok(Err(e @ ClientError::TimedOut { .. })) => {
             let text = e.to_string();

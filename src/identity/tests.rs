@@ -243,9 +243,9 @@ fn hostname_is_readable() {
 mod fuzz {
     use proptest::prelude::*;
 
-    use crate::testing::props::proptest_config;
-    use crate::testing::fuzz_dir;
     use crate::identity::{self, IdentitySettings};
+    use crate::testing::fuzz_dir;
+    use crate::testing::props::proptest_config;
 
     proptest! {
         // Each case writes three files: fewer cases.

@@ -120,9 +120,10 @@ mod fuzz {
 
     fn summarise_node(bytes: &[u8]) {
         if let Ok(node) = serde_json::from_slice::<Node>(bytes) {
-            let required =
-                images::parse_list("nginx:1.25,quay.io/x/y@sha256:0123456789abcdef0123456789abcdef")
-                    .expect("valid");
+            let required = images::parse_list(
+                "nginx:1.25,quay.io/x/y@sha256:0123456789abcdef0123456789abcdef",
+            )
+            .expect("valid");
             let keys: BTreeSet<String> = ["pool".to_string()].into();
             let s = crate::summarize::node(node, &keys, &required);
             assert!(s.images_present.iter().all(|i| *i < required.len()));
