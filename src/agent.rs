@@ -156,7 +156,7 @@ async fn prepare_on(
                 if access.named {
                     NotReady::BadKubeconfig(e)
                 } else {
-                    NotReady::NoClient(e.into())
+                    NotReady::NoClient(e)
                 }
             })?
         }

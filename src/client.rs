@@ -56,16 +56,12 @@ pub enum ClientError {
     },
 }
 
-/// What [`start_build`] builds.
-type Built = kube::Client;
+/// A client being built by [`start_build`].
+type Building = tokio::task::JoinHandle<Result<kube::Client, ClientError>>;
 
 /// Starts building the client for `access` on a blocking thread: the token read
 /// (a file, or an exec plugin run within `limit`) and kube's build.
-fn start_build(
-    access: &Access,
-    default_namespace: &str,
-    limit: Duration,
-) -> tokio::task::JoinHandle<Result<Built, ClientError>> {
+fn start_build(access: &Access, default_namespace: &str, limit: Duration) -> Building {
     let mut config = client_config(access, default_namespace);
     let from = access.source.clone();
     tokio::task::spawn_blocking(move || {
@@ -95,7 +91,7 @@ fn start_build(
 /// Waits up to `limit` for a build started by [`start_build`]; a build not done
 /// then is left in `pending` (to be waited for again, not started again).
 async fn finish_build(
-    build: &mut tokio::task::JoinHandle<Result<Built, ClientError>>,
+    build: &mut Building,
     from: &str,
     limit: Duration,
 ) -> Result<kube::Client, ClientError> {
