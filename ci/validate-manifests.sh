@@ -59,7 +59,7 @@ requirements=(
   "jsonschema==4.26.0"
   "referencing==0.37.0"
   "PyYAML==6.0.3"
-  # Not used here: tests/node_gate_policy.rs evaluates the node gate's
+  # Not used here: src/node_gate/tests.rs (policy) evaluates the node gate's
   # ValidatingAdmissionPolicy (CEL) with it, from this venv.
   "cel-python==0.5.0"
   # Helm v4's Go SDK as a library (no helm binary): ci/render-chart.py

@@ -12,7 +12,9 @@ use tracing::{debug, error, info, warn};
 use crate::api::{PodApi, rbac_hint};
 use crate::clock::Clock;
 use crate::config::Config;
-use crate::connect::{self, Access, AccessError, ClientError, EXIT_CONFIG, bad_kubeconfig};
+use crate::access::{Access, AccessError, Discovered};
+use crate::client::{ClientError, client_retrying};
+use crate::error::{Error, Result};
 use crate::identity::{self, Source};
 use crate::logging::Chain;
 use crate::signals::{Signals, Stop, pause, stop};
@@ -27,7 +29,7 @@ use view::View;
 /// Runs until SIGTERM/SIGINT (exit code 0) or a configuration error (2), on the
 /// API `access` that `main` discovered (a named kubeconfig that cannot be used
 /// was refused there).
-pub async fn run(cfg: Config, access: Result<Access, AccessError>, signals: Signals) -> i32 {
+pub(crate) async fn run(cfg: Config, access: Discovered, signals: Signals) -> Result {
     let mut signals = Stop::Signals(signals);
     let ready = prepare(&cfg, access, &mut signals).await;
     finish(ready, cfg, signals).await
@@ -35,12 +37,12 @@ pub async fn run(cfg: Config, access: Result<Access, AccessError>, signals: Sign
 
 /// [`run`] in-process (the tests' virtual-time tier): on `client`, reading the time
 /// from `clock`, until `stop` fires; only these three differ from [`run`].
-pub async fn run_on(client: kube::Client, cfg: Config, clock: Clock, mut stop: Stop) -> i32 {
+pub async fn run_on(client: kube::Client, cfg: Config, clock: Clock, mut stop: Stop) -> Result {
     let ready = prepare_on(&cfg, &mut stop, ApiSource::Given(client), clock).await;
     finish(ready, cfg, stop).await
 }
 
-async fn finish(ready: Result<Ready, NotReady>, cfg: Config, mut signals: Stop) -> i32 {
+async fn finish(ready: Result<Ready, NotReady>, cfg: Config, mut signals: Stop) -> Result {
     match ready {
         Ok(ready) => ready.decision_loop(cfg, &mut signals).await,
         Err(NotReady::NoApi(why)) => {
@@ -48,12 +50,12 @@ async fn finish(ready: Result<Ready, NotReady>, cfg: Config, mut signals: Stop) 
             pause(signals.terminated()).await
         }
         Err(NotReady::NoClient(e)) => {
-            error!(error = %Chain(&*e), "cannot build an API client from the kubeconfig: running as a plain pause container");
+            error!(error = %Chain(&e), "cannot build an API client from the kubeconfig: running as a plain pause container");
             pause(signals.terminated()).await
         }
         Err(NotReady::Stopped(sig)) => stop(sig),
-        Err(NotReady::BadKubeconfig(e)) => bad_kubeconfig(&e),
-        Err(NotReady::Fatal) => EXIT_CONFIG,
+        Err(NotReady::BadKubeconfig(e)) => Err(e.into()),
+        Err(NotReady::Fatal) => Err(Error::OwnPod),
         Err(NotReady::NotOurs) => pause(signals.terminated()).await,
     }
 }
@@ -65,13 +67,13 @@ pub(crate) enum NotReady {
     /// No API access at all (no kubeconfig, no service-account token).
     NoApi(AccessError),
     /// Access that no client can be built from.
-    NoClient(Box<dyn std::error::Error + Send + Sync>),
+    NoClient(ClientError),
     /// No client can be built from the kubeconfig named by `KUBECONFIG` or
-    /// `--kubeconfig` (exit code [`EXIT_CONFIG`]).
+    /// `--kubeconfig` (a configuration error).
     BadKubeconfig(ClientError),
     /// `stop` fired first (SIGTERM/SIGINT): the signal's name.
     Stopped(&'static str),
-    /// The own pod cannot be identified; already logged (exit code [`EXIT_CONFIG`]).
+    /// The own pod cannot be identified; already logged ([`Error::OwnPod`]).
     Fatal,
     /// The pod under the own name is a successor, not ours (already logged; see
     /// [`identity::NotOurs`]). Nothing may be done to it.
@@ -105,7 +107,7 @@ pub(crate) async fn prepare(
     let access = match access {
         Ok(access) => access,
         Err(e) if e.is_missing() => return Err(NotReady::NoApi(e)),
-        Err(e) => return Err(NotReady::NoClient(Box::new(e))),
+        Err(e) => return Err(NotReady::NoClient(e.into())),
     };
     prepare_on(
         cfg,
@@ -139,13 +141,13 @@ async fn prepare_on(
             debug!(source = %access.source, server = %access.config.cluster_url, "API access");
             let built = tokio::select! {
                 sig = stop.terminated() => return Err(NotReady::Stopped(sig)),
-                built = connect::client_retrying(&access, &id.namespace) => built,
+                built = client_retrying(&access, &id.namespace) => built,
             };
             built.map_err(|e| {
                 if access.named {
                     NotReady::BadKubeconfig(e)
                 } else {
-                    NotReady::NoClient(Box::new(e))
+                    NotReady::NoClient(e)
                 }
             })?
         }
@@ -192,7 +194,7 @@ impl Ready {
     /// future is dropped).
     /// The loop: decide over the view, then move, or wait for the next wake-up
     /// or the next change of the view.
-    pub(crate) async fn decision_loop(self, cfg: Config, signals: &mut Stop) -> i32 {
+    pub(crate) async fn decision_loop(self, cfg: Config, signals: &mut Stop) -> Result {
         let Ready {
             api,
             mut own,

@@ -25,7 +25,7 @@ pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How the own pod is removed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// POST pods/{name}/eviction: honours PodDisruptionBudgets.
     #[value(alias = "eviction")]
     Evict,
@@ -40,7 +40,7 @@ pub(crate) type Cause = std::sync::Arc<dyn std::error::Error + Send + Sync>;
 /// A failed API call: its causes are its `source()` chain, formatted where it is
 /// logged ([`crate::logging::Chain`]); server text in it is [`quote`]d.
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum ApiError {
+pub(crate) enum ApiError {
     /// The server answered with an error status (or a 2xx carrying a `Status`
     /// of `Failure`: its code).
     #[error("HTTP {code} {reason}: {message}")]
@@ -82,7 +82,7 @@ pub enum ApiError {
 
 impl ApiError {
     /// The HTTP status code, if the server answered.
-    pub fn code(&self) -> Option<u16> {
+    pub(crate) fn code(&self) -> Option<u16> {
         match self {
             ApiError::Status { code, .. } => Some(*code),
             _ => None,
@@ -101,7 +101,7 @@ impl ApiError {
 }
 
 /// What an eviction or delete request's answer means for the agent.
-pub fn outcome_of(result: &Result<(), ApiError>) -> Outcome {
+pub(crate) fn outcome_of(result: &Result<(), ApiError>) -> Outcome {
     match result {
         Ok(()) => Outcome::Done,
         Err(ApiError::Status {
@@ -130,7 +130,7 @@ pub fn outcome_of(result: &Result<(), ApiError>) -> Outcome {
 /// Whether a 409 `Status` message is the uid-precondition failure (the name now
 /// belongs to a successor), as kube-apiserver words it for DELETE and eviction:
 /// "the UID in the precondition (...) does not match the UID in record (...)".
-pub fn is_uid_precondition_failure(message: &str) -> bool {
+pub(crate) fn is_uid_precondition_failure(message: &str) -> bool {
     message.contains("UID in the precondition") || message.contains("Precondition failed: UID")
 }
 
@@ -353,7 +353,7 @@ pub(crate) fn failure_carried(body: &[u8]) -> Option<StatusCode> {
 /// An error of the kube client as an [`ApiError`]: the server's `Status`
 /// with its code, the client layer's own error (its [`ApiError::Timeout`]), or a
 /// transport error with its causes.
-pub fn from_kube(e: kube::Error) -> ApiError {
+pub(crate) fn from_kube(e: kube::Error) -> ApiError {
     match e {
         kube::Error::Service(e) => match e.downcast::<ApiError>() {
             Ok(ours) => *ours,
@@ -377,7 +377,7 @@ fn retry_after_of(status: &Status) -> Option<Duration> {
 
 /// A `Retry-After` header's value in seconds (the form kube-apiserver sends);
 /// `None` for anything else, such as an HTTP date.
-pub fn retry_after(value: &[u8]) -> Option<Duration> {
+pub(crate) fn retry_after(value: &[u8]) -> Option<Duration> {
     std::str::from_utf8(value)
         .ok()
         .and_then(|v| v.trim().parse::<u64>().ok())
@@ -386,7 +386,11 @@ pub fn retry_after(value: &[u8]) -> Option<Duration> {
 
 /// The error for a non-2xx answer: the `Status` body's reason and message (else the
 /// body), [`quote`]d, and the `Retry-After` header, else `details.retryAfterSeconds`.
-pub fn status_error(status: StatusCode, body: &[u8], retry_after: Option<Duration>) -> ApiError {
+pub(crate) fn status_error(
+    status: StatusCode,
+    body: &[u8],
+    retry_after: Option<Duration>,
+) -> ApiError {
     // Any JSON object reads as a Status of empty fields: then the body is the message.
     let parsed: Status = serde_json::from_slice(body).unwrap_or_default();
     let retry_after = retry_after.or_else(|| retry_after_of(&parsed));

@@ -28,7 +28,7 @@ static REPORTED: AtomicI64 = AtomicI64::new(0);
 impl Clock {
     /// The system's wall clock now, counted on on the monotonic clock (what the
     /// binary uses).
-    pub fn system() -> Self {
+    pub(crate) fn system() -> Self {
         Self::reading(SystemTime::now)
     }
 
@@ -52,7 +52,7 @@ impl Clock {
 
     /// The current wall time, as the agent counts it. Warns (once per step) when
     /// the system's wall clock has stepped away from it.
-    pub fn now(&self) -> SystemTime {
+    pub(crate) fn now(&self) -> SystemTime {
         let (wall, at) = self.base;
         let now = wall + tokio::time::Instant::now().saturating_duration_since(at);
         if let Some(read) = self.wall {

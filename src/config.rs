@@ -14,6 +14,7 @@ use clap::{Args, CommandFactory, FromArgMatches, Subcommand, ValueEnum};
 use tracing::level_filters::LevelFilter;
 
 use crate::api::Mode;
+use crate::error::{CheckError, Error};
 use crate::identity::IdentitySettings;
 use crate::logging::LogFormat;
 use crate::node_gate::GateSettings;
@@ -42,24 +43,27 @@ use selfdestruct_decision::settings::{
 pub struct Cli {
     /// Another mode of the same binary.
     #[command(subcommand)]
-    pub command: Option<Command>,
+    pub(crate) command: Option<Command>,
     /// Entrypoint wrapper: the command (after `--`) to run as the child
     #[arg(last = true, value_name = "CMD")]
-    pub exec: Vec<std::ffi::OsString>,
+    pub(crate) exec: Vec<std::ffi::OsString>,
     /// The settings of every mode.
     #[command(
         flatten,
         next_help_heading = "Every mode (logging, identity, API access)"
     )]
-    pub shared: SharedSettings,
+    pub(crate) shared: SharedSettings,
     /// The agent's settings (also the entrypoint wrapper's).
     #[command(flatten, next_help_heading = "The agent and the entrypoint wrapper")]
-    pub agent: AgentSettings,
+    pub(crate) agent: AgentSettings,
+    /// `--` was given ([`Cli::parse_mode`]): the entrypoint wrapper, even with nothing after it.
+    #[arg(skip)]
+    pub(crate) wrapped: bool,
 }
 
 /// Subcommands.
 #[derive(Subcommand, Debug, Clone)]
-pub enum Command {
+pub(crate) enum Command {
     /// Image-puller mode: remove a startup taint from the own node once its images are pulled
     NodeGate(GateSettings),
     /// Headroom on a calendar: set the replicas of one placeholder StatefulSet or
@@ -75,10 +79,10 @@ pub enum Command {
 
 /// `selfdestruct check-settings VARIABLE=VALUE...` (zero-to-jupyterhub's post-renderer runs it).
 #[derive(clap::Args, Debug, Clone)]
-pub struct CheckSettings {
+pub(crate) struct CheckSettings {
     /// The agent's settings, each named by its environment variable
     #[arg(value_name = "VARIABLE=VALUE")]
-    pub settings: Vec<String>,
+    pub(crate) settings: Vec<String>,
 }
 
 /// The variables of the settings an operator gives the agent: [`AgentSettings`] and the
@@ -108,27 +112,24 @@ fn operator_variables() -> Vec<String> {
 /// message the agent would exit 2 with, naming the variable. Only the settings an
 /// operator gives (`operator_variables`): the identity variables (`POD_NAME`,
 /// `SELFDESTRUCT_SERVICE_ACCOUNT_DIR`, ...) come from the pod, not from a setting.
-pub fn check_settings(settings: &[String]) -> Result<Vec<(String, String)>, String> {
+pub(crate) fn check_settings(settings: &[String]) -> Result<Vec<(String, String)>, Error> {
     let cli = <Cli as clap::CommandFactory>::command();
     let accepted = operator_variables();
     let mut given: Vec<(String, String)> = Vec::new();
     let mut argv = vec!["selfdestruct".to_string()];
     for setting in settings {
         let Some((var, value)) = setting.split_once('=') else {
-            return Err(format!("expected VARIABLE=VALUE, not {setting:?}"));
+            return Err(CheckError::NotASetting(setting.clone()).into());
         };
         let arg = cli
             .get_arguments()
             .find(|a| a.get_env().is_some_and(|e| e == var))
-            .ok_or_else(|| format!("unknown setting {var}: no agent setting has this variable"))?;
+            .ok_or_else(|| CheckError::Unknown(var.into()))?;
         if !accepted.iter().any(|a| a == var) {
-            return Err(format!(
-                "{var} is not an agent setting: the own pod's identity and its service-account and \
-                 podinfo folders come from the pod (the Downward API and its volumes), not from settings"
-            ));
+            return Err(CheckError::NotOperators(var.into()).into());
         }
         if given.iter().any(|(v, _)| v == var) {
-            return Err(format!("{var} is given twice"));
+            return Err(CheckError::Twice(var.into()).into());
         }
         let flag = arg.get_long().unwrap_or_default();
         argv.push(format!("--{flag}={value}"));
@@ -142,11 +143,8 @@ pub fn check_settings(settings: &[String]) -> Result<Vec<(String, String)>, Stri
     let parsed = cli
         .try_get_matches_from(argv)
         .and_then(|m| <Cli as clap::FromArgMatches>::from_arg_matches(&m))
-        .map_err(|e| {
-            let e = e.to_string();
-            e.trim_end().trim_start_matches("error: ").to_string()
-        })?;
-    Config::from_cli(&parsed).map_err(|e| e.to_string())?;
+        .map_err(CheckError::Parse)?;
+    Config::from_cli(&parsed)?;
     Ok(given)
 }
 
@@ -176,30 +174,32 @@ impl Cli {
             };
             command = command.mut_args(shared);
         }
-        Cli::from_arg_matches(&command.try_get_matches_from(argv)?)
+        let wrapped = argv.iter().skip(1).any(|a| a == "--");
+        let cli = Cli::from_arg_matches(&command.try_get_matches_from(argv)?)?;
+        Ok(Cli { wrapped, ..cli })
     }
 }
 
 /// The settings of every mode: logging, and the own pod's identity and API access.
 #[derive(Args, Debug, Clone, PartialEq)]
-pub struct SharedSettings {
+pub(crate) struct SharedSettings {
     /// Log format
     #[arg(global = true, long, env = "SELFDESTRUCT_LOG_FORMAT", value_name = "text|json", default_value = "text",
           ignore_case = true, hide_possible_values = true,
           value_parser = Setting(EnumValueParser::<LogFormat>::new()))]
-    pub log_format: LogFormat,
+    pub(crate) log_format: LogFormat,
     /// Log level: error, warn, info, debug, trace or off [default: RUST_LOG, else info]
     #[arg(global = true, long, env = "SELFDESTRUCT_LOG_LEVEL", value_name = "LEVEL", default_value = "",
           hide_default_value = true, value_parser = Setting(unset_or(log_level)))]
-    pub log_level: std::option::Option<LevelFilter>,
+    pub(crate) log_level: std::option::Option<LevelFilter>,
     /// The own pod's identity and API access.
     #[command(flatten)]
-    pub identity: IdentitySettings,
+    pub(crate) identity: IdentitySettings,
 }
 
 impl SharedSettings {
     /// The log level: the setting, else `rust_log` (the `RUST_LOG` variable), else info.
-    pub fn level(&self, rust_log: Option<&str>) -> LevelFilter {
+    pub(crate) fn level(&self, rust_log: Option<&str>) -> LevelFilter {
         self.log_level
             .or_else(|| rust_log.and_then(parse_level))
             .unwrap_or(LevelFilter::INFO)
@@ -208,59 +208,59 @@ impl SharedSettings {
 
 /// The agent's flags, each backed by an environment variable.
 #[derive(Args, Debug, Clone, PartialEq)]
-pub struct AgentSettings {
+pub(crate) struct AgentSettings {
     /// The decision policy's settings (shared with `simulate`).
     #[command(flatten)]
-    pub policy: PolicySettings,
+    pub(crate) policy: PolicySettings,
     /// How to remove the own pod: evict (honours PodDisruptionBudgets) or delete
     #[arg(long, env = "SELFDESTRUCT_MODE", value_name = "evict|delete", default_value = "evict",
           ignore_case = true, hide_possible_values = true,
           value_parser = Setting(EnumValueParser::<Mode>::new()))]
-    pub mode: Mode,
+    pub(crate) mode: Mode,
     /// Log decisions but never delete or evict anything
     #[arg(long, env = "SELFDESTRUCT_DRY_RUN", value_name = "BOOL", num_args = 0..=1,
           default_missing_value = "true", default_value = "false", hide_possible_values = true,
           action = clap::ArgAction::Set, value_parser = Setting(BoolishValueParser::new()))]
-    pub dry_run: bool,
+    pub(crate) dry_run: bool,
     /// Grace period of the deletion, rounded up to whole seconds, at least 1s
     /// [default: the pod's terminationGracePeriodSeconds]
     #[arg(long, env = "SELFDESTRUCT_GRACE_PERIOD", value_name = "DURATION", default_value = "",
           hide_default_value = true, value_parser = Setting(unset_or(duration)))]
-    pub grace_period: std::option::Option<Duration>,
+    pub(crate) grace_period: std::option::Option<Duration>,
     /// Let SELFDESTRUCT_GRACE_PERIOD=0 force-delete the pod (the StatefulSet may then start
     /// its successor while this container still runs)
     #[arg(long, env = "SELFDESTRUCT_FORCE_DELETE", value_name = "BOOL", num_args = 0..=1,
           default_missing_value = "true", default_value = "false", hide_possible_values = true,
           action = clap::ArgAction::Set, value_parser = Setting(BoolishValueParser::new()))]
-    pub force_delete: bool,
+    pub(crate) force_delete: bool,
     /// Label selector of the nodes to watch [default: all nodes]
     #[arg(long, env = "SELFDESTRUCT_NODE_SELECTOR", value_name = "SELECTOR", default_value = "",
           hide_default_value = true, value_parser = Setting(node_selector))]
-    pub node_selector: Selector,
+    pub(crate) node_selector: Selector,
     /// The images a new node must hold.
     #[command(flatten)]
-    pub images: ImageSettings,
+    pub(crate) images: ImageSettings,
     /// Random delay before the first node and sibling list, so a fleet that starts
     /// together does not list together (costs nothing below the 2m min age)
     #[arg(long, env = "SELFDESTRUCT_START_JITTER", value_name = "DURATION",
           default_value = "30s", value_parser = Setting(duration))]
-    pub start_jitter: Duration,
+    pub(crate) start_jitter: Duration,
     /// Label selector of sibling placeholders ("none" disables) [default: the own pod's
     /// app.kubernetes.io/name and app.kubernetes.io/instance labels]
     #[arg(long, env = "SELFDESTRUCT_SIBLING_SELECTOR", value_name = "SELECTOR",
           default_value = "", hide_default_value = true, value_parser = Setting(siblings))]
-    pub sibling_selector: Siblings,
+    pub(crate) sibling_selector: Siblings,
     /// Entrypoint wrapper only: when CMD exits, exit with its code (exit), or first delete the
     /// own pod (uid precondition) so its controller re-creates it elsewhere (delete)
     #[arg(long, env = "SELFDESTRUCT_ON_EXIT", value_name = "exit|delete", default_value = "exit",
           ignore_case = true, hide_possible_values = true,
           value_parser = Setting(EnumValueParser::<OnExit>::new()))]
-    pub on_exit: OnExit,
+    pub(crate) on_exit: OnExit,
 }
 
 /// What the entrypoint wrapper does when its child exits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum OnExit {
+pub(crate) enum OnExit {
     /// Exit with the child's code (the kubelet restarts the container in place).
     #[value(alias = "")]
     Exit,
@@ -270,7 +270,7 @@ pub enum OnExit {
 
 /// How sibling placeholders are found.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Siblings {
+pub(crate) enum Siblings {
     /// Derive from the own pod's labels.
     FromLabels,
     /// This selector.
@@ -283,13 +283,13 @@ pub enum Siblings {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
     /// The decision policy (the lifetime range and the node trigger's settings).
-    pub policy: Policy,
+    pub(crate) policy: Policy,
     /// The deletion grace period as sent: whole seconds, 0 only with `--force-delete`.
-    pub grace_period: Option<Duration>,
+    pub(crate) grace_period: Option<Duration>,
     /// The shared settings as given.
-    pub shared: SharedSettings,
+    pub(crate) shared: SharedSettings,
     /// The agent's settings as given.
-    pub args: AgentSettings,
+    pub(crate) args: AgentSettings,
 }
 
 fn log_level(value: &str) -> Result<LevelFilter, String> {
@@ -327,7 +327,7 @@ pub(crate) fn whole_grace_seconds(grace: Duration, force: bool) -> Duration {
 }
 
 /// Parses a level name (`info`) or a `RUST_LOG`-style list (`warn,selfdestruct=debug`).
-pub fn parse_level(value: &str) -> Option<LevelFilter> {
+pub(crate) fn parse_level(value: &str) -> Option<LevelFilter> {
     let mut found = None;
     for part in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         match part.split_once('=') {
@@ -342,7 +342,7 @@ pub fn parse_level(value: &str) -> Option<LevelFilter> {
 impl Config {
     /// Adds what the flags cannot say alone: the lifetime range
     /// ([`PolicySettings::policy`]) and the grace period's force opt-in.
-    pub fn from_cli(cli: &Cli) -> Result<Config, SettingError> {
+    pub(crate) fn from_cli(cli: &Cli) -> Result<Config, SettingError> {
         let a = &cli.agent;
         Ok(Config {
             policy: a.policy.policy(a.images.required_images.clone())?,

@@ -15,35 +15,35 @@ use selfdestruct_decision::settings::{Setting, unset_or};
 /// The own pod's identity and API access: what the Downward API and the environment say.
 #[rustfmt::skip] // the clap attributes are laid out as in the other settings structs
 #[derive(clap::Args, Clone, Debug, Default, PartialEq, Eq)]
-pub struct IdentitySettings {
+pub(crate) struct IdentitySettings {
     /// Own pod name (Downward API metadata.name) [fallback: podinfo dir, hostname]
     #[arg(global = true, long = "pod-name", env = "POD_NAME", value_name = "NAME", default_value = "",
           hide_default_value = true, value_parser = Setting(unset_or(subdomain)))]
-    pub pod_name: std::option::Option<String>,
+    pub(crate) pod_name: std::option::Option<String>,
     /// Own namespace (Downward API metadata.namespace) [fallback: podinfo dir, service account]
     #[arg(global = true, long = "pod-namespace", env = "POD_NAMESPACE", value_name = "NAMESPACE",
           default_value = "", hide_default_value = true,
           value_parser = Setting(unset_or(label)))]
-    pub namespace: std::option::Option<String>,
+    pub(crate) namespace: std::option::Option<String>,
     /// Own pod uid (Downward API metadata.uid) [fallback: podinfo dir, one GET of the pod]
     #[arg(global = true, long = "pod-uid", env = "POD_UID", value_name = "UID", default_value = "",
           hide_default_value = true, value_parser = Setting(unset_or(uid)))]
-    pub uid: std::option::Option<String>,
+    pub(crate) uid: std::option::Option<String>,
     /// Own node (Downward API spec.nodeName) [fallback: the pod's spec.nodeName]
     #[arg(global = true, long, env = "NODE_NAME", value_name = "NODE", default_value = "",
           hide_default_value = true, value_parser = Setting(unset_or(subdomain)))]
-    pub node_name: std::option::Option<String>,
+    pub(crate) node_name: std::option::Option<String>,
     /// downwardAPI volume folder with files name, namespace, uid
     #[arg(global = true, long, env = "SELFDESTRUCT_PODINFO_DIR", value_name = "DIR",
           default_value = "/etc/podinfo")]
-    pub podinfo_dir: PathBuf,
+    pub(crate) podinfo_dir: PathBuf,
     /// Service-account folder (token, namespace) of in-cluster access
     #[arg(global = true, long, env = "SELFDESTRUCT_SERVICE_ACCOUNT_DIR", value_name = "DIR", hide = true,
           default_value = "/var/run/secrets/kubernetes.io/serviceaccount")]
-    pub service_account_dir: PathBuf,
+    pub(crate) service_account_dir: PathBuf,
     /// Kubeconfig file [default: KUBECONFIG, else ~/.kube/config, else the in-cluster account]
     #[arg(global = true, long, value_name = "FILE")]
-    pub kubeconfig: Option<PathBuf>,
+    pub(crate) kubeconfig: Option<PathBuf>,
 }
 
 /// `value` if it passes `valid`, else what is expected.
@@ -72,7 +72,7 @@ fn uid(value: &str) -> Result<String, String> {
 
 /// Where a value came from (for log lines and error messages).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Source {
+pub(crate) enum Source {
     /// An environment variable or flag.
     Env,
     /// A file of the downwardAPI volume.
@@ -88,25 +88,25 @@ pub enum Source {
 /// The own pod as far as known before asking the API server: enough to read it.
 /// [`Identity::own_pod`] then makes the one own-pod value the agent works with.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Identity {
+pub(crate) struct Identity {
     /// Pod name.
-    pub name: String,
+    pub(crate) name: String,
     /// Where the name came from.
-    pub name_from: Source,
+    pub(crate) name_from: Source,
     /// Namespace.
-    pub namespace: String,
+    pub(crate) namespace: String,
     /// Where the namespace came from.
-    pub namespace_from: Source,
+    pub(crate) namespace_from: Source,
     /// Pod uid, if the Downward API gives it.
-    pub uid: Option<String>,
+    pub(crate) uid: Option<String>,
     /// Node name, if the Downward API gives it.
-    pub node_name: Option<String>,
+    pub(crate) node_name: Option<String>,
 }
 
 /// Why the pod read under the own name is not this process's pod (a successor
 /// the StatefulSet created under the same name): nothing may be done to it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum NotOurs {
+pub(crate) enum NotOurs {
     /// `POD_UID` names another pod.
     #[error(
         "the pod under this name (uid {read}) is a successor, not ours (POD_UID {ours}): nothing to do"
@@ -134,7 +134,7 @@ impl Identity {
     /// successor. Without it, a pod created after `process_start` (beyond
     /// `CLOCK_SKEW`) is one. The Downward API's node name fills in a pod not
     /// yet bound in the API server's answer.
-    pub fn own_pod(&self, pod: &Pod, process_start: SystemTime) -> Result<OwnPod, NotOurs> {
+    pub(crate) fn own_pod(&self, pod: &Pod, process_start: SystemTime) -> Result<OwnPod, NotOurs> {
         let mut own = crate::summarize::own_pod(pod);
         match &self.uid {
             Some(ours) if !own.uid.is_empty() && own.uid != *ours => {
@@ -170,7 +170,7 @@ impl Identity {
 
 /// What could not be found, with the fix.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum IdentityError {
+pub(crate) enum IdentityError {
     /// No pod name.
     #[error(
         "cannot tell the own pod's name: set POD_NAME from the Downward API \
@@ -204,7 +204,7 @@ pub enum IdentityError {
 /// A DNS-1123 label (RFC 1123, as Kubernetes checks namespace names): 1-63 of
 /// `[a-z0-9-]`, starting and ending with a letter or digit. No maintained crate
 /// offers Kubernetes' name rules, so they are written out here.
-pub fn is_dns1123_label(s: &str) -> bool {
+pub(crate) fn is_dns1123_label(s: &str) -> bool {
     let b = s.as_bytes();
     (1..=63).contains(&b.len())
         && b.iter()
@@ -215,7 +215,7 @@ pub fn is_dns1123_label(s: &str) -> bool {
 
 /// A DNS-1123 subdomain (pod and node names): at most 253 characters of
 /// dot-separated labels.
-pub fn is_dns1123_subdomain(s: &str) -> bool {
+pub(crate) fn is_dns1123_subdomain(s: &str) -> bool {
     s.len() <= 253 && s.split('.').all(is_dns1123_label)
 }
 
@@ -247,7 +247,7 @@ pub(crate) fn hostname() -> Option<String> {
 
 /// Resolves the identity. `kubeconfig_namespace` is the namespace of the kubeconfig
 /// context, used last (local runs).
-pub fn resolve(
+pub(crate) fn resolve(
     hints: &IdentitySettings,
     hostname: Option<String>,
     kubeconfig_namespace: Option<&str>,

@@ -3,28 +3,167 @@
 //! newer node is ready for it.
 //!
 //! The decision (`selfdestruct_decision::decide`, in the `decision/` crate) is a
-//! pure function over a snapshot; the agent ([`agent`]) is a thin I/O shell around it.
+//! pure function over a snapshot; the agent (`agent`) is a thin I/O shell around it.
 //!
-//! A module or item is public only if the binary (`src/main.rs`) or the tests use
-//! it; everything else is `pub(crate)`.
+//! The public API is what the binary (`src/main.rs`) and the integration tests use:
+//! [`Cli`], [`Task`], [`run`] and [`Error`], and for the in-process tier the `run_on`
+//! of the agent and of the node gate, [`client_over`], [`Clock`] and [`Stop`].
+//! Everything else is `pub(crate)`.
 #![warn(missing_docs)]
 
+mod access;
 pub mod agent;
-pub mod api;
+mod api;
 mod candidates;
-pub mod clock;
-pub mod config;
-pub mod connect;
+mod client;
+mod clock;
+mod config;
+mod error;
 mod exec_plugin;
-pub mod identity;
+mod identity;
 mod jitter;
-pub mod logging;
+mod logging;
 mod malloc_trim;
 pub mod node_gate;
-pub mod pdb;
-pub mod schedule;
-pub mod signals;
-pub mod summarize;
+mod pdb;
+mod schedule;
+mod signals;
+mod summarize;
+#[cfg(test)]
+mod testing;
 mod token_file;
 mod watch;
-pub mod wrapper;
+mod wrapper;
+
+use std::ffi::OsString;
+use std::future::Future;
+
+pub use access::{AccessError, KubeconfigError};
+pub use client::{ClientError, client_over};
+pub use clock::Clock;
+pub use config::{Cli, Config};
+pub use error::{CheckError, Error};
+pub use node_gate::GateConfig;
+pub use schedule::ScheduleConfig;
+pub use signals::{Signals, Stop};
+
+use access::Discovered;
+use config::{Command, check_settings};
+use identity::IdentitySettings;
+use signals::WrapperSignals;
+
+/// A mode with its validated settings: what `selfdestruct` runs.
+pub enum Task {
+    /// `check-settings`: the settings, valid, as (variable, value).
+    Check(Vec<(String, String)>),
+    /// The agent.
+    Agent(Config),
+    /// The entrypoint wrapper: the agent's settings, the program and its arguments.
+    Wrapper(Config, OsString, Vec<OsString>),
+    /// `node-gate`.
+    Gate(GateConfig),
+    /// `schedule`.
+    Schedule(ScheduleConfig),
+}
+
+impl Task {
+    /// The mode `cli` asks for, its settings validated: each mode validates its
+    /// own (the gate none of the agent's).
+    pub fn from_cli(cli: &Cli) -> Result<Task, Error> {
+        let identity = &cli.shared.identity;
+        let command = cli
+            .exec
+            .split_first()
+            .map(|(p, args)| (p.clone(), args.to_vec()));
+        Ok(match (&cli.command, command) {
+            (Some(Command::CheckSettings(c)), _) => Task::Check(check_settings(&c.settings)?),
+            // `selfdestruct --` alone: a wrapper with nothing to run is a mistake, not a pause.
+            (_, None) if cli.wrapped => return Err(Error::NothingToRun),
+            (Some(Command::NodeGate(_)), Some(_)) => return Err(Error::NoCommand("node-gate")),
+            (Some(Command::Schedule(_)), Some(_)) => return Err(Error::NoCommand("schedule")),
+            (Some(Command::Schedule(s)), None) => Task::Schedule(ScheduleConfig::new(s, identity)?),
+            (Some(Command::NodeGate(g)), None) => Task::Gate(GateConfig::new(g, identity)?),
+            (None, Some((program, args))) => Task::Wrapper(Config::from_cli(cli)?, program, args),
+            (None, None) => Task::Agent(Config::from_cli(cli)?),
+        })
+    }
+}
+
+/// Runs the mode `cli` asks for to its end: `Ok` on SIGTERM/SIGINT. Installs the
+/// signal handlers, discovers the API access once (a named kubeconfig that cannot be
+/// used is [`Error::Kubeconfig`]) and runs the mode on a current-thread runtime.
+/// Nothing that can block (a kubeconfig read, an `exec` plugin) runs on the
+/// runtime's thread, which serves the signals.
+pub fn run(cli: &Cli) -> Result<(), Error> {
+    let task = Task::from_cli(cli)?;
+    if let Task::Check(settings) = &task {
+        // Exactly these settings, as the agent reads them; printed as env entries.
+        for (name, value) in settings {
+            println!("{}", serde_json::json!({ "name": name, "value": value }));
+        }
+        return Ok(());
+    }
+    let (shared, identity) = (&cli.shared, &cli.shared.identity);
+    logging::init(
+        shared.log_format,
+        shared.level(std::env::var("RUST_LOG").ok().as_deref()),
+    );
+    if !signals::is_pid1() {
+        // As the pause container does: reaping orphans is PID 1's job.
+        tracing::warn!(
+            "not PID 1: orphaned processes in this PID namespace are reaped by its init, not by selfdestruct"
+        );
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Setup("start the runtime", e))?;
+    let done = runtime.block_on(async {
+        // The handlers come first: a SIGTERM while a kubeconfig is read exits 0.
+        if let Task::Wrapper(cfg, program, args) = task {
+            let mut signals = WrapperSignals::install().map_err(cannot_install)?;
+            let Some(access) = discover(identity, signals.terminated()).await? else {
+                return Ok(());
+            };
+            return wrapper::run(cfg, program, args, access, signals).await;
+        }
+        let mut signals = Signals::install().map_err(cannot_install)?;
+        let Some(access) = discover(identity, signals.terminated()).await? else {
+            return Ok(());
+        };
+        match task {
+            Task::Agent(cfg) => agent::run(cfg, access, signals).await,
+            Task::Gate(g) => node_gate::run(g, access, signals).await,
+            Task::Schedule(s) => schedule::run(s, access, signals).await,
+            Task::Check(_) | Task::Wrapper(..) => Ok(()),
+        }
+    });
+    // Nothing is left to flush, and the runtime's shutdown would wait for tasks.
+    runtime.shutdown_background();
+    done
+}
+
+fn cannot_install(e: std::io::Error) -> Error {
+    Error::Setup("install signal handlers", e)
+}
+
+/// The API access, found once, unless `terminated` resolves first (`None`, logged):
+/// a kubeconfig the user named (a configuration error, found before anything else
+/// starts) that cannot be used is an error.
+async fn discover(
+    identity: &IdentitySettings,
+    terminated: impl Future<Output = &'static str>,
+) -> Result<Option<Discovered>, Error> {
+    let discovery = access::discover(
+        |k| std::env::var_os(k),
+        identity.kubeconfig.as_deref(),
+        &identity.service_account_dir,
+    );
+    tokio::select! {
+        sig = terminated => signals::stop(sig).map(|()| None),
+        access = discovery => match access {
+            Err(e) if e.is_named() => Err(e.into()),
+            access => Ok(Some(access)),
+        },
+    }
+}

@@ -12,7 +12,7 @@ use tracing_subscriber::{Layer, fmt};
 
 /// Log output format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum LogFormat {
+pub(crate) enum LogFormat {
     /// Human-readable lines.
     #[value(alias = "")]
     Text,
@@ -33,7 +33,7 @@ pub(crate) fn filter(level: LevelFilter) -> Targets {
 }
 
 /// Installs the global subscriber (once, at start-up).
-pub fn init(format: LogFormat, level: LevelFilter) {
+pub(crate) fn init(format: LogFormat, level: LevelFilter) {
     let filter = filter(level);
     let base = fmt::layer()
         .with_writer(std::io::stderr)
@@ -53,7 +53,7 @@ pub fn init(format: LogFormat, level: LevelFilter) {
 }
 
 /// The most bytes of server text (a `Status` message, a body) an error keeps.
-pub const QUOTE_LIMIT: usize = 1024;
+pub(crate) const QUOTE_LIMIT: usize = 1024;
 
 /// Server text as a log line may show it: control characters escaped (`\n`,
 /// `\r`, `\u{1b}`: no forged lines, no terminal escapes), cut after

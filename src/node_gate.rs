@@ -10,53 +10,57 @@ use kube::{Client, Resource};
 use serde_json::{Value, json};
 use tracing::{error, info, warn};
 
+use crate::access::Discovered;
 use crate::api::{ApiError, request, segment};
-use crate::connect::{self, Access, AccessError, bad_kubeconfig};
+use crate::error::Result;
 use crate::identity::IdentitySettings;
 use crate::jitter::draw;
 use crate::logging::Chain;
-use crate::signals::{Signals, Stop, pause, stop};
+use crate::signals::{Signals, Stop, on_client_or_pause, pause};
 use selfdestruct_decision::backoff::Backoff;
 use selfdestruct_decision::selector::{Requirement, Selector};
 use selfdestruct_decision::settings::{ImageSettings, Setting, SettingError, duration};
 use tokio::time::Instant;
 
 /// The default gate taint (the decision core's, which the simulator shares).
-pub const DEFAULT_TAINT: &str = selfdestruct_decision::model::IMAGES_PENDING_TAINT;
+pub(crate) const DEFAULT_TAINT: &str = selfdestruct_decision::model::IMAGES_PENDING_TAINT;
 
 /// Settings of `selfdestruct node-gate` (its own node comes from the shared
 /// [`IdentitySettings`]).
 #[derive(clap::Args, Debug, Clone, PartialEq)]
-pub struct GateSettings {
+pub(crate) struct GateSettings {
     /// Taint to remove from the own node
     #[arg(long = "gate-taint", env = "SELFDESTRUCT_GATE_TAINT", value_name = "KEY",
           default_value = DEFAULT_TAINT, value_parser = Setting(taint_key))]
-    pub taint_key: String,
+    pub(crate) taint_key: String,
     /// Open the gate anyway after this long (fail-open)
     #[arg(long = "gate-timeout", env = "SELFDESTRUCT_GATE_TIMEOUT", value_name = "DURATION",
           default_value = "15m", value_parser = Setting(duration))]
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
     /// How often to re-read the node while waiting for images (at least 1s)
     #[arg(long = "gate-poll", env = "SELFDESTRUCT_GATE_POLL", value_name = "DURATION",
           default_value = "10s", value_parser = Setting(poll_interval))]
-    pub poll: Duration,
+    pub(crate) poll: Duration,
     /// The images the node must report before the gate opens.
     #[command(flatten)]
-    pub images: ImageSettings,
+    pub(crate) images: ImageSettings,
 }
 
 /// The gate's validated configuration: its settings and its own node.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GateConfig {
     /// The own node.
-    pub node_name: String,
+    pub(crate) node_name: String,
     /// The gate's settings.
-    pub gate: GateSettings,
+    pub(crate) gate: GateSettings,
 }
 
 impl GateConfig {
     /// The gate's settings with its own node, which it requires (`NODE_NAME`).
-    pub fn new(gate: &GateSettings, identity: &IdentitySettings) -> Result<Self, SettingError> {
+    pub(crate) fn new(
+        gate: &GateSettings,
+        identity: &IdentitySettings,
+    ) -> Result<Self, SettingError> {
         let node_name = identity.node_name.clone().ok_or_else(|| SettingError {
             setting: "NODE_NAME (--node-name)".into(),
             value: String::new(),
@@ -86,18 +90,18 @@ fn taint_key(value: &str) -> Result<String, String> {
 
 /// What the gate sees on its node.
 #[derive(Debug, PartialEq)]
-pub struct NodeView {
+pub(crate) struct NodeView {
     /// `spec.taints` as sent (null when absent).
-    pub taints: Value,
+    pub(crate) taints: Value,
     /// Indices in `spec.taints` of every taint with the gate key (any effect,
     /// any value), in order.
-    pub gate_indices: Vec<usize>,
+    pub(crate) gate_indices: Vec<usize>,
     /// Required images the node does not report yet.
-    pub missing: Vec<String>,
+    pub(crate) missing: Vec<String>,
 }
 
 /// Reads the relevant parts of a Node's JSON.
-pub fn view(node: &Value, cfg: &GateConfig) -> NodeView {
+pub(crate) fn view(node: &Value, cfg: &GateConfig) -> NodeView {
     let taints = node.pointer("/spec/taints").cloned().unwrap_or(Value::Null);
     let gate_indices = gate_taints(&taints, &cfg.gate.taint_key);
     let names: Vec<&str> = node
@@ -138,7 +142,7 @@ fn gate_taints(taints: &Value, key: &str) -> Vec<usize> {
 
 /// How many taints with the gate key a Node (as the API server returned it,
 /// e.g. in answer to the PATCH) still carries: the gate is open only at 0.
-pub fn gate_taints_left(node: &Value, key: &str) -> usize {
+pub(crate) fn gate_taints_left(node: &Value, key: &str) -> usize {
     gate_taints(node.pointer("/spec/taints").unwrap_or(&Value::Null), key).len()
 }
 
@@ -147,7 +151,7 @@ pub fn gate_taints_left(node: &Value, key: &str) -> usize {
 /// taint list as read: if the taints changed meanwhile (the autoscaler adds its own),
 /// the server refuses it and the gate reads again. Removals go from the last index
 /// to the first, so each index still names its taint. `None`: no gate taint.
-pub fn removal_patch(v: &NodeView) -> Option<Value> {
+pub(crate) fn removal_patch(v: &NodeView) -> Option<Value> {
     if v.gate_indices.is_empty() {
         return None;
     }
@@ -187,32 +191,15 @@ async fn patch_node(client: &Client, name: &str, patch: &Value) -> Result<Vec<u8
 
 /// Runs `node-gate` mode on the API `access` `main` discovered: without API
 /// access, a plain pause.
-pub async fn run(
-    gate: GateConfig,
-    access: Result<Access, AccessError>,
-    mut signals: Signals,
-) -> i32 {
-    let why: Box<dyn std::error::Error + Send + Sync> = match access {
-        Err(e) => Box::new(e),
-        Ok(a) => {
-            let built = tokio::select! {
-                sig = signals.terminated() => return stop(sig),
-                built = connect::client_retrying(&a, "default") => built,
-            };
-            match built {
-                Ok(client) => return run_on(gate, client, Stop::Signals(signals)).await,
-                Err(e) if a.named => return bad_kubeconfig(&e),
-                Err(e) => Box::new(e),
-            }
-        }
-    };
-    info!(reason = %Chain(&*why), "no API access: the node gate cannot remove its taint; running as a plain pause container");
-    pause(signals.terminated()).await
+pub(crate) async fn run(gate: GateConfig, access: Discovered, signals: Signals) -> Result {
+    let cannot = "the node gate cannot remove its taint";
+    let run = |client, stop| run_on(gate, client, stop);
+    on_client_or_pause(access, |_| "default".into(), signals, cannot, run).await
 }
 
 /// [`run`] on `client` until `signals` fires: wait for the images (or the timeout),
 /// remove the taint, then pause.
-pub async fn run_on(cfg: GateConfig, client: Client, mut signals: Stop) -> i32 {
+pub async fn run_on(cfg: GateConfig, client: Client, mut signals: Stop) -> Result {
     info!(
         node = %cfg.node_name, taint = %cfg.gate.taint_key,
         required_images = %cfg.gate.images.required_images.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
@@ -223,7 +210,7 @@ pub async fn run_on(cfg: GateConfig, client: Client, mut signals: Stop) -> i32 {
     tokio::select! {
         sig = signals.terminated() => {
             info!(signal = sig, "received {sig} before the gate opened, exiting");
-            return 0;
+            return Ok(());
         }
         () = open_gate(&cfg, &client) => {}
     }
@@ -250,7 +237,7 @@ enum Step {
 /// Whether a failed PATCH means "the taints changed since the read" (the `test`
 /// operation failed, or a write conflict): read again and retry. A 422 from an
 /// admission policy also says Invalid, but names the policy in its message.
-pub fn is_conflict(e: &ApiError) -> bool {
+pub(crate) fn is_conflict(e: &ApiError) -> bool {
     match e {
         ApiError::Status { code: 409, .. } => true,
         ApiError::Status {

@@ -19,14 +19,17 @@ pub(crate) const EVENT_REASON: &str = "MultiplePodDisruptionBudgets";
 /// Whether an eviction's error answer (HTTP status `code`, and the error's
 /// text, which carries the server's message) says that two or more
 /// PodDisruptionBudgets select the pod.
-pub fn is_multiple_pdbs(code: Option<u16>, text: &str) -> bool {
+pub(crate) fn is_multiple_pdbs(code: Option<u16>, text: &str) -> bool {
     code == Some(500) && text.contains(MULTIPLE_PDBS)
 }
 
 /// The names of the budgets whose selector selects a pod with `labels`, as the
 /// eviction subresource matches them (a budget without a selector selects
 /// nothing; an empty selector selects every pod of the namespace).
-pub fn selecting(pdbs: &[PodDisruptionBudget], labels: &BTreeMap<String, String>) -> Vec<String> {
+pub(crate) fn selecting(
+    pdbs: &[PodDisruptionBudget],
+    labels: &BTreeMap<String, String>,
+) -> Vec<String> {
     pdbs.iter()
         .filter(|pdb| {
             pdb.spec

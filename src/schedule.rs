@@ -22,12 +22,13 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use tracing::{error, info, warn};
 
+use crate::access::{Access, Discovered};
 use crate::api::{ApiError, from_kube, request, segment};
-use crate::connect::{self, Access, AccessError, bad_kubeconfig};
+use crate::error::Result;
 use crate::identity::IdentitySettings;
 use crate::jitter::draw;
 use crate::logging::Chain;
-use crate::signals::{Signals, Stop, pause, stop};
+use crate::signals::{Signals, Stop, on_client_or_pause, stop};
 use selfdestruct_decision::backoff::Backoff;
 use selfdestruct_decision::duration::format as human;
 use selfdestruct_decision::settings::{Setting, SettingError, duration};
@@ -37,68 +38,68 @@ use selfdestruct_schedule::{
 };
 
 /// The most bytes of a calendar read (a URL's answer or a file).
-pub const CALENDAR_MAX_BYTES: usize = 4 << 20;
+pub(crate) const CALENDAR_MAX_BYTES: usize = 4 << 20;
 
 /// The most redirects a calendar URL may take.
 const MAX_REDIRECTS: usize = 5;
 
 /// The group/version of CapacityBuffers.
-pub const BUFFER_API: &str = "autoscaling.x-k8s.io/v1beta1";
+pub(crate) const BUFFER_API: &str = "autoscaling.x-k8s.io/v1beta1";
 
 /// How far ahead the calendar's occurrences are expanded at a time.
 const SPAN: TimeDelta = TimeDelta::days(2);
 
 /// Settings of `selfdestruct schedule` (its namespace is the shared identity's).
 #[derive(clap::Args, Debug, Clone)]
-pub struct ScheduleSettings {
+pub(crate) struct ScheduleSettings {
     /// What to scale, in the own namespace: statefulset/NAME (its scale subresource) or
     /// capacitybuffer/NAME
     #[arg(long, env = "SELFDESTRUCT_SCHEDULE_TARGET", value_name = "KIND/NAME",
           default_value = "", hide_default_value = true, value_parser = Setting(target))]
-    pub target: std::option::Option<Target>,
+    pub(crate) target: std::option::Option<Target>,
     /// Weekly baseline, e.g. "Mon-Fri 08:00-18:00 = 12; * = 2" (first matching rule
     /// wins; docs/schedule.md has the grammar) [default: none, 0]
     #[arg(long, env = "SELFDESTRUCT_SCHEDULE_BASELINE", value_name = "RULES",
           default_value = "", hide_default_value = true, value_parser = Setting(baseline))]
-    pub baseline: Baseline,
+    pub(crate) baseline: Baseline,
     /// iCal calendar: an http(s):// or webcal:// URL, or a file path (a mounted
     /// ConfigMap); events say "placeholders: N" in their summary or description [default: none]
     #[arg(long, env = "SELFDESTRUCT_SCHEDULE_CALENDAR", value_name = "URL|FILE",
           default_value = "", hide_default_value = true, value_parser = Setting(calendar_source))]
-    pub calendar: std::option::Option<CalendarSource>,
+    pub(crate) calendar: std::option::Option<CalendarSource>,
     /// IANA time zone of the baseline's windows and of the calendar's floating times
     #[arg(long, env = "SELFDESTRUCT_SCHEDULE_TIME_ZONE", value_name = "ZONE",
           default_value = "UTC", value_parser = Setting(time_zone))]
-    pub time_zone: Tz,
+    pub(crate) time_zone: Tz,
     /// How long before an event its count applies (node boot plus image pull)
     #[arg(long, env = "SELFDESTRUCT_SCHEDULE_LEAD_TIME", value_name = "DURATION",
           default_value = "10m", value_parser = Setting(duration))]
-    pub lead_time: Duration,
+    pub(crate) lead_time: Duration,
     /// The least count
     #[arg(long, env = "SELFDESTRUCT_SCHEDULE_MIN", value_name = "N", default_value = "0",
           value_parser = Setting(count))]
-    pub min: u32,
+    pub(crate) min: u32,
     /// The largest count
     #[arg(long, env = "SELFDESTRUCT_SCHEDULE_MAX", value_name = "N", default_value = "1000",
           value_parser = Setting(count))]
-    pub max: u32,
+    pub(crate) max: u32,
     /// How often to read the calendar again and check the object's replicas (at least 1s)
     #[arg(long, env = "SELFDESTRUCT_SCHEDULE_REFRESH", value_name = "DURATION",
           default_value = "5m", value_parser = Setting(at_least_1s))]
-    pub refresh: Duration,
+    pub(crate) refresh: Duration,
     /// How often the count in force is evaluated (at least 1s)
     #[arg(long, env = "SELFDESTRUCT_SCHEDULE_TICK", value_name = "DURATION", hide = true,
           default_value = "15s", value_parser = Setting(at_least_1s))]
-    pub tick: Duration,
+    pub(crate) tick: Duration,
     /// How long one calendar read may take, the whole answer included (at least 1s)
     #[arg(long, env = "SELFDESTRUCT_SCHEDULE_CALENDAR_TIMEOUT", value_name = "DURATION", hide = true,
           default_value = "30s", value_parser = Setting(at_least_1s))]
-    pub calendar_timeout: Duration,
+    pub(crate) calendar_timeout: Duration,
 }
 
 /// What the mode scales.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Target {
+pub(crate) enum Target {
     /// A StatefulSet, through its `scale` subresource.
     StatefulSet(String),
     /// A CapacityBuffer (autoscaling.x-k8s.io), its `spec.replicas`.
@@ -107,14 +108,14 @@ pub enum Target {
 
 impl Target {
     /// Its name.
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         match self {
             Target::StatefulSet(n) | Target::CapacityBuffer(n) => n,
         }
     }
 
     /// The URL of what is read and patched, in `namespace`.
-    pub fn url(&self, namespace: &str) -> String {
+    pub(crate) fn url(&self, namespace: &str) -> String {
         let ns = segment(namespace);
         match self {
             Target::StatefulSet(n) => format!(
@@ -156,7 +157,7 @@ impl std::fmt::Display for Target {
 
 /// Where the calendar comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum CalendarSource {
+pub(crate) enum CalendarSource {
     /// An http(s) URL (`webcal://` read as `https://`).
     Url(http::Uri),
     /// A file.
@@ -241,26 +242,29 @@ fn at_least_1s(value: &str) -> Result<Duration, String> {
 #[derive(Clone, Debug)]
 pub struct ScheduleConfig {
     /// What to scale.
-    pub target: Target,
+    pub(crate) target: Target,
     /// The baseline, zone, lead time and bounds.
-    pub schedule: Schedule,
+    pub(crate) schedule: Schedule,
     /// The calendar, if any.
-    pub calendar: Option<CalendarSource>,
+    pub(crate) calendar: Option<CalendarSource>,
     /// How often the calendar is read again.
-    pub refresh: Duration,
+    pub(crate) refresh: Duration,
     /// How often the count is evaluated.
-    pub tick: Duration,
+    pub(crate) tick: Duration,
     /// How long one calendar read may take.
-    pub calendar_timeout: Duration,
+    pub(crate) calendar_timeout: Duration,
     /// The own namespace, if a setting names it.
-    pub namespace: Option<String>,
+    pub(crate) namespace: Option<String>,
     /// The service-account folder (its `namespace` file).
-    pub service_account_dir: PathBuf,
+    pub(crate) service_account_dir: PathBuf,
 }
 
 impl ScheduleConfig {
     /// Checks what one setting alone cannot: a target, something to schedule, min <= max.
-    pub fn new(s: &ScheduleSettings, identity: &IdentitySettings) -> Result<Self, SettingError> {
+    pub(crate) fn new(
+        s: &ScheduleSettings,
+        identity: &IdentitySettings,
+    ) -> Result<Self, SettingError> {
         let target = s.target.clone().ok_or_else(|| SettingError {
             setting: "SELFDESTRUCT_SCHEDULE_TARGET (--target)".into(),
             value: String::new(),
@@ -302,40 +306,25 @@ impl ScheduleConfig {
 }
 
 /// Runs the mode on the API `access` `main` discovered: without API access, a plain pause.
-pub async fn run(
-    cfg: ScheduleConfig,
-    access: Result<Access, AccessError>,
-    mut signals: Signals,
-) -> i32 {
-    let why: Box<dyn std::error::Error + Send + Sync> = match access {
-        Err(e) => Box::new(e),
-        Ok(a) => {
-            let namespace = cfg
-                .namespace
-                .clone()
-                .or_else(|| a.namespace.clone())
-                .or_else(|| {
-                    std::fs::read_to_string(cfg.service_account_dir.join("namespace"))
-                        .ok()
-                        .map(|s| s.trim().to_string())
-                        .filter(|s| !s.is_empty())
-                })
-                .unwrap_or_else(|| "default".into());
-            let built = tokio::select! {
-                sig = signals.terminated() => return stop(sig),
-                built = connect::client_retrying(&a, &namespace) => built,
-            };
-            match built {
-                Ok(client) => {
-                    return run_on(cfg, client, &namespace, Stop::Signals(signals)).await;
-                }
-                Err(e) if a.named => return bad_kubeconfig(&e),
-                Err(e) => Box::new(e),
-            }
-        }
+pub(crate) async fn run(cfg: ScheduleConfig, access: Discovered, signals: Signals) -> Result {
+    let (given, sa_dir) = (cfg.namespace.clone(), cfg.service_account_dir.clone());
+    let namespace = |a: &Access| {
+        given
+            .or_else(|| a.namespace.clone())
+            .or_else(|| {
+                std::fs::read_to_string(sa_dir.join("namespace"))
+                    .ok()
+                    .map(|s| s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+            })
+            .unwrap_or_else(|| "default".into())
     };
-    info!(reason = %Chain(&*why), "no API access: the schedule cannot scale anything; running as a plain pause container");
-    pause(signals.terminated()).await
+    let cannot = "the schedule cannot scale anything";
+    let run = |client: Client, stop| async move {
+        let namespace = client.default_namespace().to_string();
+        run_on(cfg, client, &namespace, stop).await
+    };
+    on_client_or_pause(access, namespace, signals, cannot, run).await
 }
 
 /// The calendar as last read well, and its occurrences over a span.
@@ -360,12 +349,12 @@ struct Applied {
 }
 
 /// [`run`] on `client` until `signals` fires.
-pub async fn run_on(
+pub(crate) async fn run_on(
     cfg: ScheduleConfig,
     client: Client,
     namespace: &str,
     mut signals: Stop,
-) -> i32 {
+) -> Result {
     info!(
         target = %cfg.target, namespace,
         baseline = %cfg.schedule.baseline,
@@ -517,7 +506,7 @@ async fn expand(cfg: &ScheduleConfig, cal: &mut CalendarState, now: DateTime<Utc
 
 /// Why a calendar could not be read.
 #[derive(Debug, thiserror::Error)]
-pub enum ReadError {
+pub(crate) enum ReadError {
     /// No answer, or no file.
     #[error("cannot read {0}")]
     Io(String, #[source] Box<dyn std::error::Error + Send + Sync>),

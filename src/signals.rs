@@ -6,6 +6,11 @@
 
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
+use crate::access::{Access, Discovered};
+use crate::client::{ClientError, client_retrying};
+use crate::error::Result;
+use crate::logging::Chain;
+
 /// The signals the agent listens to.
 pub struct Signals {
     term: Signal,
@@ -30,7 +35,7 @@ pub enum Stop {
 
 impl Stop {
     /// Resolves like [`Signals::terminated`], or never. Cancel-safe.
-    pub async fn terminated(&mut self) -> &'static str {
+    pub(crate) async fn terminated(&mut self) -> &'static str {
         match self {
             Stop::Signals(s) => s.terminated().await,
             Stop::Never => std::future::pending().await,
@@ -94,9 +99,9 @@ pub(crate) fn reap_zombies() -> usize {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Reaped {
     /// How many other children (orphans, when PID 1) were reaped.
-    pub others: usize,
+    pub(crate) others: usize,
     /// The raw wait status of the watched child, if it exited.
-    pub child: Option<i32>,
+    pub(crate) child: Option<i32>,
 }
 
 /// With `all` (PID 1): reaps every exited child like [`reap_zombies`], but
@@ -138,7 +143,7 @@ pub(crate) fn exit_code(status: i32) -> i32 {
 }
 
 /// The signals the entrypoint wrapper passes on to its child.
-pub const FORWARDED: [(libc::c_int, &str); 6] = [
+pub(crate) const FORWARDED: [(libc::c_int, &str); 6] = [
     (libc::SIGTERM, "SIGTERM"),
     (libc::SIGINT, "SIGINT"),
     (libc::SIGHUP, "SIGHUP"),
@@ -159,14 +164,14 @@ pub(crate) enum WrapperSignal {
 /// The entrypoint wrapper's handlers: every signal of `FORWARDED`, and SIGCHLD.
 /// Installed first (by `main`, before anything reads a kubeconfig, and so before
 /// the child is started), so nothing is missed.
-pub struct WrapperSignals {
+pub(crate) struct WrapperSignals {
     forward: Vec<(libc::c_int, &'static str, Signal)>,
     child: Signal,
 }
 
 impl WrapperSignals {
     /// Installs the handlers.
-    pub fn install() -> std::io::Result<Self> {
+    pub(crate) fn install() -> std::io::Result<Self> {
         let forward =
             FORWARDED.map(|(num, name)| Ok((num, name, signal(SignalKind::from_raw(num))?)));
         Ok(WrapperSignals {
@@ -197,7 +202,7 @@ impl WrapperSignals {
     /// Resolves with the signal's name on SIGTERM or SIGINT, for when there is
     /// no child to forward them to (before it is started, after it ended); as
     /// PID 1 reaps zombies meanwhile, and ignores the other signals. Cancel-safe.
-    pub async fn terminated(&mut self) -> &'static str {
+    pub(crate) async fn terminated(&mut self) -> &'static str {
         loop {
             match self.recv().await {
                 WrapperSignal::Forward(num, name)
@@ -216,18 +221,51 @@ impl WrapperSignals {
 
 /// A plain pause container: gives the start-up memory back, then waits for
 /// SIGTERM/SIGINT.
-pub(crate) async fn pause(terminated: impl Future<Output = &'static str>) -> i32 {
+pub(crate) async fn pause(terminated: impl Future<Output = &'static str>) -> Result {
     crate::malloc_trim::release_idle();
     stop(terminated.await)
 }
 
-/// Logs that `signal` ends the process and returns its exit code, 0.
-pub fn stop(signal: &str) -> i32 {
+/// Logs that `signal` ends the process, which is no error.
+pub(crate) fn stop(signal: &str) -> Result {
     tracing::info!(signal, "received {signal}, exiting");
-    0
+    Ok(())
+}
+
+/// A mode on the client of `access` (`namespace` its default namespace): `run_on`
+/// until `signals` fires. Without one (no access, or a client that cannot be built
+/// but from a kubeconfig the user named: an error), a plain pause, saying once what
+/// the mode `cannot` do.
+pub(crate) async fn on_client_or_pause<F>(
+    access: Discovered,
+    namespace: impl FnOnce(&Access) -> String,
+    mut signals: Signals,
+    cannot: &str,
+    run_on: impl FnOnce(kube::Client, Stop) -> F,
+) -> Result
+where
+    F: Future<Output = Result>,
+{
+    let why = match access {
+        Err(e) => ClientError::Access(e),
+        Ok(a) => {
+            let namespace = namespace(&a);
+            let built = tokio::select! {
+                sig = signals.terminated() => return stop(sig),
+                built = client_retrying(&a, &namespace) => built,
+            };
+            match built {
+                Ok(client) => return run_on(client, Stop::Signals(signals)).await,
+                Err(e) if a.named => return Err(e.into()),
+                Err(e) => e,
+            }
+        }
+    };
+    tracing::info!(reason = %Chain(&why), "no API access: {cannot}; running as a plain pause container");
+    pause(signals.terminated()).await
 }
 
 /// Whether this process is PID 1 (the init of its PID namespace).
-pub fn is_pid1() -> bool {
+pub(crate) fn is_pid1() -> bool {
     std::process::id() == 1
 }

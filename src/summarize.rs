@@ -17,7 +17,7 @@ use selfdestruct_decision::model::{
 use selfdestruct_decision::selector::Requirement;
 
 /// The own pod's summary, from the pod as read from the API server.
-pub fn own_pod(pod: &Pod) -> OwnPod {
+pub(crate) fn own_pod(pod: &Pod) -> OwnPod {
     let meta = &pod.metadata;
     let spec = pod.spec.as_ref();
     let status = pod.status.as_ref();
@@ -94,7 +94,11 @@ pub(crate) fn node_metadata(meta: ObjectMeta, label_keys: &BTreeSet<String>) -> 
 }
 
 /// A node's summary, keeping only the labels in `label_keys` and which of `required` images it holds.
-pub fn node(node: Node, label_keys: &BTreeSet<String>, required: &[ImageRef]) -> NodeSummary {
+pub(crate) fn node(
+    node: Node,
+    label_keys: &BTreeSet<String>,
+    required: &[ImageRef],
+) -> NodeSummary {
     let status = node.status.unwrap_or_default();
     let ready = status
         .conditions
@@ -141,7 +145,7 @@ pub fn node(node: Node, label_keys: &BTreeSet<String>, required: &[ImageRef]) ->
 }
 
 /// A sibling placeholder pod's summary.
-pub fn sibling(pod: Pod) -> Sibling {
+pub(crate) fn sibling(pod: Pod) -> Sibling {
     let node_name = pod.spec.and_then(|s| s.node_name).filter(|n| !n.is_empty());
     let phase = pod.status.and_then(|s| s.phase);
     Sibling {

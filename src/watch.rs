@@ -13,7 +13,7 @@
 //! - a list that returns an object twice (a `continue` token that never ends),
 //!   or whose summaries would hold more than its target's bytes
 //!   ([`Target::max_bytes`], as [`Weigh`] counts them), is abandoned, and backs
-//!   off; so is one of more than [`MAX_LIST_PAGES`](crate::connect::MAX_LIST_PAGES) pages (the client layer).
+//!   off; so is one of more than [`MAX_LIST_PAGES`](crate::client::MAX_LIST_PAGES) pages (the client layer).
 
 use std::collections::HashSet;
 use std::fmt::Debug;
@@ -28,7 +28,7 @@ use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 
-use crate::connect::EndlessList;
+use crate::client::EndlessList;
 use crate::jitter::draw;
 use selfdestruct_decision::backoff::Backoff;
 use selfdestruct_decision::model::{NodeSummary, Sibling, Taint};
@@ -93,9 +93,9 @@ impl Weigh for Sibling {
 pub(crate) const WATCH_TIMEOUT: Duration = Duration::from_secs(660);
 /// The most taken off [`WATCH_TIMEOUT`] at random (a fleet's watches do not end together).
 const WATCH_JITTER: Duration = Duration::from_secs(60);
-/// An endless list (more than [`MAX_LIST_PAGES`](crate::connect::MAX_LIST_PAGES) pages, or an object twice)
+/// An endless list (more than [`MAX_LIST_PAGES`](crate::client::MAX_LIST_PAGES) pages, or an object twice)
 /// backs off from this step of [`Backoff::TRANSIENT`] at least (4-8 s): each
-/// attempt cost up to [`MAX_LIST_PAGES`](crate::connect::MAX_LIST_PAGES) requests.
+/// attempt cost up to [`MAX_LIST_PAGES`](crate::client::MAX_LIST_PAGES) requests.
 const ENDLESS_LIST_STEP: u32 = 3;
 /// After this long without an error, the next error backs off from the start again.
 pub(crate) const QUIET: Duration = Duration::from_secs(600);

@@ -16,19 +16,15 @@ use kube::runtime::events::EventType;
 use tokio::sync::watch;
 use tracing::{debug, error, info, warn};
 
+use crate::access::{Access, AccessError};
 use crate::agent::{self, NotReady, Ready};
 use crate::api::Mode;
 use crate::api::{outcome_of, rbac_hint};
 use crate::config::{Config, OnExit};
-use crate::connect::{Access, AccessError};
+use crate::error::{Error, Result};
 use crate::logging::Chain;
 use crate::signals::{self, Stop, WrapperSignal, WrapperSignals};
 use selfdestruct_decision::Outcome;
-
-/// Exit code when CMD cannot be found (as in a shell).
-pub(crate) const EXIT_NOT_FOUND: i32 = 127;
-/// Exit code when CMD cannot be executed (as in a shell).
-pub(crate) const EXIT_CANNOT_EXEC: i32 = 126;
 
 /// How long a child's exit waits for the own pod to be read before
 /// `SELFDESTRUCT_ON_EXIT=delete` gives up.
@@ -39,14 +35,14 @@ const DELETE_SETUP_WAIT: Duration = Duration::from_secs(10);
 const DELETE_LIMIT: Duration = Duration::from_secs(20);
 
 /// Runs `program` with `args` as the child, to its end, on the API `access` and the
-/// `signals` that `main` set up; returns the exit code to exit with.
-pub async fn run(
+/// `signals` that `main` set up: [`Error::Child`] with its code if not 0.
+pub(crate) async fn run(
     cfg: Config,
     program: OsString,
     args: Vec<OsString>,
     access: Result<Access, AccessError>,
     mut signals: WrapperSignals,
-) -> i32 {
+) -> Result {
     let argv = std::iter::once(&program).chain(&args);
     let command = argv
         .map(|a| a.to_string_lossy())
@@ -55,13 +51,8 @@ pub async fn run(
     let child = match std::process::Command::new(&program).args(&args).spawn() {
         Ok(c) => c,
         Err(e) => {
-            let code = if e.kind() == std::io::ErrorKind::NotFound {
-                EXIT_NOT_FOUND
-            } else {
-                EXIT_CANNOT_EXEC
-            };
-            error!(command = %command, error = %e, code, "cannot start the command");
-            return code;
+            error!(command = %command, error = %e, "cannot start the command");
+            return Err(Error::Spawn(e));
         }
     };
     // Reaped with waitpid below, not through `Child`: as PID 1 every orphan is
@@ -154,7 +145,7 @@ pub async fn run(
             }
         }
     }
-    code
+    (code == 0).then_some(()).ok_or(Error::Child(code))
 }
 
 /// `SELFDESTRUCT_ON_EXIT=delete` after the child exited with `code`: waits for
@@ -194,10 +185,11 @@ async fn agent_side(
     match agent::prepare(&cfg, access, &mut never).await {
         Ok(ready) => {
             known.send_replace(Some(ready.clone()));
-            ready.decision_loop(cfg, &mut never).await;
+            // With `Stop::Never` it returns only when dropped.
+            let _ = ready.decision_loop(cfg, &mut never).await;
         }
         Err(NotReady::NoApi(why)) => no_api(&why),
-        Err(NotReady::NoClient(why)) => no_api(&*why),
+        Err(NotReady::NoClient(why)) => no_api(&why),
         Err(NotReady::BadKubeconfig(why)) => no_api(&why),
         Err(NotReady::Fatal | NotReady::NotOurs) => warn!(
             "cannot identify the own pod (see above): running the command as a plain init, \

@@ -13,7 +13,7 @@
 //! - values.schema.json refuses bad values, each with a message naming the
 //!   value and what is wrong;
 //! - the schema's settings are exactly the agent's (walked from
-//!   `selfdestruct::config::Cli::command()`), and every value the full values
+//!   `selfdestruct::Cli::command()`), and every value the full values
 //!   file gives them is one the agent's own parser accepts.
 //!
 //! Strict validation of the rendered objects against the Kubernetes schemas
@@ -827,7 +827,12 @@ fn one_lifetime_bound_alone_is_not_paired_with_the_charts_default() {
                 lifetime(&settings)
             ));
         }
-        if let Err(e) = selfdestruct::config::check_settings(&settings) {
+        let argv = ["selfdestruct", "check-settings"].map(String::from);
+        let argv = argv.into_iter().chain(settings.iter().cloned());
+        let checked = selfdestruct::Cli::parse_mode(argv)
+            .map_err(|e| e.to_string())
+            .and_then(|cli| selfdestruct::Task::from_cli(&cli).map_err(|e| e.to_string()));
+        if let Err(e) = checked {
             wrong.push(format!("{args:?}: the agent refuses {settings:?}: {e}"));
         }
     }
@@ -964,7 +969,7 @@ fn render_chart_takes_helm_templates_value_flags() {
 /// The SELFDESTRUCT_* variables of the top-level command and of a subcommand.
 fn agent_variables(subcommand: Option<&str>) -> Vec<String> {
     use clap::CommandFactory;
-    let mut cli = selfdestruct::config::Cli::command();
+    let mut cli = selfdestruct::Cli::command();
     cli.build();
     let command = match subcommand {
         None => &cli,
@@ -1040,7 +1045,7 @@ fn the_schema_names_exactly_the_agents_settings() {
 fn the_agent_accepts_every_setting_the_full_values_file_gives() {
     use clap::CommandFactory;
     let docs = render("hub", "hub-ns", &[FULL_VALUES]);
-    let cli = selfdestruct::config::Cli::command();
+    let cli = selfdestruct::Cli::command();
     let flag_of = |command: &clap::Command, var: &str| {
         command
             .get_arguments()
@@ -1078,7 +1083,7 @@ fn the_agent_accepts_every_setting_the_full_values_file_gives() {
             args.extend(["node-gate".into(), "--node-name=node-a".into()]);
             args.extend(sub_args);
         }
-        let parsed = selfdestruct::config::Cli::command().try_get_matches_from(&args);
+        let parsed = selfdestruct::Cli::command().try_get_matches_from(&args);
         assert!(
             parsed.is_ok(),
             "{args:?}: {}",
@@ -1257,7 +1262,7 @@ fn the_schema_and_the_agent_agree_on_forms() {
         ("SELFDESTRUCT_GATE_POLL", "500ms", true, true),
         ("SELFDESTRUCT_GATE_POLL", "1", false, false),
     ];
-    let cli = selfdestruct::config::Cli::command();
+    let cli = selfdestruct::Cli::command();
     let gate = cli.find_subcommand("node-gate").expect("node-gate");
     let mut wrong = Vec::new();
     for &(var, value, schema_ok, agent_ok) in table {
@@ -1281,7 +1286,7 @@ fn the_schema_and_the_agent_agree_on_forms() {
             args.extend(["node-gate".into(), "--node-name=node-a".into()]);
         }
         args.push(format!("--{flag}={value}"));
-        let agent = selfdestruct::config::Cli::command()
+        let agent = selfdestruct::Cli::command()
             .try_get_matches_from(&args)
             .is_ok();
         if (schema, agent) != (schema_ok, agent_ok) {
@@ -1337,7 +1342,7 @@ const SHIPPED_NOT_AS_THE_AGENT: [(&str, &str); 1] = [(
 #[test]
 fn the_chart_ships_the_agents_defaults() {
     use clap::CommandFactory;
-    let mut cli = selfdestruct::config::Cli::command();
+    let mut cli = selfdestruct::Cli::command();
     cli.build();
     let defaults: BTreeMap<String, Option<String>> = cli
         .get_arguments()
@@ -1385,7 +1390,7 @@ fn the_chart_ships_the_agents_defaults() {
 /// of every subcommand: (variable, `--flag`, default value if any).
 fn cli_settings() -> Vec<(String, String, Option<String>)> {
     use clap::CommandFactory;
-    let mut cli = selfdestruct::config::Cli::command();
+    let mut cli = selfdestruct::Cli::command();
     cli.build();
     let mut commands = vec![&cli];
     commands.extend(cli.get_subcommands());

@@ -61,7 +61,7 @@ fn env_of(deployment: &Value) -> Vec<(String, String)> {
 /// The mode's own parser, on exactly these settings (none from this process).
 fn mode_accepts(env: &[(String, String)]) -> Result<(), String> {
     use clap::{CommandFactory, FromArgMatches};
-    let cli = selfdestruct::config::Cli::command();
+    let cli = selfdestruct::Cli::command();
     let sub = cli.find_subcommand("schedule").unwrap().clone();
     let mut argv = vec!["selfdestruct".to_string(), "schedule".to_string()];
     for (k, v) in env {
@@ -78,14 +78,10 @@ fn mode_accepts(env: &[(String, String)]) -> Result<(), String> {
         .mut_subcommands(|s| s.mut_args(|a| a.env(None)));
     let parsed = cli
         .try_get_matches_from(argv)
-        .and_then(|m| selfdestruct::config::Cli::from_arg_matches(&m))
+        .and_then(|m| selfdestruct::Cli::from_arg_matches(&m))
         .map_err(|e| e.to_string())?;
-    match &parsed.command {
-        Some(selfdestruct::config::Command::Schedule(s)) => {
-            selfdestruct::schedule::ScheduleConfig::new(s, &parsed.shared.identity)
-                .map(|_| ())
-                .map_err(|e| e.to_string())
-        }
+    match selfdestruct::Task::from_cli(&parsed).map_err(|e| e.to_string())? {
+        selfdestruct::Task::Schedule(_) => Ok(()),
         _ => Err("not the schedule".into()),
     }
 }
@@ -93,7 +89,7 @@ fn mode_accepts(env: &[(String, String)]) -> Result<(), String> {
 /// `--flag` of the schedule's setting `var`.
 fn selfdestruct_flag(var: &str) -> String {
     use clap::CommandFactory;
-    let cli = selfdestruct::config::Cli::command();
+    let cli = selfdestruct::Cli::command();
     let sub = cli.find_subcommand("schedule").unwrap();
     let long = sub
         .get_arguments()

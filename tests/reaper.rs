@@ -9,7 +9,7 @@
 
 use std::process::Command;
 
-use selfdestruct::signals::{Signals, is_pid1};
+use selfdestruct::Signals;
 
 /// Enough runs for the old reaper (waitpid(-1) on every SIGCHLD) to win the
 /// race many times over: it lost none of 200 only when it did not reap.
@@ -17,8 +17,8 @@ const RUNS: usize = 200;
 
 #[test]
 fn not_pid_1_the_signal_handlers_leave_the_children_std_waits_for() {
-    assert!(!is_pid1(), "the test process is not PID 1");
-    // As main.rs: one current-thread runtime, the plugin on a blocking thread.
+    assert_ne!(std::process::id(), 1, "the test process is not PID 1");
+    // As `selfdestruct::run`: one current-thread runtime, the plugin on a blocking thread.
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

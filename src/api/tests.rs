@@ -181,3 +181,120 @@ fn garbage_bodies_still_classify() {
     let layer = kube::Error::Service(Box::new(ApiError::Timeout(REQUEST_TIMEOUT)));
     assert!(matches!(from_kube(layer), ApiError::Timeout(t) if t == REQUEST_TIMEOUT));
 }
+
+/// Error answers of any content (moved from tests/parser_fuzz.rs).
+mod fuzz {
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
+
+    use crate::testing::json_value;
+    use crate::testing::props::proptest_config;
+    use std::time::Duration;
+
+    /// An error answer's body: anything, or a `Status` of any shape.
+    fn error_body() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            prop::collection::vec(any::<u8>(), 0..400),
+            (any::<String>(), any::<String>(), prop::option::of(any::<i64>()), json_value()).prop_map(
+                |(reason, message, retry, extra)| {
+                    let mut v = json!({
+                        "kind": "Status", "apiVersion": "v1", "status": "Failure",
+                        "reason": reason, "message": message, "code": 429,
+                        "details": {"retryAfterSeconds": retry, "causes": extra}
+                    });
+                    if retry.is_none() {
+                        v["details"] = Value::Null;
+                    }
+                    serde_json::to_vec(&v).unwrap_or_default()
+                }
+            ),
+            json_value().prop_map(|v| serde_json::to_vec(&v).unwrap_or_default()),
+            prop_oneof![
+                Just("the UID in the precondition (a) does not match the UID in record (b)"),
+                Just("This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."),
+                Just("ValidatingAdmissionPolicy 'own-pod-only' denied request"),
+            ]
+            .prop_map(|m| serde_json::to_vec(&json!({"kind": "Status", "message": m})).unwrap_or_default()),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(proptest_config(1000))]
+
+        #[test]
+        fn retry_after_headers_of_any_content(
+            bytes in prop::collection::vec(any::<u8>(), 0..40),
+            secs in any::<u64>(),
+            pad in "[ \t]{0,2}",
+        ) {
+            let _ = crate::api::retry_after(&bytes);
+            prop_assert_eq!(
+                crate::api::retry_after(format!("{pad}{secs}{pad}").as_bytes()),
+                Some(Duration::from_secs(secs))
+            );
+            // The HTTP-date form is not used by kube-apiserver: ignored, not misread.
+            prop_assert_eq!(crate::api::retry_after(b"Wed, 21 Oct 2015 07:28:00 GMT"), None);
+        }
+
+        #[test]
+        fn error_answers_of_any_content_classify(
+            code in 400u16..600,
+            body in error_body(),
+            header in prop::option::of(prop_oneof![
+                prop::collection::vec(any::<u8>(), 0..20),
+                (0u64..100_000).prop_map(|s| s.to_string().into_bytes()),
+            ]),
+        ) {
+            use crate::api::{ApiError, outcome_of, retry_after, status_error};
+            use selfdestruct_decision::Outcome;
+            let status = http::StatusCode::from_u16(code).expect("a status code");
+            let header_secs = header.as_deref().and_then(retry_after);
+            let e = status_error(status, &body, header_secs);
+            let text = e.to_string();
+            let ApiError::Status { code: c, message, retry_after: ra, .. } = &e else {
+                return Err(TestCaseError::fail(format!("not a Status error: {e:?}")));
+            };
+            prop_assert_eq!(*c, code);
+            // The header wins over the body's details.
+            if header_secs.is_some() {
+                prop_assert_eq!(*ra, header_secs);
+            }
+            // Quoted: at most 1 KiB and a note of the length, no control character
+            // (the body's raw bytes never reach a log line).
+            prop_assert!(message.len() <= crate::logging::QUOTE_LIMIT + 40, "{message:?}");
+            prop_assert!(!text.chars().any(char::is_control), "{text:?}");
+            let outcome = outcome_of(&Err(e.clone()));
+            match code {
+                404 => prop_assert_eq!(outcome, Outcome::Gone),
+                409 => prop_assert_eq!(
+                    outcome == Outcome::Gone,
+                    crate::api::is_uid_precondition_failure(message)
+                ),
+                429 => prop_assert_eq!(outcome, Outcome::Busy { retry_after: *ra }),
+                403 | 422 => prop_assert_eq!(outcome, Outcome::Denied),
+                _ => prop_assert_eq!(outcome, Outcome::Failed),
+            }
+            if crate::pdb::is_multiple_pdbs(e.code(), &text) {
+                prop_assert_eq!(code, 500);
+            }
+            let conflict = crate::node_gate::is_conflict(&e);
+            if code == 409 {
+                prop_assert!(conflict);
+            } else if code != 422 {
+                prop_assert!(!conflict);
+            }
+            // The same Status through kube's client error.
+            if let Ok(s) = serde_json::from_slice::<kube::core::Status>(&body) {
+                let details = s.details.as_ref().map(|d| d.retry_after_seconds).filter(|s| *s > 0);
+                let k = crate::api::from_kube(kube::Error::Api(Box::new(s)));
+                prop_assert_eq!(
+                    match k {
+                        ApiError::Status { retry_after, .. } => retry_after,
+                        _ => Some(Duration::MAX),
+                    },
+                    details.map(|d| Duration::from_secs(u64::from(d)))
+                );
+            }
+        }
+    }
+}

@@ -180,3 +180,32 @@ fn log_levels_from_rust_log() {
     let given = flag.shared.level(Some("error"));
     assert_eq!(given, L::WARN, "the setting wins over RUST_LOG");
 }
+
+/// `RUST_LOG` of any content (moved from tests/parser_fuzz.rs).
+mod fuzz {
+    use proptest::prelude::*;
+
+    use crate::testing::props::proptest_config;
+    use clap::CommandFactory;
+
+    proptest! {
+        #![proptest_config(proptest_config(128))]
+
+        #[test]
+        fn rust_log_of_any_content_is_a_fallback_never_an_error(value in prop_oneof![
+            any::<String>(),
+            "((selfdestruct|kube|[a-z_:]{1,8})=)?(trace|debug|info|warn|warning|error|off|INFO|x)?(,[a-z=]{0,12}){0,3}",
+        ]) {
+            use clap::FromArgMatches;
+            let matches = crate::config::Cli::command().mut_args(|a| a.env(None)).try_get_matches_from(["selfdestruct"]).expect("defaults");
+            let cli = crate::config::Cli::from_arg_matches(&matches).expect("defaults");
+            prop_assert!(crate::config::Config::from_cli(&cli).is_ok());
+            let level = crate::config::parse_level(&value);
+            let want = level.unwrap_or(tracing::level_filters::LevelFilter::INFO);
+            prop_assert_eq!(cli.shared.level(Some(&value)), want, "RUST_LOG={:?}", value);
+            // `selfdestruct=LEVEL` first wins over the rest of the list.
+            let ours = format!("selfdestruct=debug,{value}");
+            prop_assert_eq!(crate::config::parse_level(&ours), Some(tracing::level_filters::LevelFilter::DEBUG));
+        }
+    }
+}

@@ -238,3 +238,63 @@ fn the_own_pod_is_built_once_and_the_downward_uid_wins() {
 fn hostname_is_readable() {
     assert!(hostname().is_some());
 }
+
+/// The Downward API files of any content (moved from tests/parser_fuzz.rs).
+mod fuzz {
+    use proptest::prelude::*;
+
+    use crate::identity::{self, IdentitySettings};
+    use crate::testing::fuzz_dir;
+    use crate::testing::props::proptest_config;
+
+    proptest! {
+        // Each case writes three files: fewer cases.
+        #![proptest_config(proptest_config(256))]
+
+        #[test]
+        fn downward_api_files_of_any_content_never_panic(
+            name in prop::collection::vec(any::<u8>(), 0..300),
+            namespace in prop::option::of(prop::collection::vec(any::<u8>(), 0..80)),
+            uid in prop::option::of(prop::collection::vec(any::<u8>(), 0..80)),
+            text_name in prop::option::of("[ \t\n]{0,2}[a-z0-9.-]{0,270}[ \t\n]{0,2}"),
+            // what identity::hostname() can return: trimmed, never empty
+            host in prop::option::of("[!-~]([ -~]{0,62}[!-~])?"),
+            // the service account's namespace file, and the kubeconfig context's namespace
+            sa_namespace in prop::option::of(prop::collection::vec(any::<u8>(), 0..80)),
+            kubeconfig_namespace in prop::option::of(prop_oneof![any::<String>(), "[a-z0-9-]{0,64}"]),
+        ) {
+            let dir = fuzz_dir();
+            let write = |file: &str, content: Option<&[u8]>| match content {
+                Some(c) => std::fs::write(dir.join(file), c).expect("write"),
+                None => {
+                    let _ = std::fs::remove_file(dir.join(file));
+                }
+            };
+            write("name", Some(text_name.as_ref().map_or(name.as_slice(), |t| t.as_bytes())));
+            write("namespace", namespace.as_deref());
+            write("uid", uid.as_deref());
+            std::fs::create_dir_all(dir.join("sa")).expect("mkdir");
+            write("sa/namespace", sa_namespace.as_deref());
+            let hints = IdentitySettings {
+                podinfo_dir: dir.clone(),
+                service_account_dir: dir.join("sa"),
+                ..IdentitySettings::default()
+            };
+            match identity::resolve(&hints, host.clone(), kubeconfig_namespace.as_deref()) {
+                Ok(id) => {
+                    // Whatever the source, what comes out is a Kubernetes name.
+                    prop_assert!(identity::is_dns1123_subdomain(&id.name), "{id:?}");
+                    prop_assert!(identity::is_dns1123_label(&id.namespace), "{id:?}");
+                    if let Some(u) = &id.uid {
+                        prop_assert!(!u.is_empty() && !u.contains(char::is_whitespace), "{id:?}");
+                    }
+                }
+                Err(e) => {
+                    // The error names the variable that fixes it.
+                    let text = e.to_string();
+                    prop_assert!(text.contains("POD_NAME") || text.contains("POD_NAMESPACE"), "{text}");
+                }
+            }
+        }
+    }
+}

@@ -169,3 +169,309 @@ fn a_failed_test_is_a_conflict_an_admission_denial_is_not() {
     assert!(!is_conflict(&status(403, "forbidden")));
     assert!(!is_conflict(&ApiError::Timeout(Duration::from_secs(30))));
 }
+
+/// The gate's view of any Node (moved from tests/parser_fuzz.rs).
+mod fuzz {
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
+
+    use crate::testing::props::proptest_config;
+    use crate::testing::{json_value, mutate};
+    use std::time::Duration;
+
+    use selfdestruct_decision::images;
+
+    fn gate_config(key: &str) -> crate::node_gate::GateConfig {
+        crate::node_gate::GateConfig {
+            node_name: "n1".into(),
+            gate: crate::node_gate::GateSettings {
+                taint_key: key.into(),
+                images: selfdestruct_decision::settings::ImageSettings {
+                    required_images: images::parse_list(
+                        "nginx:1.25,quay.io/x/y@sha256:0123456789abcdef0123456789abcdef",
+                    )
+                    .expect("valid"),
+                },
+                timeout: Duration::from_secs(60),
+                poll: Duration::from_secs(1),
+            },
+        }
+    }
+
+    fn gated_node() -> Value {
+        let key = crate::node_gate::DEFAULT_TAINT;
+        json!({
+            "kind": "Node", "apiVersion": "v1",
+            "metadata": {"name": "n1"},
+            "spec": {"taints": [{"key": "a", "effect": "NoSchedule"},
+                                {"key": key, "value": "x", "effect": "NoSchedule"},
+                                {"key": key, "effect": "NoExecute"}]},
+            "status": {"images": [{"names": ["docker.io/library/nginx:1.25"], "sizeBytes": 1}]}
+        })
+    }
+
+    proptest! {
+        #![proptest_config(proptest_config(1000))]
+
+        #[test]
+        fn the_gates_view_of_any_node_removes_exactly_its_taints(
+            pick in any::<usize>(),
+            with in json_value(),
+            anything in json_value(),
+            key in prop_oneof![Just(crate::node_gate::DEFAULT_TAINT.to_string()), Just("a".to_string()), any::<String>()],
+        ) {
+            use crate::node_gate::{gate_taints_left, removal_patch, view};
+            let cfg = gate_config(&key);
+            let mut mutated = gated_node();
+            mutate(&mut mutated, pick, with);
+            for node in [mutated, anything, gated_node()] {
+                let v = view(&node, &cfg);
+                prop_assert_eq!(v.gate_indices.len(), gate_taints_left(&node, &key));
+                let taints = v.taints.as_array().cloned().unwrap_or_default();
+                for i in &v.gate_indices {
+                    prop_assert_eq!(taints[*i].get("key").and_then(Value::as_str), Some(key.as_str()));
+                }
+                prop_assert!(v.missing.len() <= cfg.gate.images.required_images.len());
+                match removal_patch(&v) {
+                    None => prop_assert!(v.gate_indices.is_empty()),
+                    Some(patch) => {
+                        let ops = patch.as_array().cloned().unwrap_or_default();
+                        prop_assert_eq!(&ops[0]["op"], "test");
+                        prop_assert_eq!(&ops[0]["value"], &v.taints);
+                        // Applied in order, the removals leave every other taint, in order.
+                        let mut left = taints.clone();
+                        for op in &ops[1..] {
+                            prop_assert_eq!(&op["op"], "remove");
+                            let i: usize = op["path"]
+                                .as_str()
+                                .and_then(|p| p.strip_prefix("/spec/taints/"))
+                                .and_then(|i| i.parse().ok())
+                                .unwrap_or(usize::MAX);
+                            prop_assert!(i < left.len(), "{patch}");
+                            left.remove(i);
+                        }
+                        let want: Vec<Value> = taints
+                            .iter()
+                            .filter(|t| t.get("key").and_then(Value::as_str) != Some(key.as_str()))
+                            .cloned()
+                            .collect();
+                        prop_assert_eq!(left, want);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The node gate's ValidatingAdmissionPolicy (`manifests/node-gate/admission-policy.yaml`)
+/// evaluated with a CEL interpreter (cel-python) on what the gate really sends:
+/// the node before, and after the gate's own JSON patch (`removal_patch`). The
+/// policy must let it remove every taint with the gate key in one patch, and
+/// refuse anything else a stolen token might try.
+///
+/// Needs the venv of `ci/validate-manifests.sh` (PyYAML and cel-python), which
+/// `.ci/run` installs first; fails without it, saying so.
+mod policy {
+    use std::io::Write;
+    use std::path::{Path, PathBuf};
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
+
+    use crate::node_gate::{DEFAULT_TAINT, GateConfig, GateSettings, removal_patch, view};
+    use selfdestruct_decision::settings::ImageSettings;
+    use serde_json::{Value, json};
+
+    /// Evaluates every validation of the policy (its variables first) for each
+    /// case `{"old", "new", "node"}`; prints one list of booleans per case.
+    const EVALUATE: &str = r#"
+import json, sys, yaml, celpy
+from celpy import celtypes
+policy = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "ValidatingAdmissionPolicy"][0]
+spec = policy["spec"]
+env = celpy.Environment()
+def evaluate(expr, activation):
+    return env.program(env.compile(expr)).evaluate(activation)
+out = []
+for case in json.load(sys.stdin):
+    act = {
+        "oldObject": celpy.json_to_cel(case["old"]),
+        "object": celpy.json_to_cel(case["new"]),
+        "request": celpy.json_to_cel({
+            "name": case["old"]["metadata"]["name"],
+            "userInfo": {
+                "username": "system:serviceaccount:node-gate:node-gate",
+                "extra": {"authentication.kubernetes.io/node-name": [case["node"]]},
+            },
+        }),
+    }
+    variables = {}
+    for v in spec["variables"]:
+        act["variables"] = celtypes.MapType({celtypes.StringType(k): x for k, x in variables.items()})
+        variables[v["name"]] = evaluate(v["expression"], act)
+    act["variables"] = celtypes.MapType({celtypes.StringType(k): x for k, x in variables.items()})
+    out.append([bool(evaluate(v["expression"], act)) for v in spec["validations"]])
+json.dump(out, sys.stdout)
+"#;
+
+    fn venv_python() -> PathBuf {
+        let tmp = std::env::var_os("TMPDIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/tmp"));
+        tmp.join("selfdestruct-validate-venv/bin/python")
+    }
+
+    /// A Python with PyYAML and cel-python; panics saying how to get one.
+    fn python() -> PathBuf {
+        [venv_python(), PathBuf::from("python3")]
+            .into_iter()
+            .find(|p| {
+                Command::new(p)
+                    .args(["-c", "import yaml, celpy"])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status()
+                    .is_ok_and(|s| s.success())
+            })
+            .unwrap_or_else(|| {
+                panic!(
+                    "needs a Python with PyYAML and cel-python: run `bash ci/validate-manifests.sh` once \
+                     (as .ci/run does) to install them into ${{TMPDIR:-/tmp}}/selfdestruct-validate-venv"
+                )
+            })
+    }
+
+    /// Whether the policy admits each `(old node, new node, node named in the token)`.
+    fn admitted(cases: &[(Value, Value, &str)]) -> Vec<bool> {
+        let policy =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/node-gate/admission-policy.yaml");
+        let input: Vec<Value> = cases
+            .iter()
+            .map(|(old, new, node)| json!({"old": old, "new": new, "node": node}))
+            .collect();
+        let mut child = Command::new(python())
+            .args(["-c", EVALUATE])
+            .arg(&policy)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run python");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(Value::Array(input).to_string().as_bytes())
+            .expect("write");
+        let out = child.wait_with_output().expect("wait");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let results: Vec<Vec<bool>> = serde_json::from_slice(&out.stdout).expect("JSON");
+        results.iter().map(|r| r.iter().all(|ok| *ok)).collect()
+    }
+
+    fn node(taints: Value) -> Value {
+        json!({
+            "metadata": {"name": "n1", "labels": {"kubernetes.io/hostname": "n1"}},
+            "spec": {"providerID": "gce://p/z/n1", "taints": taints},
+        })
+    }
+
+    /// The node after the gate's own patch (its `test` holds: nothing changed).
+    fn gate_patched(old: &Value) -> Value {
+        let cfg = GateConfig {
+            node_name: "n1".into(),
+            gate: GateSettings {
+                taint_key: DEFAULT_TAINT.into(),
+                images: ImageSettings {
+                    required_images: Vec::new(),
+                },
+                timeout: Duration::from_secs(60),
+                poll: Duration::from_secs(1),
+            },
+        };
+        let patch = removal_patch(&view(old, &cfg)).expect("the node has the gate taint");
+        let mut new = old.clone();
+        let taints = new["spec"]["taints"].as_array_mut().expect("taints");
+        for op in patch.as_array().expect("ops").iter().skip(1) {
+            assert_eq!(op["op"], "remove");
+            let i: usize = op["path"]
+                .as_str()
+                .and_then(|p| p.strip_prefix("/spec/taints/"))
+                .and_then(|i| i.parse().ok())
+                .expect("index");
+            taints.remove(i);
+        }
+        new
+    }
+
+    #[test]
+    fn the_policy_admits_the_gates_patch_removing_every_gate_taint() {
+        let dedicated =
+            json!({"key": "hub.jupyter.org/dedicated", "value": "user", "effect": "NoSchedule"});
+        let autoscaler =
+            json!({"key": "ToBeDeletedByClusterAutoscaler", "value": "1", "effect": "NoSchedule"});
+        let gate = |value: &str, effect: &str| {
+            let mut t = json!({"key": DEFAULT_TAINT, "effect": effect});
+            if !value.is_empty() {
+                t["value"] = json!(value);
+            }
+            t
+        };
+        let twice = node(json!([
+            dedicated,
+            gate("true", "NoSchedule"),
+            gate("", "NoExecute")
+        ]));
+        let once = node(json!([gate("true", "NoSchedule"), dedicated]));
+        let thrice = node(json!([
+            gate("true", "NoSchedule"),
+            autoscaler,
+            gate("", "NoExecute"),
+            dedicated,
+            gate("x", "PreferNoSchedule"),
+        ]));
+        for old in [&twice, &once, &thrice] {
+            let new = gate_patched(old);
+            assert_eq!(
+                admitted(&[(old.clone(), new.clone(), "n1")]),
+                [true],
+                "{old} -> {new}"
+            );
+        }
+        // What it must still refuse.
+        let cases = [
+            // Another node than the token's.
+            (twice.clone(), gate_patched(&twice), "n2"),
+            // No change at all.
+            (twice.clone(), twice.clone(), "n1"),
+            // Another taint removed along with the gate's.
+            (twice.clone(), node(json!([])), "n1"),
+            // Another taint removed instead.
+            (
+                twice.clone(),
+                node(json!([gate("true", "NoSchedule"), gate("", "NoExecute")])),
+                "n1",
+            ),
+            // A gate taint changed while another is removed.
+            (
+                twice.clone(),
+                node(json!([dedicated, gate("false", "NoSchedule")])),
+                "n1",
+            ),
+            // A gate taint added.
+            (
+                node(json!([dedicated])),
+                node(json!([dedicated, gate("true", "NoSchedule")])),
+                "n1",
+            ),
+        ];
+        assert_eq!(admitted(&cases), [false; 6]);
+        // And a label changed along with the removal.
+        let mut relabelled = gate_patched(&twice);
+        relabelled["metadata"]["labels"]["x"] = json!("y");
+        assert_eq!(admitted(&[(twice, relabelled, "n1")]), [false]);
+    }
+}

@@ -97,3 +97,62 @@ fn the_budgets_that_select_the_pod() {
         .collect();
     assert_eq!(selecting(&pdbs, &labels), ["chart", "ours", "everything"]);
 }
+
+/// Budgets of any shape (moved from tests/parser_fuzz.rs).
+mod fuzz {
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
+
+    use crate::testing::props::proptest_config;
+    use crate::testing::{json_value, mutate};
+    use std::collections::BTreeMap;
+
+    fn valid_pdb() -> Value {
+        json!({
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": "placeholder", "namespace": "ns"},
+            "spec": {"maxUnavailable": 1, "selector": {
+                "matchLabels": {"app": "x"},
+                "matchExpressions": [{"key": "component", "operator": "In", "values": ["placeholder"]},
+                                     {"key": "gone", "operator": "DoesNotExist"}]
+            }}
+        })
+    }
+
+    /// A label map as the API server allows it.
+    fn labels() -> impl Strategy<Value = BTreeMap<String, String>> {
+        prop::collection::btree_map(
+            "([a-z0-9]{1,6}\\.[a-z]{2,4}/)?[a-zA-Z0-9]([a-zA-Z0-9._-]{0,10}[a-zA-Z0-9])?",
+            "([a-zA-Z0-9]([a-zA-Z0-9._-]{0,10}[a-zA-Z0-9])?)?",
+            0..4,
+        )
+    }
+
+    proptest! {
+        #![proptest_config(proptest_config(1000))]
+
+        #[test]
+        fn budgets_of_any_shape_select_only_what_they_name(
+            pick in any::<usize>(),
+            with in json_value(),
+            any_budget in json_value(),
+            pod_labels in labels(),
+        ) {
+            let mut v = valid_pdb();
+            mutate(&mut v, pick, with);
+            let pdbs: Vec<k8s_openapi::api::policy::v1::PodDisruptionBudget> = [v, any_budget]
+                .into_iter()
+                .filter_map(|v| serde_json::from_value(v).ok())
+                .collect();
+            let names: Vec<String> = pdbs.iter().filter_map(|p| p.metadata.name.clone()).collect();
+            for n in crate::pdb::selecting(&pdbs, &pod_labels) {
+                prop_assert!(names.contains(&n), "{n} is not a budget's name");
+            }
+            // A budget whose matchLabels are the pod's labels selects it.
+            let own: k8s_openapi::api::policy::v1::PodDisruptionBudget = serde_json::from_value(json!({
+                "metadata": {"name": "own"}, "spec": {"selector": {"matchLabels": pod_labels}}
+            })).expect("a budget");
+            prop_assert_eq!(crate::pdb::selecting(&[own], &pod_labels), vec!["own".to_string()]);
+        }
+    }
+}

@@ -72,3 +72,113 @@ fn sibling_pending_states() {
     assert!(sibling(lite(Some("n"), None)).pending);
     assert!(!sibling(lite(Some("n"), Some("Running"))).pending);
 }
+
+/// Nodes and Pods of any content (moved from tests/parser_fuzz.rs).
+mod fuzz {
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
+
+    use crate::testing::props::proptest_config;
+    use crate::testing::{json_value, mutate};
+    use std::collections::BTreeSet;
+
+    use k8s_openapi::api::core::v1::{Node, Pod};
+    use selfdestruct_decision::images;
+
+    fn valid_node() -> Value {
+        json!({
+            "kind": "Node", "apiVersion": "v1",
+            "metadata": {"name": "n1", "resourceVersion": "7", "labels": {"pool": "user"},
+                         "creationTimestamp": "2026-11-22T04:26:01Z"},
+            "spec": {"unschedulable": false, "taints": [{"key": "a", "value": "b", "effect": "NoSchedule"}]},
+            "status": {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-22T04:26:05Z"}],
+                       "images": [{"names": ["docker.io/library/nginx:1.25"], "sizeBytes": 1}]}
+        })
+    }
+
+    fn valid_pod() -> Value {
+        json!({
+            "kind": "Pod", "apiVersion": "v1",
+            "metadata": {"name": "placeholder-1", "uid": "u1", "resourceVersion": "9",
+                         "creationTimestamp": "2026-11-22T04:26:01Z",
+                         "deletionTimestamp": "2026-11-22T05:26:01Z"},
+            "spec": {"nodeName": "n1",
+                     "containers": [{"name": "pause", "image": "selfdestruct:1"}],
+                     "tolerations": [{"key": "a", "operator": "Equal", "value": "b", "effect": "NoSchedule"},
+                                     {"operator": "Exists"}],
+                     "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                         "nodeSelectorTerms": [{
+                             "matchExpressions": [{"key": "pool", "operator": "In", "values": ["user"]},
+                                                  {"key": "size", "operator": "Gt", "values": ["3"]}],
+                             "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n0"]}]
+                         }]}}}},
+            "status": {"phase": "Running", "startTime": "2026-11-22T04:26:03Z",
+                       "conditions": [{"type": "PodScheduled", "status": "True",
+                                       "lastTransitionTime": "2026-11-22T04:26:02Z"}]}
+        })
+    }
+
+    fn summarise_node(bytes: &[u8]) {
+        if let Ok(node) = serde_json::from_slice::<Node>(bytes) {
+            let required = images::parse_list(
+                "nginx:1.25,quay.io/x/y@sha256:0123456789abcdef0123456789abcdef",
+            )
+            .expect("valid");
+            let keys: BTreeSet<String> = ["pool".to_string()].into();
+            let s = crate::summarize::node(node, &keys, &required);
+            assert!(s.images_present.iter().all(|i| *i < required.len()));
+            assert!(s.labels.keys().all(|k| keys.contains(k)));
+            assert!(
+                s.taints
+                    .iter()
+                    .all(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
+            );
+        }
+    }
+
+    fn summarise_pod(bytes: &[u8]) {
+        if let Ok(pod) = serde_json::from_slice::<Pod>(bytes) {
+            let own = crate::summarize::own_pod(&pod);
+            assert_eq!(own.name, pod.metadata.name.clone().unwrap_or_default());
+            assert_eq!(own.terminating, pod.metadata.deletion_timestamp.is_some());
+            let s = crate::summarize::sibling(pod);
+            // Not bound to a node means Pending, whatever the phase says.
+            if s.node_name.is_none() {
+                assert!(s.pending);
+            }
+            assert_ne!(s.node_name.as_deref(), Some(""));
+        }
+    }
+
+    proptest! {
+        #![proptest_config(proptest_config(1000))]
+
+        #[test]
+        fn node_and_pod_json_from_arbitrary_bytes_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..300)) {
+            summarise_node(&bytes);
+            summarise_pod(&bytes);
+        }
+
+        #[test]
+        fn node_and_pod_json_of_any_shape_never_panics(v in json_value()) {
+            let bytes = serde_json::to_vec(&v).unwrap_or_default();
+            summarise_node(&bytes);
+            summarise_pod(&bytes);
+        }
+
+        #[test]
+        fn mutated_real_objects_never_panic(pick in any::<usize>(), with in json_value(), cut in any::<usize>()) {
+            for base in [valid_node(), valid_pod()] {
+                let mut v = base;
+                mutate(&mut v, pick, with.clone());
+                let bytes = serde_json::to_vec(&v).unwrap_or_default();
+                summarise_node(&bytes);
+                summarise_pod(&bytes);
+                // and truncated anywhere
+                let cut = cut % (bytes.len() + 1);
+                summarise_node(&bytes[..cut]);
+                summarise_pod(&bytes[..cut]);
+            }
+        }
+    }
+}

@@ -17,10 +17,7 @@ use std::time::Duration;
 
 use clap::CommandFactory;
 use fake_apiserver::{Config as FakeConfig, FakeCluster, NodeBuilder, PodTemplate, Subject};
-use selfdestruct::clock::Clock;
-use selfdestruct::config::{Cli, Command, Config};
-use selfdestruct::node_gate::GateConfig;
-use selfdestruct::signals::Stop;
+use selfdestruct::{Cli, Clock, Config, GateConfig, Stop, Task};
 use tracing::Instrument;
 use tracing::level_filters::LevelFilter;
 use tracing_subscriber::filter::Targets;
@@ -251,12 +248,15 @@ pub fn config(env: &[(&str, &str)]) -> Config {
 pub fn try_config(env: &[(&str, &str)]) -> Result<Config, String> {
     let argv = flags(&Cli::command(), vec!["selfdestruct".to_string()], env);
     let cli = Cli::parse_mode(&argv).map_err(|e| e.to_string())?;
-    Config::from_cli(&cli).map_err(|e| e.to_string())
+    match Task::from_cli(&cli).map_err(|e| e.to_string())? {
+        Task::Agent(cfg) => Ok(cfg),
+        _ => Err(format!("{argv:?}: not the agent")),
+    }
 }
 
 /// The node gate's configuration from its settings' and the shared settings'
 /// environment variables (see [`config`]).
-pub fn gate_config(env: &[(&str, &str)]) -> selfdestruct::node_gate::GateConfig {
+pub fn gate_config(env: &[(&str, &str)]) -> GateConfig {
     let cli = Cli::command();
     let gate = cli
         .find_subcommand("node-gate")
@@ -269,11 +269,10 @@ pub fn gate_config(env: &[(&str, &str)]) -> selfdestruct::node_gate::GateConfig 
     argv.push("node-gate".into());
     let argv = flags(gate, argv, own);
     let cli = Cli::parse_mode(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
-    match &cli.command {
-        Some(Command::NodeGate(g)) => {
-            GateConfig::new(g, &cli.shared.identity).unwrap_or_else(|e| panic!("{argv:?}: {e}"))
-        }
-        _ => panic!("{argv:?}: no node-gate command"),
+    match Task::from_cli(&cli) {
+        Ok(Task::Gate(g)) => g,
+        Ok(_) => panic!("{argv:?}: no node-gate command"),
+        Err(e) => panic!("{argv:?}: {e}"),
     }
 }
 
@@ -304,8 +303,9 @@ fn flags<'a>(
 /// settings `env` (by their variables).
 pub fn gate(fake: &FakeCluster, token: &str, env: &[(&str, &str)]) -> Agent {
     let cfg = gate_config(env);
-    let node = cfg.node_name.clone();
-    let client = selfdestruct::connect::client_over(fake.service(Some(token)), "default");
+    let node = env.iter().find(|(k, _)| *k == "NODE_NAME");
+    let node = node.map(|(_, v)| v.to_string()).unwrap_or_default();
+    let client = selfdestruct::client_over(fake.service(Some(token)), "default");
     let (stop, rx) = tokio::sync::watch::channel(false);
     let span = tracing::info_span!(target: "selfdestruct", "gate", node = %node);
     let task = tokio::spawn(
@@ -324,7 +324,7 @@ pub struct Agent {
     pub pod: String,
     /// Its bearer token (the fake records it with each request).
     pub token: String,
-    task: tokio::task::JoinHandle<i32>,
+    task: tokio::task::JoinHandle<Result<(), selfdestruct::Error>>,
     stop: tokio::sync::watch::Sender<bool>,
 }
 
@@ -334,18 +334,13 @@ impl Agent {
         !self.task.is_finished()
     }
 
-    /// Stops it as SIGTERM would; its exit code.
+    /// Stops it as SIGTERM would; its exit code (0: an error fails the test).
     pub async fn stop(mut self) -> i32 {
         self.stop.send_replace(true);
-        (&mut self.task).await.expect("the agent task")
-    }
-
-    /// Its exit code, once it exits on its own within `limit` of virtual time.
-    pub async fn exit_within(&mut self, limit: Duration) -> Option<i32> {
-        tokio::time::timeout(limit, &mut self.task)
-            .await
-            .ok()
-            .map(|r| r.expect("the agent task"))
+        match (&mut self.task).await.expect("the agent task") {
+            Ok(()) => 0,
+            Err(e) => panic!("the agent failed: {}", e.chain()),
+        }
     }
 }
 
@@ -370,7 +365,7 @@ pub fn agent(scene: &Scene, pod: &str, env: &[(&str, &str)]) -> Agent {
 pub fn agent_as(scene: &Scene, pod: &str, subject: Subject, env: &[(&str, &str)]) -> Agent {
     let token = format!("token-{pod}-{}", scene.fake.resource_version());
     scene.fake.add_token(&token, subject.bound_to(pod));
-    let client = selfdestruct::connect::client_over(scene.fake.service(Some(&token)), NS);
+    let client = selfdestruct::client_over(scene.fake.service(Some(&token)), NS);
     let (uid, node) = scene.uid_and_node(pod);
     let podinfo = scene.home.join("no-podinfo").to_string_lossy().to_string();
     let service_account = scene

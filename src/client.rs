@@ -1,27 +1,10 @@
-//! API access: a [`kube::Config`] from a kubeconfig (local runs) or the in-cluster
-//! service account, in the order of `kube::Config::infer()`, except that:
-//!
-//! - a kubeconfig the user named (`KUBECONFIG`, `--kubeconfig`) that cannot be used is an
-//!   error ([`AccessError::Named`]), never a fall-through to the in-cluster account;
-//! - the service-account folder may be another one (tests, unusual mounts): it is described
-//!   to kube as a kubeconfig naming its `ca.crt` and `token`;
-//! - nothing here holds the thread that serves the signals: kubeconfig files (at most
-//!   [`KUBECONFIG_MAX_BYTES`]) are read, the token read and the client built, on
-//!   blocking threads within [`CREDENTIALS_TIMEOUT`];
-//! - the token is ours, not kube's (`token_file.rs`): a token file is read up to a
-//!   cap, re-read off the signals' thread and trimmed as client-go does; an `exec`
-//!   plugin runs non-interactively in a process group of its own, its output capped,
-//!   killed when it has not answered in time (`exec_plugin.rs`), its stderr captured
-//!   into the error.
-//!
-//! Everything else (YAML, exec plugins, client certificates, `tls-server-name`,
-//! `proxy-url`, TLS) is kube's.
+//! The API client of an [`Access`]: built off the signals' thread, with the token
+//! read by us (`token_file.rs`, `exec_plugin.rs`), and the agent's own request layer
+//! ([`PaceWatches`]): watches paced, lists and answers capped, every request bounded
+//! by [`REQUEST_TIMEOUT`].
 
 use std::collections::HashMap;
-use std::ffi::OsString;
 use std::future::Future;
-use std::io::Read;
-use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context as TaskContext, Poll};
@@ -31,116 +14,15 @@ use tokio::time::Instant;
 
 use selfdestruct_decision::backoff::Backoff;
 
-use kube::config::{KubeConfigOptions, Kubeconfig};
-
-/// The largest kubeconfig file read (a kubeconfig with a few clusters'
-/// certificates is some KiB): a larger one, or an endless one such as
-/// `/dev/zero`, is refused without holding more than this in memory.
-pub const KUBECONFIG_MAX_BYTES: u64 = 4 << 20;
-
-/// How long reading the kubeconfig files, or building a client (reading the token
-/// file, running an `exec` plugin), may take; a plugin still running then is killed
-/// with its process group, and the build retried with backoff ([`client_retrying`]),
-/// which waits again for a token file's read still going rather than start another.
-pub const CREDENTIALS_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Why a kubeconfig file cannot be used.
-#[derive(Debug, thiserror::Error)]
-pub enum KubeconfigError {
-    /// It cannot be opened or read.
-    #[error("cannot read {}", .path.display())]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-    /// It is larger than [`KUBECONFIG_MAX_BYTES`].
-    #[error("{} is larger than {} bytes", .0.display(), KUBECONFIG_MAX_BYTES)]
-    TooLarge(PathBuf),
-    /// It was not read within [`CREDENTIALS_TIMEOUT`] (a FIFO nobody writes, a hung mount).
-    #[error("{} was not read within {}s", .0.display(), CREDENTIALS_TIMEOUT.as_secs())]
-    NotRead(PathBuf),
-    /// kube refuses it (its YAML, the merge, the context, the cluster, a certificate).
-    #[error(transparent)]
-    Kube(#[from] kube::config::KubeconfigError),
-    /// The current context's user is missing (kube would take it for no
-    /// credentials; kubectl refuses it).
-    #[error("the user {user:?} of context {context:?} is not in users")]
-    UnknownUser {
-        /// The user's name.
-        user: String,
-        /// The current context.
-        context: String,
-    },
-    /// The in-cluster account cannot be described as a kubeconfig.
-    #[error("cannot describe it as a kubeconfig")]
-    Describe(#[source] serde_json::Error),
-}
-
-/// Why there is no API access.
-#[derive(Debug, thiserror::Error)]
-pub enum AccessError {
-    /// Neither a kubeconfig nor an in-cluster service account: a plain pause.
-    #[error(
-        "no kubeconfig and no in-cluster service account (KUBECONFIG and \
-         KUBERNETES_SERVICE_HOST are not set, no ~/.kube/config)"
-    )]
-    Missing,
-    /// In a cluster, but without a service-account token: a plain pause.
-    #[error(
-        "in a cluster, but no service-account token at {} (the pod or its service account \
-         sets automountServiceAccountToken: false): it can make no API request; set \
-         automountServiceAccountToken: true and bind the Role of rbac/ (node-gate: the \
-         ClusterRole of manifests/node-gate/) to the pod's service account",
-        .0.display()
-    )]
-    NoToken(PathBuf),
-    /// A kubeconfig the user named (`KUBECONFIG`, `--kubeconfig`) cannot be used:
-    /// a configuration error (exit 2).
-    #[error("{what}={files}: the kubeconfig cannot be used")]
-    Named {
-        /// `KUBECONFIG` or `--kubeconfig`.
-        what: &'static str,
-        /// The files it names.
-        files: String,
-        /// Why.
-        #[source]
-        source: KubeconfigError,
-    },
-    /// `~/.kube/config` cannot be used.
-    #[error("kubeconfig {}", .path.display())]
-    Home {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: KubeconfigError,
-    },
-    /// In a cluster, with a token, but without the cluster's CA.
-    #[error("in a cluster, but no cluster CA at {}", .0.display())]
-    NoCa(PathBuf),
-    /// The in-cluster service account cannot be used.
-    #[error("in-cluster service account")]
-    InCluster(#[source] KubeconfigError),
-}
-
-impl AccessError {
-    /// Nothing to use at all (no kubeconfig, no token): a plain pause, not a fault.
-    pub fn is_missing(&self) -> bool {
-        matches!(self, AccessError::Missing | AccessError::NoToken(_))
-    }
-
-    /// A kubeconfig the user named cannot be used: a configuration error.
-    pub fn is_named(&self) -> bool {
-        matches!(self, AccessError::Named { .. })
-    }
-}
+use crate::access::{Access, AccessError, CREDENTIALS_TIMEOUT};
+use crate::api::{ApiError, REQUEST_TIMEOUT};
 
 /// Why no API client was built.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
+    /// There is no access (or no usable one) to build it from.
+    #[error(transparent)]
+    Access(#[from] AccessError),
     /// kube cannot build one (certificates, TLS).
     #[error("{from}: no API client can be built from it")]
     Build {
@@ -174,192 +56,12 @@ pub enum ClientError {
     },
 }
 
-/// Exit code for invalid configuration.
-pub const EXIT_CONFIG: i32 = 2;
-
-/// A kubeconfig the user named cannot be used: a configuration error. Says so
-/// on one line, with every cause.
-pub fn bad_kubeconfig(e: &(dyn std::error::Error + 'static)) -> i32 {
-    eprintln!("selfdestruct: {}", crate::logging::Chain(e));
-    EXIT_CONFIG
-}
-
-/// API access: the kube configuration and where it came from.
-pub struct Access {
-    /// kube's client configuration.
-    pub config: kube::Config,
-    /// The kubeconfig context's namespace, if any (local runs).
-    pub namespace: Option<String>,
-    /// Where this came from, for the log.
-    pub source: String,
-    /// It came from a kubeconfig the user named (`KUBECONFIG`, `--kubeconfig`): a
-    /// client that cannot be built from it is a configuration error too.
-    pub named: bool,
-}
-
-use crate::api::{ApiError, REQUEST_TIMEOUT};
-
-/// Reads one kubeconfig file, at most [`KUBECONFIG_MAX_BYTES`]. Blocking (a
-/// FIFO's open waits for a writer): run it on a blocking thread.
-fn read_kubeconfig(path: &Path) -> Result<Kubeconfig, KubeconfigError> {
-    let read = |source| KubeconfigError::Read {
-        path: path.to_path_buf(),
-        source,
-    };
-    let file = std::fs::File::open(path).map_err(read)?;
-    let meta = file.metadata().map_err(read)?;
-    if meta.is_file() {
-        if meta.len() > KUBECONFIG_MAX_BYTES {
-            return Err(KubeconfigError::TooLarge(path.to_path_buf()));
-        }
-        // kube reads it and resolves its relative file names against its folder.
-        return Ok(Kubeconfig::read_from(path)?);
-    }
-    // A pipe or a device: read no more than the cap.
-    let mut text = String::new();
-    file.take(KUBECONFIG_MAX_BYTES + 1)
-        .read_to_string(&mut text)
-        .map_err(read)?;
-    if text.len() as u64 > KUBECONFIG_MAX_BYTES {
-        return Err(KubeconfigError::TooLarge(path.to_path_buf()));
-    }
-    Ok(Kubeconfig::from_yaml(&text)?)
-}
-
-/// Reads and merges kubeconfig files as kubectl does, and builds kube's
-/// configuration for its current context (`named`: see [`Access::named`]).
-async fn from_files(paths: &[PathBuf], named: bool) -> Result<Access, KubeconfigError> {
-    let mut merged = Kubeconfig::default();
-    for p in paths {
-        let path = p.clone();
-        let read = tokio::task::spawn_blocking(move || read_kubeconfig(&path));
-        let kc = match tokio::time::timeout(CREDENTIALS_TIMEOUT, read).await {
-            Ok(Ok(kc)) => kc?,
-            // The blocking thread panicked (not expected) or the file was not read in time.
-            Ok(Err(_)) | Err(_) => return Err(KubeconfigError::NotRead(p.clone())),
-        };
-        merged = merged.merge(kc)?;
-    }
-    let current = merged.current_context.clone().unwrap_or_default();
-    let context = merged.contexts.iter().find(|c| c.name == current);
-    let context = context.and_then(|c| c.context.as_ref());
-    // kube takes a user that is not there for no credentials; kubectl refuses it.
-    let user = context.and_then(|c| c.user.as_deref()).unwrap_or_default();
-    if !user.is_empty() && !merged.auth_infos.iter().any(|a| a.name == user) {
-        return Err(KubeconfigError::UnknownUser {
-            user: user.to_string(),
-            context: current,
-        });
-    }
-    let namespace = context.and_then(|c| c.namespace.clone());
-    let config =
-        kube::Config::from_custom_kubeconfig(merged, &KubeConfigOptions::default()).await?;
-    let source = paths.iter().map(|p| p.display().to_string());
-    let source = format!("kubeconfig {}", source.collect::<Vec<_>>().join(":"));
-    Ok(Access {
-        config,
-        namespace,
-        source,
-        named,
-    })
-}
-
-/// Finds API access: the kubeconfig named by `--kubeconfig` (`flag`) or
-/// `KUBECONFIG` (every file must be usable: it was asked for); else
-/// `~/.kube/config` if it exists; else the in-cluster service account
-/// (`KUBERNETES_SERVICE_HOST`/`_PORT`, token and CA in `service_account_dir`).
-/// Reads files on blocking threads, so the caller's thread stays free.
-pub async fn discover(
-    env: impl Fn(&str) -> Option<OsString>,
-    flag: Option<&Path>,
-    service_account_dir: &Path,
-) -> Result<Access, AccessError> {
-    let (what, named): (&str, Vec<PathBuf>) = match flag {
-        Some(p) => ("--kubeconfig", vec![p.to_path_buf()]),
-        None => {
-            let list = env("KUBECONFIG").unwrap_or_default();
-            let paths = std::env::split_paths(&list).filter(|p| !p.as_os_str().is_empty());
-            ("KUBECONFIG", paths.collect())
-        }
-    };
-    if !named.is_empty() {
-        return from_files(&named, true)
-            .await
-            .map_err(|source| AccessError::Named {
-                what,
-                files: std::env::join_paths(&named)
-                    .unwrap_or_default()
-                    .to_string_lossy()
-                    .into_owned(),
-                source,
-            });
-    }
-    let home = env("HOME").map(|h| PathBuf::from(h).join(".kube").join("config"));
-    if let Some(path) = home.filter(|p| p.is_file()) {
-        let paths = [path];
-        return from_files(&paths, false).await.map_err(|source| {
-            let [path] = paths;
-            AccessError::Home { path, source }
-        });
-    }
-    let host = env("KUBERNETES_SERVICE_HOST").and_then(|h| h.into_string().ok());
-    let port = env("KUBERNETES_SERVICE_PORT").and_then(|p| p.into_string().ok());
-    match host.filter(|h| !h.is_empty()) {
-        Some(host) => in_cluster(&host, port.as_deref(), service_account_dir).await,
-        None => Err(AccessError::Missing),
-    }
-}
-
-/// The in-cluster service account, as client-go's `rest.InClusterConfig`.
-pub async fn in_cluster(
-    host: &str,
-    port: Option<&str>,
-    sa_dir: &Path,
-) -> Result<Access, AccessError> {
-    let token = sa_dir.join("token");
-    if !token.is_file() {
-        return Err(AccessError::NoToken(token));
-    }
-    let ca = sa_dir.join("ca.crt");
-    if !ca.is_file() {
-        return Err(AccessError::NoCa(ca));
-    }
-    let host = if host.contains(':') && !host.starts_with('[') {
-        format!("[{host}]")
-    } else {
-        host.to_string()
-    };
-    let server = format!("https://{host}:{}", port.unwrap_or("443"));
-    let kc: Kubeconfig = serde_json::from_value(serde_json::json!({
-        "clusters": [{"name": "in-cluster", "cluster": {"server": server, "certificate-authority": ca}}],
-        "users": [{"name": "in-cluster", "user": {"tokenFile": token}}],
-        "contexts": [{"name": "in-cluster", "context": {"cluster": "in-cluster", "user": "in-cluster"}}],
-        "current-context": "in-cluster",
-    }))
-    .map_err(|e| AccessError::InCluster(KubeconfigError::Describe(e)))?;
-    let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-        .await
-        .map_err(|e| AccessError::InCluster(e.into()))?;
-    // As kube's own in-cluster config: re-read the CA when it rotates.
-    config.root_cert_file = Some(ca);
-    Ok(Access {
-        config,
-        namespace: None,
-        source: format!("in-cluster service account ({})", sa_dir.display()),
-        named: false,
-    })
-}
-
-/// What [`start_build`] builds.
-type Built = kube::Client;
+/// A client being built by [`start_build`].
+type Building = tokio::task::JoinHandle<Result<kube::Client, ClientError>>;
 
 /// Starts building the client for `access` on a blocking thread: the token read
 /// (a file, or an exec plugin run within `limit`) and kube's build.
-fn start_build(
-    access: &Access,
-    default_namespace: &str,
-    limit: Duration,
-) -> tokio::task::JoinHandle<Result<Built, ClientError>> {
+fn start_build(access: &Access, default_namespace: &str, limit: Duration) -> Building {
     let mut config = client_config(access, default_namespace);
     let from = access.source.clone();
     tokio::task::spawn_blocking(move || {
@@ -389,7 +91,7 @@ fn start_build(
 /// Waits up to `limit` for a build started by [`start_build`]; a build not done
 /// then is left in `pending` (to be waited for again, not started again).
 async fn finish_build(
-    build: &mut tokio::task::JoinHandle<Result<Built, ClientError>>,
+    build: &mut Building,
     from: &str,
     limit: Duration,
 ) -> Result<kube::Client, ClientError> {
@@ -410,7 +112,8 @@ async fn finish_build(
 /// read here, not by kube: a token file up to [`crate::token_file::MAX_BYTES`], an
 /// exec plugin within `limit` and up to [`crate::exec_plugin::MAX_OUTPUT`] bytes
 /// of answer, its process group killed when it has not answered by then.
-pub async fn client_within(
+#[cfg(test)]
+pub(crate) async fn client_within(
     access: &Access,
     default_namespace: &str,
     limit: Duration,
@@ -439,7 +142,7 @@ fn client_config(access: &Access, default_namespace: &str) -> kube::Config {
 /// plugin does not answer in time (or the token file is not read: that read is
 /// waited for again, never started twice); any other error is returned.
 /// Cancel-safe: race it with the signals.
-pub async fn client_retrying(
+pub(crate) async fn client_retrying(
     access: &Access,
     default_namespace: &str,
 ) -> Result<kube::Client, ClientError> {
@@ -756,3 +459,6 @@ where
         })
     }
 }
+
+#[cfg(test)]
+mod tests;
