@@ -103,6 +103,21 @@ fn flags_that_size_the_work_are_bounded() {
         ),
         (vec!["--only", ""], "--only"),
         (vec!["--only", " , "], "--only"),
+        // The compressed replay's timers (bench/coldstart).
+        (vec!["--scan-interval", "0s"], "--scan-interval"),
+        (vec!["--scan-interval", "11m"], "--scan-interval"),
+        (
+            vec!["--scale-down-delay-after-add", "2d"],
+            "--scale-down-delay-after-add",
+        ),
+        (
+            vec!["--unremovable-node-recheck-timeout", "500ms"],
+            "--unremovable-node-recheck-timeout",
+        ),
+        (vec!["--new-pod-hold", "1h"], "--new-pod-hold"),
+        (vec!["--gate-lag", "2h"], "--gate-lag"),
+        (vec!["--image-size-gib", "0"], "--image-size-gib"),
+        (vec!["--image-size-gib", "NaN"], "--image-size-gib"),
     ] {
         let out = simulate(&bad);
         let stderr = String::from_utf8_lossy(&out.stderr);
