@@ -370,6 +370,17 @@ struct RowResult {
     evictions: u64,
     preemptions: u64,
     unbound: u64,
+    /// Created → bound of the bound users, simulated seconds.
+    bind_s: Vec<f64>,
+}
+
+/// The `q` quantile of `v` (0 when empty).
+fn quantile(v: &[f64], q: f64) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v.get(((v.len() as f64 - 1.0) * q).round().max(0.0) as usize)
+        .copied()
+        .unwrap_or(0.0)
 }
 
 fn loadavg() -> f64 {
@@ -422,10 +433,25 @@ fn main() {
         loads.push(json!({"run": run, "wall_min": round2(t0.elapsed().as_secs_f64() / 60.0),
             "loadavg_start": l0, "loadavg_end": l1}));
         for (slug, r) in res {
-            eprintln!("coldstart run {run} {slug}: {r:?}");
+            eprintln!(
+                "coldstart run {run} {slug}: users {} cold {} waited {} unbound {} node-h {:.2} evictions {} preemptions {}; created->bound p50 {:.1} s, p90 {:.1} s (simulated)",
+                r.users,
+                r.cold,
+                r.waited,
+                r.unbound,
+                r.node_hours,
+                r.evictions,
+                r.preemptions,
+                quantile(&r.bind_s, 0.5),
+                quantile(&r.bind_s, 0.9)
+            );
             per_run.entry(slug).or_default().push(r);
         }
         if run == 0 {
+            let _ = std::fs::write(
+                root().join("target/coldstart-timeline-run0.json"),
+                serde_json::to_string(&samples).expect("json"),
+            );
             timeline = samples;
         }
     }
@@ -452,6 +478,9 @@ fn main() {
             "node_hours": round2(mean(&nh)), "evictions_per_hour": round2(mean(&ev)),
             "users": mean(&col(|r| r.users as f64)), "preemptions": mean(&col(|r| r.preemptions as f64)),
             "unbound_at_end": mean(&col(|r| r.unbound as f64)),
+            // Created → bound, simulated seconds, all runs: a loaded machine shows here first.
+            "bind_s_p50": round2(quantile(&rs.iter().flat_map(|r| r.bind_s.clone()).collect::<Vec<_>>(), 0.5)),
+            "bind_s_p90": round2(quantile(&rs.iter().flat_map(|r| r.bind_s.clone()).collect::<Vec<_>>(), 0.9)),
             "runs": rs.len(),
             "per_run": {"cold": cold, "waited": waited, "node_hours": nh, "evictions_per_hour": ev},
             "spread": {"cold": spread(&cold), "waited": spread(&waited)},
@@ -514,8 +543,8 @@ fn write_plot(
         &samples,
         0,
         &format!(
-            "real stack: {} ({}), run 1, factor {}",
-            g.row, g.placement, args.factor
+            "real stack: {} ({}), run 1 of {}, factor {}",
+            g.row, g.placement, args.runs, args.factor
         ),
         &format!(
             "{}, {} placeholders or chunks, {} groups side by side; times in simulated hours",
@@ -837,6 +866,7 @@ async fn run_real(
         r.users += 1;
         match (u.created, u.bound) {
             (Some(c), Some(b)) => {
+                r.bind_s.push((b - c).as_secs_f64() * f);
                 if b - c > threshold {
                     r.waited += 1;
                 }
@@ -967,7 +997,8 @@ fn run_sim(args: &Args, placement: &str, window_s: f64) -> Vec<Value> {
         "--json".into(),
     ]);
     if args.plot.is_some() && placement == args.placement[0] {
-        cmd.args(["--plot", "target/coldstart-sim.svg"]);
+        cmd.args(["--plot", "target/coldstart-sim.svg", "--plot-until"])
+            .arg(format!("{}s", window_s.ceil()));
     }
     eprintln!("coldstart: {cmd:?}");
     let o = cmd.output().unwrap_or_else(|e| {

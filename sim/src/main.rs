@@ -55,6 +55,9 @@ struct Args {
     /// Write an SVG of nodes, users and placeholders over time for the configured policy
     #[arg(long, value_name = "FILE.svg", conflicts_with = "recommend")]
     plot: Option<PathBuf>,
+    /// Draw the plot up to this long after the warm-up only (a replay shorter than its day) [the whole run; at most 7 days]
+    #[arg(long, value_name = "DURATION", value_parser = duration, requires = "plot")]
+    plot_until: Option<Duration>,
     /// A row per replica count (static and configured), e.g. 0..40
     #[arg(long, value_name = "A..B")]
     sweep_replicas: Option<String>,
@@ -1046,6 +1049,11 @@ fn main() -> ExitCode {
                 ""
             }
         );
+        let mut samples = samples;
+        if let Some(until) = args.plot_until {
+            let end = sc.warmup + ms(until.min(MAX_WARMUP));
+            samples.retain(|s| s.t <= end);
+        }
         let svg =
             selfdestruct_sim::plot::svg(&samples, sc.warmup, &title, &report::describe(&config));
         if let Err(e) = std::fs::write(path, svg) {
