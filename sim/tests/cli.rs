@@ -268,3 +268,37 @@ fn table_json_sweep_and_plot() {
     let _ = std::fs::remove_file(&svg);
     assert!(drawn.starts_with("<svg") && drawn.contains("<polyline"));
 }
+
+/// The compressed replay's timers (bench/coldstart passes the real stack's timers times its
+/// factor) reach the scenario the run uses: its JSON echoes each one.
+#[test]
+fn the_real_stack_benchs_timers_set_the_scenario() {
+    let mut args = QUICK.to_vec();
+    args.extend([
+        "--only",
+        "static",
+        "--json",
+        "--scan-interval",
+        "15s",
+        "--scale-down-delay-after-add",
+        "20m",
+        "--unremovable-node-recheck-timeout",
+        "10m",
+        "--new-pod-hold",
+        "30s",
+        "--gate-lag",
+        "15s",
+        "--image-size-gib",
+        "2",
+    ]);
+    let out = simulate(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let sc = &v["scenario"];
+    assert_eq!(sc["autoscaler"]["scan"], 15_000);
+    assert_eq!(sc["autoscaler"]["delay_after_add"], 1_200_000);
+    assert_eq!(sc["autoscaler"]["unremovable_recheck"], 600_000);
+    assert_eq!(sc["autoscaler"]["new_pod_hold"], 30_000);
+    assert_eq!(sc["gate_lag"], 15_000);
+    assert_eq!(sc["image_size_mib"], 2_048);
+}
