@@ -430,8 +430,10 @@ fn main() {
             "coldstart run {run}: {:.1} min wall, load average {l0:.2} -> {l1:.2}",
             t0.elapsed().as_secs_f64() / 60.0
         );
-        loads.push(json!({"run": run, "wall_min": round2(t0.elapsed().as_secs_f64() / 60.0),
-            "loadavg_start": l0, "loadavg_end": l1}));
+        loads.push(
+            json!({"run": run, "wall_min": round2(t0.elapsed().as_secs_f64() / 60.0),
+            "loadavg_start": l0, "loadavg_end": l1}),
+        );
         for (slug, r) in res {
             eprintln!(
                 "coldstart run {run} {slug}: users {} cold {} waited {} unbound {} node-h {:.2} evictions {} preemptions {}; created->bound p50 {:.1} s, p90 {:.1} s (simulated)",
@@ -472,7 +474,10 @@ fn main() {
         let cold = col(|r| r.cold as f64);
         let waited = col(|r| r.waited as f64);
         let nh = col(|r| round2(r.node_hours));
-        let ev: Vec<f64> = rs.iter().map(|r| round2(r.evictions as f64 / hours)).collect();
+        let ev: Vec<f64> = rs
+            .iter()
+            .map(|r| round2(r.evictions as f64 / hours))
+            .collect();
         out.push(json!({"row": g.row, "placement": g.placement, "source": "real",
             "cold": mean(&cold), "waited": mean(&waited),
             "node_hours": round2(mean(&nh)), "evictions_per_hour": round2(mean(&ev)),
@@ -638,21 +643,25 @@ async fn run_real(
     let nodes_api = Api::<Node>::all(client.clone());
     for g in groups {
         let lp = ListParams::default().labels(&format!("{GROUP}={}", g.slug));
-        until(&format!("{}'s first node warm and open", g.slug), 300, || {
-            let a = nodes_api.clone();
-            let lp = lp.clone();
-            async move {
-                a.list(&lp)
-                    .await
-                    .ok()
-                    .filter(|l| {
-                        l.items
-                            .iter()
-                            .any(|n| has_image(n, USER_IMAGE) && !has_taint(n, GATE_TAINT))
-                    })
-                    .map(|_| ())
-            }
-        })
+        until(
+            &format!("{}'s first node warm and open", g.slug),
+            300,
+            || {
+                let a = nodes_api.clone();
+                let lp = lp.clone();
+                async move {
+                    a.list(&lp)
+                        .await
+                        .ok()
+                        .filter(|l| {
+                            l.items
+                                .iter()
+                                .any(|n| has_image(n, USER_IMAGE) && !has_taint(n, GATE_TAINT))
+                        })
+                        .map(|_| ())
+                }
+            },
+        )
         .await;
     }
     for g in groups {

@@ -292,7 +292,11 @@ fn the_real_stack_benchs_timers_set_the_scenario() {
         "2",
     ]);
     let out = simulate(&args);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     let sc = &v["scenario"];
     assert_eq!(sc["autoscaler"]["scan"], 15_000);
