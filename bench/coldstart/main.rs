@@ -544,9 +544,10 @@ fn write_plot(
         return;
     };
     let samples = timeline.get(&g.slug).cloned().unwrap_or_default();
+    // Hours from the first sample (taken at the replay's start).
     let real = selfdestruct_sim::plot::svg(
         &samples,
-        0,
+        samples.first().map_or(0, |s| s.t),
         &format!(
             "real stack: {} ({}), run 1 of {}, factor {}",
             g.row, g.placement, args.runs, args.factor
