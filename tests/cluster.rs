@@ -24,7 +24,7 @@ use selfdestruct_realstack::kubelet;
 use selfdestruct_realstack::wait::until;
 use selfdestruct_realstack::{
     Autoscaler, AutoscalerOptions, ControlPlane, ControlPlaneOptions, Error, Kubelet,
-    KubeletOptions, block_on, chain, node, ok,
+    KubeletOptions, POOL, block_on, chain, in_pool, node, ok, placeholder_set, set_env,
 };
 use serde_json::{Value, json};
 
@@ -32,8 +32,6 @@ use serde_json::{Value, json};
 const IMAGE: &str = "ghcr.io/selfdestruct/selfdestruct:0.1.0";
 /// A user image with a slow pull (the required-image scenario).
 const SLOW_IMAGE: &str = "example.org/hub/user-image:slow";
-/// The pool label and taint key.
-const POOL: &str = "realstack.selfdestruct.io/pool";
 /// Long enough for a step of the control plane under load; never a pass condition.
 const STEP: Duration = Duration::from_secs(90);
 /// The deadline of a series of evictions. The disruption controller keys a budget's
@@ -88,95 +86,6 @@ fn shared() -> &'static Shared {
     match s {
         Ok(s) => s,
         Err(e) => panic!("the real stack did not start: {e}"),
-    }
-}
-
-/// `kubectl kustomize DIR`, as JSON objects (kubectl converts; the server only for mapping).
-
-/// YAML documents as JSON objects, through kubectl.
-
-/// Applies objects server-side.
-
-/// The placeholder set of `manifests/` (with `rbac/node-reader`), moved into namespace `ns`:
-/// cluster-scoped names get the namespace, the admission policy names the namespace's
-/// account, the StatefulSet gets `replicas`, the pool's selector and toleration and `env`.
-fn placeholder_set(
-    cp: &ControlPlane,
-    ns: &str,
-    pool: &str,
-    replicas: u32,
-    env: &[(&str, &str)],
-) -> Vec<Value> {
-    let mut docs = ok(cp.kustomize(&root().join("manifests")));
-    docs.extend(ok(cp.kustomize(&root().join("rbac/node-reader"))));
-    docs.extend(ok(cp.kustomize(&root().join("rbac/admission-policy"))));
-    let cluster_scoped = [
-        "ClusterRole",
-        "ClusterRoleBinding",
-        "ValidatingAdmissionPolicy",
-        "ValidatingAdmissionPolicyBinding",
-    ];
-    // Each cluster-scoped object but the PriorityClass (one for all) is named for `ns`, and
-    // every reference to it follows.
-    let renames: Vec<(String, String)> = docs
-        .iter()
-        .filter(|d| cluster_scoped.contains(&d["kind"].as_str().unwrap_or_default()))
-        .filter_map(|d| d["metadata"]["name"].as_str())
-        .map(|n| (format!("\"{n}\""), format!("\"{n}-{ns}\"")))
-        .collect();
-    let mut out = Vec::new();
-    for mut d in docs {
-        let kind = d["kind"].as_str().unwrap_or_default().to_string();
-        match kind.as_str() {
-            "Namespace" => d["metadata"]["name"] = json!(ns),
-            // One PriorityClass for all (the same object).
-            "PriorityClass" => {}
-            k if cluster_scoped.contains(&k) => {}
-            _ => d["metadata"]["namespace"] = json!(ns),
-        }
-        let mut text = d.to_string().replace(
-            "system:serviceaccount:placeholders:",
-            &format!("system:serviceaccount:{ns}:"),
-        );
-        for (from, to) in &renames {
-            text = text.replace(from, to);
-        }
-        let mut d: Value = serde_json::from_str(&text).expect("json");
-        if kind == "ClusterRoleBinding" || kind == "RoleBinding" {
-            for s in d["subjects"].as_array_mut().into_iter().flatten() {
-                s["namespace"] = json!(ns);
-            }
-        }
-        if kind == "StatefulSet" {
-            d["spec"]["replicas"] = json!(replicas);
-            let spec = &mut d["spec"]["template"]["spec"];
-            in_pool(spec, pool);
-            let c = &mut spec["containers"][0];
-            set_env(c, env);
-        }
-        out.push(d);
-    }
-    // The pods last: their agents find their permissions in place.
-    out.sort_by_key(|d| d["kind"] == "StatefulSet");
-    out
-}
-
-/// Puts a pod spec onto `pool`'s nodes (selector and toleration).
-fn in_pool(spec: &mut Value, pool: &str) {
-    spec["nodeSelector"][POOL] = json!(pool);
-    let tol = json!({"key": POOL, "operator": "Equal", "value": pool, "effect": "NoSchedule"});
-    match spec["tolerations"].as_array_mut() {
-        Some(t) => t.push(tol),
-        None => spec["tolerations"] = json!([tol]),
-    }
-}
-
-/// Sets (or replaces) env entries of a container.
-fn set_env(c: &mut Value, env: &[(&str, &str)]) {
-    let list = c["env"].as_array_mut().expect("env");
-    for (k, v) in env {
-        list.retain(|e| e["name"] != *k);
-        list.push(json!({"name": k, "value": v}));
     }
 }
 
@@ -807,7 +716,7 @@ fn placeholders_are_replaced_on_a_lifetime() {
                 ("SELFDESTRUCT_MAX_LIFETIME", "5s"),
             ],
         );
-        ok(s.cp.apply(&placeholder_set(&s.cp, ns, ns, 2, &env)));
+        ok(s.cp.apply(&ok(placeholder_set(&s.cp, root(), ns, ns, 2, &env))));
         let first = all_ready_on(&client, ns, 2, &["lifetime-1"]).await;
         let first_uids: BTreeSet<String> = first.iter().map(uid).collect();
         // Each placeholder is replaced (a new uid under its name) and Ready again.
@@ -882,7 +791,7 @@ fn placeholders_move_one_at_a_time_onto_a_new_node_once_each() {
         // Two placeholders: each eviction after the first may wait out the budget's 2-minute
         // hold (see MOVES); two show the one-at-a-time rule and keep the tier short.
         create_node(&client, &pool_node("moves-old", ns, 4, &[], &[IMAGE])).await;
-        ok(s.cp.apply(&placeholder_set(&s.cp, ns, ns, 2, FAST)));
+        ok(s.cp.apply(&ok(placeholder_set(&s.cp, root(), ns, ns, 2, FAST))));
         let first = all_ready_on(&client, ns, 2, &["moves-old"]).await;
         user_pod(&client, ns, "user", "moves-old", ns, 2).await;
         create_node(&client, &pool_node("moves-new", ns, 8, &[], &[])).await;
@@ -940,7 +849,7 @@ fn no_move_before_the_required_image_is_on_the_node() {
         )
         .await;
         let env = with(FAST, &[("SELFDESTRUCT_REQUIRED_IMAGES", SLOW_IMAGE)]);
-        ok(s.cp.apply(&placeholder_set(&s.cp, ns, ns, 2, &env)));
+        ok(s.cp.apply(&ok(placeholder_set(&s.cp, root(), ns, ns, 2, &env))));
         all_ready_on(&client, ns, 2, &["images-old"]).await;
         user_pod(&client, ns, "user", "images-old", ns, 2).await;
         create_node(&client, &pool_node("images-new", ns, 8, &[], &[])).await;
@@ -1152,7 +1061,7 @@ fn agents_node_lists_are_served_as_partial_object_metadata() {
     scenario(ns, |client| async move {
         let s = shared();
         create_node(&client, &pool_node("metadata-1", ns, 4, &[], &[IMAGE])).await;
-        ok(s.cp.apply(&placeholder_set(&s.cp, ns, ns, 1, FAST)));
+        ok(s.cp.apply(&ok(placeholder_set(&s.cp, root(), ns, ns, 1, FAST))));
         all_ready_on(&client, ns, 1, &["metadata-1"]).await;
         let user = format!("system:serviceaccount:{ns}:placeholder");
         let audit = s.cp.dir().join("audit.log");
@@ -1439,7 +1348,7 @@ fn autoscaler_adds_a_node_the_placeholders_move_there_and_the_old_node_goes() {
         // Two placeholders fill the 2-core node. The shipped settle (10s): the soft taint of
         // the second phase comes 2-6 s after Ready, before the agents move.
         let env = with(FAST, &[("SELFDESTRUCT_NODE_SETTLE", "10s")]);
-        ok(s.cp.apply(&placeholder_set(&s.cp, ns, ns, 2, &env)));
+        ok(s.cp.apply(&ok(placeholder_set(&s.cp, root(), ns, ns, 2, &env))));
         all_ready_on(&client, ns, 2, &[&old]).await;
         // A user pod at priority 0 preempts one: it goes Pending, the autoscaler adds a node.
         user_pod(&client, ns, "user", "", ns, 1).await;

@@ -1,14 +1,17 @@
-//! Cold starts on the real stack (issue 34, items 1-2, the quick form): replays a launch log
-//! (the simulator's `--arrivals` CSV: `timestamp,duration`) on a real control plane with the
-//! real cluster-autoscaler (kwok) and the stand-in kubelet of `realstack/`, every timer
-//! compressed by one factor, then the same trace through `simulate` with the same delays, and
-//! writes both to `bench/results/real-stack.json`.
+//! Cold starts on the real stack (issue 34): replays a launch log (the simulator's
+//! `--arrivals` CSV: `timestamp,duration`) on a real control plane with the real
+//! cluster-autoscaler (kwok) and the stand-in kubelet of `realstack/`, every timer compressed
+//! by one factor, then the same trace through `simulate` with the same delays, and writes both
+//! to `bench/results/real-stack.json` (and, with `--plot`, one run's timeline beside the
+//! simulator's as an SVG).
 //!
 //! `cargo test --test coldstart -- --rows static,new-node --placement most-allocated`
 //! (after `cargo build --release -p selfdestruct-sim`; `SELFDESTRUCT_KUBE_BIN` as for
-//! `tests/cluster.rs`). Each row runs side by side on one control plane, in its own namespace
-//! and its own node group. Delays are given in the trace's (simulated) time; the real stack
-//! runs them divided by `--factor`.
+//! `tests/cluster.rs`). Every row × placement runs side by side on one control plane, in its
+//! own namespace and its own node group. Every node runs the node-gate DaemonSet (its init
+//! container pulls the user image: zero-to-jupyterhub's continuous image puller); only the
+//! gate rows' nodes register with the startup taint, so only there it opens anything. Delays
+//! are given in the trace's (simulated) time; the real stack runs them divided by `--factor`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -18,28 +21,40 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use selfdestruct_realstack::{
     Autoscaler, AutoscalerOptions, ControlPlane, ControlPlaneOptions, Kubelet, KubeletOptions,
-    block_on, chain, node, ok,
+    POOL, block_on, in_pool, node, ok, placeholder_set, set_env,
 };
+use selfdestruct_sim::metrics::Sample;
 use serde_json::{Value, json};
 
 const IMAGE: &str = "ghcr.io/selfdestruct/selfdestruct:0.1.0";
 const USER_IMAGE: &str = "example.org/hub/user:1";
-const POOL: &str = "realstack.selfdestruct.io/pool";
 const GROUP: &str = "realstack.selfdestruct.io/group";
-const USER_LABEL: &str = "component=singleuser-server";
+/// Every bench node carries it: the node-gate DaemonSet selects it.
+const BENCH_NODE: &str = "realstack.selfdestruct.io/bench";
+const GATE_TAINT: &str = "startup-taint.cluster-autoscaler.kubernetes.io/images-pending";
+const ROWS: [&str; 6] = [
+    "static",
+    "new-node",
+    "gate",
+    "gate+new-node",
+    "buffer",
+    "buffer+gate",
+];
 
 #[derive(Parser, Debug)]
 struct Args {
-    /// Rows: static, new-node, buffer.
+    /// Rows: static, new-node, gate, gate+new-node, buffer, buffer+gate.
     #[arg(long, value_delimiter = ',', default_value = "static,new-node")]
     rows: Vec<String>,
-    /// Users' scheduler: most-allocated (user-scheduler) or least-allocated (default-scheduler).
-    #[arg(long, default_value = "most-allocated")]
-    placement: String,
+    /// Users' schedulers, each a set of groups beside the others: most-allocated
+    /// (user-scheduler), least-allocated (default-scheduler).
+    #[arg(long, value_delimiter = ',', default_value = "most-allocated")]
+    placement: Vec<String>,
     /// Every timer is divided by this.
     #[arg(long, default_value_t = 15.0)]
     factor: f64,
@@ -61,6 +76,10 @@ struct Args {
     /// Simulated seconds of the user image's pull.
     #[arg(long, default_value_t = 60.0)]
     image_pull_s: f64,
+    /// The user image's size (GiB) in the nodes' `status.images` (the schedulers'
+    /// ImageLocality score).
+    #[arg(long, default_value_t = 8.0)]
+    image_size_gib: f64,
     /// A user is "waited" when bound later than this (simulated seconds) after its creation.
     #[arg(long, default_value_t = 15.0)]
     wait_threshold_s: f64,
@@ -73,6 +92,14 @@ struct Args {
     /// "quick" or "full".
     #[arg(long, default_value = "quick")]
     form: String,
+    /// Write the first run's timeline of `--plot-row` (the first placement) beside the
+    /// simulator's to this SVG.
+    #[arg(long)]
+    plot: Option<PathBuf>,
+    /// The row whose timeline is plotted (the simulator plots its `configured` policy, the
+    /// agent's defaults: `new-node`).
+    #[arg(long, default_value = "new-node")]
+    plot_row: String,
     // `cargo test` passes these to a harness = false target.
     #[arg(long, hide = true)]
     nocapture: bool,
@@ -140,72 +167,50 @@ fn fmt_s(s: f64) -> String {
     format!("{}ms", (s * 1000.0).round().max(0.0) as u64)
 }
 
-fn in_pool(spec: &mut Value, pool: &str) {
-    spec["nodeSelector"][POOL] = json!(pool);
-    let tol = json!({"key": POOL, "operator": "Equal", "value": pool, "effect": "NoSchedule"});
-    match spec["tolerations"].as_array_mut() {
-        Some(t) => t.push(tol),
-        None => spec["tolerations"] = json!([tol]),
-    }
+/// One row under one placement: its own namespace, node pool and node group (`slug`).
+#[derive(Clone, Debug)]
+struct Group {
+    row: String,
+    placement: String,
+    slug: String,
+    scheduler: &'static str,
 }
 
-/// The placeholder set of `manifests/` in namespace `ns` on pool `ns` (as tests/cluster.rs's
-/// `placeholder_set`), `replicas` pods and `env`.
-fn placeholder_set(
-    cp: &ControlPlane,
-    ns: &str,
-    replicas: u32,
-    env: &[(String, String)],
-) -> Vec<Value> {
-    let mut docs = ok(cp.kustomize(&root().join("manifests")));
-    docs.extend(ok(cp.kustomize(&root().join("rbac/node-reader"))));
-    let cluster_scoped = ["ClusterRole", "ClusterRoleBinding"];
+fn groups(rows: &[String], placements: &[String]) -> Vec<Group> {
     let mut out = Vec::new();
-    for mut d in docs {
-        let kind = d["kind"].as_str().unwrap_or_default().to_string();
-        match kind.as_str() {
-            "Namespace" => d["metadata"]["name"] = json!(ns),
-            "PriorityClass" => {}
-            k if cluster_scoped.contains(&k) => {
-                let name = format!(
-                    "{}-{ns}",
-                    d["metadata"]["name"].as_str().unwrap_or_default()
-                );
-                d["metadata"]["name"] = json!(name);
-            }
-            _ => d["metadata"]["namespace"] = json!(ns),
+    for p in placements {
+        let (scheduler, short) = match p.as_str() {
+            "most-allocated" => ("user-scheduler", "ma"),
+            "least-allocated" => ("default-scheduler", "la"),
+            p => panic!("--placement {p}: most-allocated or least-allocated"),
+        };
+        for row in rows {
+            assert!(
+                ROWS.contains(&row.as_str()),
+                "--rows {row}: one of {}",
+                ROWS.join(", ")
+            );
+            out.push(Group {
+                row: row.clone(),
+                placement: p.clone(),
+                slug: format!("{}-{short}", row.replace('+', "-")),
+                scheduler,
+            });
         }
-        let text = d.to_string().replace(
-            "placeholder-node-reader\"",
-            &format!("placeholder-node-reader-{ns}\""),
-        );
-        let mut d: Value = serde_json::from_str(&text).expect("json");
-        if kind == "ClusterRoleBinding" || kind == "RoleBinding" {
-            for s in d["subjects"].as_array_mut().into_iter().flatten() {
-                s["namespace"] = json!(ns);
-            }
-        }
-        if kind == "StatefulSet" {
-            d["spec"]["replicas"] = json!(replicas);
-            let spec = &mut d["spec"]["template"]["spec"];
-            in_pool(spec, ns);
-            let list = spec["containers"][0]["env"].as_array_mut().expect("env");
-            for (k, v) in env {
-                list.retain(|e| e["name"] != k.as_str());
-                list.push(json!({"name": k, "value": v}));
-            }
-        }
-        out.push(d);
     }
-    out.sort_by_key(|d| d["kind"] == "StatefulSet");
     out
 }
 
+fn gated(row: &str) -> bool {
+    row.contains("gate")
+}
+
 /// A CapacityBuffer of `replicas` chunks of one user's room in namespace `ns` (its pod
-/// template in the pool, at priority 0 as the buffer's chunks are placed by the autoscaler only).
+/// template in the pool, tolerating the gate's taint as the placeholders do).
 fn buffer_set(ns: &str, replicas: u32) -> Vec<Value> {
     let mut spec = json!({"containers": [{"name": "chunk", "image": "registry.k8s.io/pause:3.10",
-        "resources": {"requests": {"cpu": "1", "memory": "4Gi"}}}]});
+        "resources": {"requests": {"cpu": "1", "memory": "4Gi"}}}],
+        "tolerations": [{"key": GATE_TAINT, "operator": "Exists", "effect": "NoSchedule"}]});
     in_pool(&mut spec, ns);
     vec![
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
@@ -218,11 +223,17 @@ fn buffer_set(ns: &str, replicas: u32) -> Vec<Value> {
     ]
 }
 
-fn template(row: &str, cpu: u32) -> Node {
-    let taints = vec![json!({"key": POOL, "value": row, "effect": "NoSchedule"})];
+/// The node group's template: `cpu` cores and 4 GiB a core for users and placeholders, plus
+/// 100m and 256 MiB for the node-gate DaemonSet's pod; the gate rows' nodes register with
+/// the startup taint.
+fn template(slug: &str, cpu: u32, gate: bool) -> Node {
+    let mut taints = vec![json!({"key": POOL, "value": slug, "effect": "NoSchedule"})];
+    if gate {
+        taints.push(json!({"key": GATE_TAINT, "value": "true", "effect": "NoSchedule"}));
+    }
     let mut n = node(
-        &format!("tpl-{row}"),
-        &[(POOL, row), (GROUP, row)],
+        &format!("tpl-{slug}"),
+        &[(POOL, slug), (GROUP, slug), (BENCH_NODE, "yes")],
         cpu,
         cpu * 4,
         &taints,
@@ -235,6 +246,17 @@ fn template(row: &str, cpu: u32) -> Node {
         .as_mut()
         .unwrap()
         .retain(|t| t.key != "node.kubernetes.io/not-ready");
+    let status = n.status.as_mut().unwrap();
+    for r in [status.capacity.as_mut(), status.allocatable.as_mut()]
+        .into_iter()
+        .flatten()
+    {
+        r.insert("cpu".into(), Quantity(format!("{}m", cpu * 1000 + 100)));
+        r.insert(
+            "memory".into(),
+            Quantity(format!("{}Mi", cpu * 4 * 1024 + 256)),
+        );
+    }
     n.metadata.annotations = Some(
         [
             ("cluster-autoscaler.kwok.nodegroup/min-count", "1"),
@@ -246,6 +268,32 @@ fn template(row: &str, cpu: u32) -> Node {
         .collect(),
     );
     n
+}
+
+/// `manifests/node-gate` on every bench node: its init container pulls the user image (the
+/// continuous image puller), then `selfdestruct node-gate` lifts the startup taint where
+/// there is one (the gate rows) and pauses elsewhere. Timers compressed by `f`.
+fn gate_daemonset(cp: &ControlPlane, f: f64) -> Vec<Value> {
+    let mut docs = ok(cp.kustomize(&root().join("manifests/node-gate")));
+    for d in &mut docs {
+        if d["kind"] == "DaemonSet" {
+            let spec = &mut d["spec"]["template"]["spec"];
+            spec["nodeSelector"] = json!({BENCH_NODE: "yes"});
+            spec["tolerations"]
+                .as_array_mut()
+                .expect("tolerations")
+                .push(json!({"key": POOL, "operator": "Exists", "effect": "NoSchedule"}));
+            spec["initContainers"][0]["image"] = json!(USER_IMAGE);
+            set_env(
+                &mut spec["containers"][0],
+                &[
+                    ("SELFDESTRUCT_GATE_POLL", "1s".to_string()),
+                    ("SELFDESTRUCT_GATE_TIMEOUT", fmt_s(900.0 / f)),
+                ],
+            );
+        }
+    }
+    docs
 }
 
 /// The agent's settings of a row, compressed by `f` (the shipped defaults: docs/settings).
@@ -260,16 +308,11 @@ fn agent_env(row: &str, f: f64) -> Vec<(String, String)> {
             format!("{}", (12.0 * f).round() as u64),
         ),
     ];
-    match row {
-        "static" => {
-            env.push(("SELFDESTRUCT_MOVE_TO_NEW_NODES".into(), "false".into()));
-            env.push(("SELFDESTRUCT_MAX_LIFETIME".into(), "0".into()));
-            env.push(("SELFDESTRUCT_MIN_LIFETIME".into(), "".into()));
-        }
-        _ => {
-            env.push(("SELFDESTRUCT_MIN_LIFETIME".into(), fmt_s(6.0 * 3600.0 / f)));
-            env.push(("SELFDESTRUCT_MAX_LIFETIME".into(), fmt_s(12.0 * 3600.0 / f)));
-        }
+    if !row.contains("new-node") {
+        // `static`, `gate`: the stock pause container's behaviour.
+        env.push(("SELFDESTRUCT_MOVE_TO_NEW_NODES".into(), "false".into()));
+        env.push(("SELFDESTRUCT_MAX_LIFETIME".into(), "0".into()));
+        env.push(("SELFDESTRUCT_MIN_LIFETIME".into(), "".into()));
     }
     env
 }
@@ -296,11 +339,26 @@ fn has_image(n: &Node, image: &str) -> bool {
         })
 }
 
+fn has_taint(n: &Node, key: &str) -> bool {
+    n.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|ts| ts.iter().any(|t| t.key == key))
+}
+
 fn pod_ready(p: &Pod) -> bool {
     p.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+fn label<'a>(p: &'a Pod, key: &str) -> Option<&'a str> {
+    p.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(key))
+        .map(String::as_str)
 }
 
 #[derive(Debug, Default, Clone)]
@@ -312,64 +370,141 @@ struct RowResult {
     evictions: u64,
     preemptions: u64,
     unbound: u64,
+    /// Created → bound of the bound users, simulated seconds.
+    bind_s: Vec<f64>,
+}
+
+/// The `q` quantile of `v` (0 when empty).
+fn quantile(v: &[f64], q: f64) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v.get(((v.len() as f64 - 1.0) * q).round().max(0.0) as usize)
+        .copied()
+        .unwrap_or(0.0)
+}
+
+fn loadavg() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|t| t.split_whitespace().next()?.parse().ok())
+        .unwrap_or(f64::NAN)
 }
 
 fn main() {
     let args = Args::parse_from(std::env::args().filter(|a| a != "--bench"));
     let f = args.factor;
     let trace = read_trace(&root().join(&args.trace));
-    let scheduler = match args.placement.as_str() {
-        "most-allocated" => "user-scheduler",
-        "least-allocated" => "default-scheduler",
-        p => panic!("--placement {p}: most-allocated or least-allocated"),
-    };
+    let groups = groups(&args.rows, &args.placement);
     let end_s = trace.iter().map(|l| l.at + l.session).fold(0.0, f64::max);
     // The measured window: to the last session's end plus the scale-down of its node
     // (`--scale-down-unneeded-time` 10 min and a few scans).
     let window_s = trace.iter().map(|l| l.at).fold(0.0, f64::max).max(end_s) + 15.0 * 60.0;
     eprintln!(
-        "coldstart: {} launches over {:.0} simulated minutes, factor {f}: about {:.1} minutes wall per run",
+        "coldstart: {} launches over {:.0} simulated minutes, factor {f}, {} groups side by side: about {:.1} minutes wall per run",
         trace.len(),
         window_s / 60.0,
+        groups.len(),
         window_s / f / 60.0
     );
     let mut out: Vec<Value> = std::fs::read_to_string(root().join(&args.out))
         .ok()
         .and_then(|t| serde_json::from_str::<Vec<Value>>(&t).ok())
         .unwrap_or_default();
-    // A new run replaces the file's entries of the same rows, placement and form only.
+    // A new run replaces the file's entries of the same rows, placements and form only.
     out.retain(|r| {
-        r["placement"] != args.placement.as_str()
-            || r["form"] != args.form.as_str()
-            || !args.rows.iter().any(|row| r["row"] == row.as_str())
+        r["form"] != args.form.as_str()
+            || !groups
+                .iter()
+                .any(|g| r["row"] == g.row.as_str() && r["placement"] == g.placement.as_str())
     });
-    let mut totals: BTreeMap<String, (RowResult, u32)> = BTreeMap::new();
+    let wall = Instant::now();
+    let mut per_run: BTreeMap<String, Vec<RowResult>> = BTreeMap::new();
+    let mut loads = Vec::new();
+    let mut timeline = BTreeMap::new();
     for run in 0..args.runs {
-        let res = block_on(run_real(&args, &trace, scheduler, window_s, run));
-        for (row, r) in res {
-            eprintln!("coldstart run {run} {row}: {r:?}");
-            let t = totals.entry(row).or_default();
-            t.0.users += r.users;
-            t.0.cold += r.cold;
-            t.0.waited += r.waited;
-            t.0.node_hours += r.node_hours;
-            t.0.evictions += r.evictions;
-            t.0.preemptions += r.preemptions;
-            t.0.unbound += r.unbound;
-            t.1 += 1;
+        let t0 = Instant::now();
+        let l0 = loadavg();
+        let (res, samples) = block_on(run_real(&args, &groups, &trace, window_s, run));
+        let l1 = loadavg();
+        eprintln!(
+            "coldstart run {run}: {:.1} min wall, load average {l0:.2} -> {l1:.2}",
+            t0.elapsed().as_secs_f64() / 60.0
+        );
+        loads.push(
+            json!({"run": run, "wall_min": round2(t0.elapsed().as_secs_f64() / 60.0),
+            "loadavg_start": l0, "loadavg_end": l1}),
+        );
+        for (slug, r) in res {
+            eprintln!(
+                "coldstart run {run} {slug}: users {} cold {} waited {} unbound {} node-h {:.2} evictions {} preemptions {}; created->bound p50 {:.1} s, p90 {:.1} s (simulated)",
+                r.users,
+                r.cold,
+                r.waited,
+                r.unbound,
+                r.node_hours,
+                r.evictions,
+                r.preemptions,
+                quantile(&r.bind_s, 0.5),
+                quantile(&r.bind_s, 0.9)
+            );
+            per_run.entry(slug).or_default().push(r);
+        }
+        if run == 0 {
+            let _ = std::fs::write(
+                root().join("target/coldstart-timeline-run0.json"),
+                serde_json::to_string(&samples).expect("json"),
+            );
+            timeline = samples;
         }
     }
     let hours = window_s / 3600.0;
-    for (row, (r, runs)) in &totals {
-        let n = f64::from(*runs);
-        out.push(json!({"row": row, "placement": args.placement, "source": "real",
-            "cold": r.cold as f64 / n, "waited": r.waited as f64 / n,
-            "node_hours": round2(r.node_hours / n), "evictions_per_hour": round2(r.evictions as f64 / n / hours),
-            "users": r.users as f64 / n, "preemptions": r.preemptions as f64 / n,
-            "unbound_at_end": r.unbound as f64 / n,
-            "runs": runs, "form": args.form, "factor": f}));
+    for g in &groups {
+        let Some(rs) = per_run.get(&g.slug) else {
+            continue;
+        };
+        let n = rs.len() as f64;
+        let col = |k: fn(&RowResult) -> f64| rs.iter().map(k).collect::<Vec<f64>>();
+        let mean = |v: &[f64]| v.iter().sum::<f64>() / n;
+        let spread = |v: &[f64]| {
+            json!([
+                v.iter().copied().fold(f64::INFINITY, f64::min),
+                v.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+            ])
+        };
+        let cold = col(|r| r.cold as f64);
+        let waited = col(|r| r.waited as f64);
+        let nh = col(|r| round2(r.node_hours));
+        let ev: Vec<f64> = rs
+            .iter()
+            .map(|r| round2(r.evictions as f64 / hours))
+            .collect();
+        out.push(json!({"row": g.row, "placement": g.placement, "source": "real",
+            "cold": mean(&cold), "waited": mean(&waited),
+            "node_hours": round2(mean(&nh)), "evictions_per_hour": round2(mean(&ev)),
+            "users": mean(&col(|r| r.users as f64)), "preemptions": mean(&col(|r| r.preemptions as f64)),
+            "unbound_at_end": mean(&col(|r| r.unbound as f64)),
+            // Created → bound, simulated seconds, all runs: a loaded machine shows here first.
+            "bind_s_p50": round2(quantile(&rs.iter().flat_map(|r| r.bind_s.clone()).collect::<Vec<_>>(), 0.5)),
+            "bind_s_p90": round2(quantile(&rs.iter().flat_map(|r| r.bind_s.clone()).collect::<Vec<_>>(), 0.9)),
+            "runs": rs.len(),
+            "per_run": {"cold": cold, "waited": waited, "node_hours": nh, "evictions_per_hour": ev},
+            "spread": {"cold": spread(&cold), "waited": spread(&waited)},
+            "form": args.form, "factor": f, "groups_side_by_side": groups.len(),
+            "wall_min": round2(wall.elapsed().as_secs_f64() / 60.0), "load": loads}));
     }
-    out.extend(run_sim(&args, window_s));
+    for p in &args.placement {
+        out.extend(run_sim(&args, p, window_s));
+    }
+    out.sort_by_key(|r| {
+        (
+            r["placement"].as_str().unwrap_or_default().to_string(),
+            ROWS.iter()
+                .position(|x| r["row"] == *x)
+                .unwrap_or(ROWS.len()),
+            r["source"].as_str().unwrap_or_default().to_string(),
+            r["form"].as_str().unwrap_or_default().to_string(),
+        )
+    });
     std::fs::create_dir_all(root().join(&args.out).parent().expect("a folder"))
         .expect("results folder");
     std::fs::write(
@@ -377,6 +512,15 @@ fn main() {
         serde_json::to_string_pretty(&out).expect("json") + "\n",
     )
     .expect("write the results");
+    if let Some(plot) = &args.plot {
+        write_plot(&args, &groups, &timeline, plot);
+    }
+    eprintln!(
+        "coldstart: {} run(s) of {} groups in {:.1} min wall",
+        args.runs,
+        groups.len(),
+        wall.elapsed().as_secs_f64() / 60.0
+    );
     println!("{}", serde_json::to_string_pretty(&out).expect("json"));
 }
 
@@ -384,38 +528,109 @@ fn round2(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
 
+/// The timeline of `--plot-row` under the first placement (first run) above the
+/// simulator's `configured` policy (the agent's defaults) on the same trace, one SVG.
+fn write_plot(
+    args: &Args,
+    groups: &[Group],
+    timeline: &BTreeMap<String, Vec<Sample>>,
+    path: &Path,
+) {
+    let Some(g) = groups
+        .iter()
+        .find(|g| g.row == args.plot_row && g.placement == args.placement[0])
+    else {
+        eprintln!("coldstart: --plot-row {} was not run", args.plot_row);
+        return;
+    };
+    let samples = timeline.get(&g.slug).cloned().unwrap_or_default();
+    // Hours from the first sample (taken at the replay's start).
+    let real = selfdestruct_sim::plot::svg(
+        &samples,
+        samples.first().map_or(0, |s| s.t),
+        &format!(
+            "real stack: {} ({}), run 1 of {}, factor {}",
+            g.row, g.placement, args.runs, args.factor
+        ),
+        &format!(
+            "{}, {} placeholders or chunks, {} groups side by side; times in simulated hours",
+            args.trace.display(),
+            args.replicas,
+            groups.len()
+        ),
+    );
+    let sim = std::fs::read_to_string(root().join("target/coldstart-sim.svg")).unwrap_or_default();
+    let height = |svg: &str| -> f64 {
+        svg.split("height=\"")
+            .nth(1)
+            .and_then(|t| t.split('"').next()?.parse().ok())
+            .unwrap_or(0.0)
+    };
+    let (h1, h2) = (height(&real), height(&sim));
+    let combined = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"1000\" height=\"{}\" viewBox=\"0 0 1000 {}\">\n{}{}</svg>\n",
+        h1 + h2,
+        h1 + h2,
+        real.replacen("<svg ", "<svg y=\"0\" ", 1),
+        sim.replacen("<svg ", &format!("<svg y=\"{h1}\" "), 1)
+    );
+    std::fs::write(root().join(path), combined).expect("write the plot");
+    eprintln!("coldstart: wrote {}", path.display());
+}
+
+/// Waits for `what` on the API, for at most `secs` (real seconds).
+async fn until<T, Fut: std::future::Future<Output = Option<T>>>(
+    what: &str,
+    secs: u64,
+    check: impl FnMut() -> Fut,
+) -> T {
+    ok(selfdestruct_realstack::wait::until(what, Duration::from_secs(secs), check).await)
+}
+
 async fn run_real(
     args: &Args,
+    groups: &[Group],
     trace: &[Launch],
-    scheduler: &str,
     window_s: f64,
     run: u32,
-) -> BTreeMap<String, RowResult> {
+) -> (BTreeMap<String, RowResult>, BTreeMap<String, Vec<Sample>>) {
     let f = args.factor;
     let d = |s: f64| Duration::from_secs_f64(s / f);
-    let cp = ok(ControlPlane::start(ControlPlaneOptions::default()));
+    // Heartbeats every 30 s (not 10 s) and a grace of 2 minutes: the one stand-in kubelet
+    // beats for every node in turn, and at 150 nodes its 10 s beats delayed pulls and starts
+    // by 10-60 s under load (issue 34's quick run of 12 groups).
+    let cp = ok(ControlPlane::start(ControlPlaneOptions {
+        node_monitor_grace_period: Duration::from_secs(120),
+        ..ControlPlaneOptions::default()
+    }));
     let kubelet = ok(Kubelet::start(
         &cp,
         KubeletOptions {
             boot_delay: d(args.node_ready_s),
             pull_time: d(args.image_pull_s),
+            image_sizes: [(
+                USER_IMAGE.to_string(),
+                (args.image_size_gib * 1024.0 * 1024.0 * 1024.0) as u64,
+            )]
+            .into(),
             start_delay: Duration::from_millis(100),
+            heartbeat: Duration::from_secs(30),
             selfdestruct_bin: Some(PathBuf::from(env!("CARGO_BIN_EXE_selfdestruct"))),
             ..KubeletOptions::default()
         },
     ));
+    let t = timers(f);
     let autoscaler = ok(Autoscaler::start(
         &cp,
         AutoscalerOptions {
-            templates: args
-                .rows
+            templates: groups
                 .iter()
-                .map(|r| template(r, args.node_cpu))
+                .map(|g| template(&g.slug, args.node_cpu, gated(&g.row)))
                 .collect(),
             group_label: GROUP.into(),
-            scan_interval: d(10.0).max(Duration::from_secs(1)),
-            scale_down_unneeded_time: d(600.0).max(Duration::from_secs(1)),
-            scale_down_delay_after_add: d(600.0).max(Duration::from_secs(1)),
+            scan_interval: Duration::from_secs(t.scan_s),
+            scale_down_unneeded_time: Duration::from_secs(t.unneeded_s),
+            scale_down_delay_after_add: Duration::from_secs(t.unneeded_s),
             capacity_buffer_crd: Some(
                 include_str!("../../sim/tests/data/autoscaling.x-k8s.io_capacitybuffers.yaml")
                     .into(),
@@ -424,13 +639,14 @@ async fn run_real(
         },
     ));
     let client = ok(cp.client().await);
-    // Each row's first node, then its placeholders (or buffer).
+    ok(cp.apply(&gate_daemonset(&cp, f)));
+    // Each group's first node, warm and open, then its placeholders (or buffer).
     let nodes_api = Api::<Node>::all(client.clone());
-    for row in &args.rows {
-        let lp = ListParams::default().labels(&format!("{GROUP}={row}"));
-        ok(selfdestruct_realstack::wait::until(
-            &format!("{row}'s first node"),
-            Duration::from_secs(120),
+    for g in groups {
+        let lp = ListParams::default().labels(&format!("{GROUP}={}", g.slug));
+        until(
+            &format!("{}'s first node warm and open", g.slug),
+            300,
             || {
                 let a = nodes_api.clone();
                 let lp = lp.clone();
@@ -438,55 +654,53 @@ async fn run_real(
                     a.list(&lp)
                         .await
                         .ok()
-                        .filter(|l| l.items.iter().any(|n| has_image(n, IMAGE)))
+                        .filter(|l| {
+                            l.items
+                                .iter()
+                                .any(|n| has_image(n, USER_IMAGE) && !has_taint(n, GATE_TAINT))
+                        })
                         .map(|_| ())
                 }
             },
         )
-        .await);
+        .await;
     }
-    for row in &args.rows {
-        if row.starts_with("buffer") {
-            ok(cp.apply(&buffer_set(row, args.replicas)));
+    for g in groups {
+        if g.row.starts_with("buffer") {
+            ok(cp.apply(&buffer_set(&g.slug, args.replicas)));
         } else {
-            ok(cp.apply(&placeholder_set(
+            ok(cp.apply(&ok(placeholder_set(
                 &cp,
-                row,
+                root(),
+                &g.slug,
+                &g.slug,
                 args.replicas,
-                &agent_env(row, f),
-            )));
-            let api = Api::<Pod>::namespaced(client.clone(), row);
-            let n = args.replicas as usize;
-            ok(selfdestruct_realstack::wait::until(
-                &format!("{row}'s placeholders Ready"),
-                Duration::from_secs(180),
-                || {
-                    let a = api.clone();
-                    async move {
-                        let l = a
-                            .list(
-                                &ListParams::default()
-                                    .labels("app.kubernetes.io/name=selfdestruct"),
-                            )
-                            .await
-                            .ok()?;
-                        (l.items.iter().filter(|p| pod_ready(p)).count() >= n).then_some(())
-                    }
-                },
-            )
-            .await);
+                &agent_env(&g.row, f),
+            ))));
         }
     }
-    // Watch users and nodes.
+    for g in groups.iter().filter(|g| !g.row.starts_with("buffer")) {
+        let api = Api::<Pod>::namespaced(client.clone(), &g.slug);
+        let n = args.replicas as usize;
+        until(&format!("{}'s placeholders Ready", g.slug), 300, || {
+            let a = api.clone();
+            async move {
+                let l = a
+                    .list(&ListParams::default().labels("app.kubernetes.io/name=selfdestruct"))
+                    .await
+                    .ok()?;
+                (l.items.iter().filter(|p| pod_ready(p)).count() >= n).then_some(())
+            }
+        })
+        .await;
+    }
+    // Watch every pod and node.
     let (pods, pw) = reflector::store::<Pod>();
     let (nodes, nw) = reflector::store::<Node>();
     tokio::spawn(
         reflector::reflector(
             pw,
-            watcher(
-                Api::<Pod>::all(client.clone()),
-                watcher::Config::default().labels(USER_LABEL),
-            ),
+            watcher(Api::<Pod>::all(client.clone()), watcher::Config::default()),
         )
         .default_backoff()
         .for_each(|_| async {}),
@@ -503,26 +717,81 @@ async fn run_real(
     let _ = nodes.wait_until_ready().await;
     let users: Arc<Mutex<HashMap<String, User>>> = Arc::default();
     let node_secs: Arc<Mutex<BTreeMap<String, f64>>> = Arc::default();
+    let timeline: Arc<Mutex<BTreeMap<String, Vec<Sample>>>> = Arc::default();
     let start = Instant::now();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    // The observer: bound and Ready times, the node's image at binding, node-seconds.
+    // The observer: bound and Ready times, the node's image at binding, node-seconds, and a
+    // sample of every group each simulated minute.
     let observer = {
-        let (users, node_secs, stop) = (users.clone(), node_secs.clone(), stop.clone());
+        let (users, node_secs, stop, timeline) = (
+            users.clone(),
+            node_secs.clone(),
+            stop.clone(),
+            timeline.clone(),
+        );
         let (pods, nodes) = (pods.clone(), nodes.clone());
+        let slugs: Vec<String> = groups.iter().map(|g| g.slug.clone()).collect();
+        let sample_every = Duration::from_secs_f64(60.0 / f);
         tokio::spawn(async move {
             let mut last = Instant::now();
+            let mut next_sample = last;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 let now = Instant::now();
                 let dt = (now - last).as_secs_f64();
                 last = now;
                 let ns = nodes.state();
+                let group_of = |n: &Node| {
+                    n.metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get(GROUP))
+                        .cloned()
+                };
                 {
                     let mut s = node_secs.lock().unwrap();
                     for n in &ns {
-                        if let Some(g) = n.metadata.labels.as_ref().and_then(|l| l.get(GROUP)) {
-                            *s.entry(g.clone()).or_default() += dt;
+                        if let Some(g) = group_of(n) {
+                            *s.entry(g).or_default() += dt;
                         }
+                    }
+                }
+                let all_pods = pods.state();
+                if now >= next_sample {
+                    next_sample += sample_every;
+                    let t = ((now - start).as_secs_f64() * f * 1000.0) as u64;
+                    let mut tl = timeline.lock().unwrap();
+                    for slug in &slugs {
+                        let mut s = Sample {
+                            t,
+                            ..Sample::default()
+                        };
+                        for n in ns.iter().filter(|n| group_of(n).as_ref() == Some(slug)) {
+                            s.nodes += 1;
+                            s.warm_nodes += u32::from(has_image(n, USER_IMAGE));
+                        }
+                        for p in all_pods
+                            .iter()
+                            .filter(|p| p.metadata.namespace.as_ref() == Some(slug))
+                        {
+                            let bound = p.spec.as_ref().and_then(|s| s.node_name.as_ref());
+                            if label(p, "component") == Some("singleuser-server") {
+                                if p.metadata.deletion_timestamp.is_some() {
+                                } else if bound.is_some() {
+                                    s.users += 1;
+                                } else {
+                                    s.users_pending += 1;
+                                }
+                            } else if label(p, "app.kubernetes.io/component") == Some("placeholder")
+                            {
+                                if pod_ready(p) && p.metadata.deletion_timestamp.is_none() {
+                                    s.placeholders += 1;
+                                } else {
+                                    s.placeholders_pending += 1;
+                                }
+                            }
+                        }
+                        tl.entry(slug.clone()).or_default().push(s);
                     }
                 }
                 let by_name: HashMap<String, Arc<Node>> = ns
@@ -530,7 +799,7 @@ async fn run_real(
                     .map(|n| (n.metadata.name.clone().unwrap_or_default(), n))
                     .collect();
                 let mut us = users.lock().unwrap();
-                for p in pods.state() {
+                for p in all_pods {
                     let key = format!(
                         "{}/{}",
                         p.metadata.namespace.clone().unwrap_or_default(),
@@ -551,28 +820,28 @@ async fn run_real(
             }
         })
     };
-    // The driver: one task per launch and row.
+    // The driver: one task per launch and group.
     let mut tasks = Vec::new();
-    for row in &args.rows {
+    for g in groups {
         for (i, l) in trace.iter().enumerate() {
-            let (client, users, row) = (client.clone(), users.clone(), row.clone());
+            let (client, users, slug) = (client.clone(), users.clone(), g.slug.clone());
             let l = *l;
-            let scheduler = scheduler.to_string();
+            let scheduler = g.scheduler;
             tasks.push(tokio::spawn(async move {
                 tokio::time::sleep_until((start + Duration::from_secs_f64(l.at / f)).into()).await;
                 let name = format!("user-{i:03}");
-                let api = Api::<Pod>::namespaced(client, &row);
-                let key = format!("{row}/{name}");
+                let api = Api::<Pod>::namespaced(client, &slug);
+                let key = format!("{slug}/{name}");
                 users.lock().unwrap().insert(
                     key.clone(),
                     User {
-                        row: row.clone(),
+                        row: slug.clone(),
                         created: Some(Instant::now()),
                         ..User::default()
                     },
                 );
                 if let Err(e) = api
-                    .create(&PostParams::default(), &user_pod(&row, &name, &scheduler))
+                    .create(&PostParams::default(), &user_pod(&slug, &name, scheduler))
                     .await
                 {
                     eprintln!("create {key}: {e}");
@@ -614,6 +883,7 @@ async fn run_real(
         r.users += 1;
         match (u.created, u.bound) {
             (Some(c), Some(b)) => {
+                r.bind_s.push((b - c).as_secs_f64() * f);
                 if b - c > threshold {
                     r.waited += 1;
                 }
@@ -630,8 +900,10 @@ async fn run_real(
     for (g, s) in node_secs.lock().unwrap().iter() {
         res.entry(g.clone()).or_default().node_hours = s * f / 3600.0;
     }
-    for row in &args.rows {
-        let ev = Api::<Event>::namespaced(client.clone(), row)
+    let logs = root().join("target/coldstart-logs");
+    let _ = std::fs::create_dir_all(&logs);
+    for g in groups {
+        let ev = Api::<Event>::namespaced(client.clone(), &g.slug)
             .list(&ListParams::default())
             .await
             .map(|l| l.items)
@@ -642,25 +914,52 @@ async fn run_real(
                 .map(|e| e.count.unwrap_or(1).max(1) as u64)
                 .sum::<u64>()
         };
-        let r = res.entry(row.clone()).or_default();
+        let r = res.entry(g.slug.clone()).or_default();
         r.evictions = count("SelfDestruct");
         r.preemptions = count("Preempted");
+        let _ = std::fs::write(
+            logs.join(format!("run{run}-{}-agents.log", g.slug)),
+            kubelet.namespace_logs(&g.slug),
+        );
     }
     let _ = std::fs::write(
-        cp.dir()
-            .parent()
-            .unwrap_or(Path::new("/tmp"))
-            .join(format!("coldstart-{run}-autoscaler.log")),
+        logs.join(format!("run{run}-autoscaler.log")),
         autoscaler.log(),
+    );
+    let _ = std::fs::write(logs.join(format!("run{run}-kubelet.log")), kubelet.log());
+    let _ = std::fs::write(
+        logs.join(format!("run{run}-node-gate.log")),
+        kubelet.namespace_logs("node-gate"),
     );
     drop(autoscaler);
     drop(kubelet);
     drop(cp);
-    res
+    let tl = std::mem::take(&mut *timeline.lock().unwrap());
+    (res, tl)
 }
 
-/// The same trace through `simulate`, with the same delays where it has flags.
-fn run_sim(args: &Args, window_s: f64) -> Vec<Value> {
+/// The autoscaler's timers on the real stack (whole seconds, at least 1 s: its flags' and
+/// the harness's granularity) and what they are in simulated time.
+struct Timers {
+    scan_s: u64,
+    unneeded_s: u64,
+}
+
+fn timers(f: f64) -> Timers {
+    let secs = |sim: f64| ((sim / f).floor() as u64).max(1);
+    Timers {
+        scan_s: secs(10.0),
+        unneeded_s: secs(600.0),
+    }
+}
+
+/// The same trace through `simulate`, with the same delays in simulated time: the real
+/// stack's timers times the factor (the autoscaler's whole seconds, its fixed 2 s hold on
+/// very new pods, the gate's lag).
+fn run_sim(args: &Args, placement: &str, window_s: f64) -> Vec<Value> {
+    let f = args.factor;
+    let t = timers(f);
+    let sim_s = |real_s: f64| format!("{}ms", (real_s * f * 1000.0).round() as u64);
     let bin = root().join(&args.simulate);
     let mut cmd = std::process::Command::new(&bin);
     cmd.current_dir(root()).args([
@@ -684,20 +983,40 @@ fn run_sim(args: &Args, window_s: f64) -> Vec<Value> {
         format!("{}s", args.node_ready_s),
         "--image-pull".into(),
         format!("{}s", args.image_pull_s),
+        "--image-size-gib".into(),
+        args.image_size_gib.to_string(),
         "--delay-spread".into(),
         "0".into(),
         "--min-nodes".into(),
         "1".into(),
         "--max-nodes".into(),
         "20".into(),
+        "--scan-interval".into(),
+        sim_s(t.scan_s as f64),
         "--unneeded-time".into(),
-        "10m".into(),
+        sim_s(t.unneeded_s as f64),
+        "--scale-down-delay-after-add".into(),
+        sim_s(t.unneeded_s as f64),
+        // The harness ties the recheck to the unneeded time.
+        "--unremovable-node-recheck-timeout".into(),
+        sim_s(t.unneeded_s as f64),
+        // The autoscaler's unschedulablePodTimeBuffer: 2 s real, not compressed.
+        "--new-pod-hold".into(),
+        sim_s(2.0),
+        // The gate's taint goes within about 1 s real of the pull: the kubelet's 100 ms
+        // start, the process's start, one GET and one PATCH.
+        "--gate-lag".into(),
+        sim_s(1.0),
         "--user-placement".into(),
-        args.placement.clone(),
+        placement.to_string(),
         "--only".into(),
         args.rows.join(","),
         "--json".into(),
     ]);
+    if args.plot.is_some() && placement == args.placement[0] {
+        cmd.args(["--plot", "target/coldstart-sim.svg", "--plot-until"])
+            .arg(format!("{}s", window_s.ceil()));
+    }
     eprintln!("coldstart: {cmd:?}");
     let o = cmd.output().unwrap_or_else(|e| {
         panic!(
@@ -711,14 +1030,17 @@ fn run_sim(args: &Args, window_s: f64) -> Vec<Value> {
         String::from_utf8_lossy(&o.stderr)
     );
     let v: Value = serde_json::from_slice(&o.stdout).expect("simulate's JSON");
-    let _ = std::fs::write(root().join("target/coldstart-sim.json"), &o.stdout);
-    sim_rows(args, &v, window_s)
+    let _ = std::fs::write(
+        root().join(format!("target/coldstart-sim-{placement}.json")),
+        &o.stdout,
+    );
+    sim_rows(args, placement, &v, window_s)
 }
 
 /// The simulator's rows. It replays whole UTC days: its node-hours cover 24 h, of which
 /// the hours after `window_s` are the cluster left at the end (1 initial node, plus those
 /// added, minus those removed) standing idle; those are taken off.
-fn sim_rows(args: &Args, v: &Value, window_s: f64) -> Vec<Value> {
+fn sim_rows(args: &Args, placement: &str, v: &Value, window_s: f64) -> Vec<Value> {
     let list = v["rows"].as_array().cloned().unwrap_or_default();
     let mut out = Vec::new();
     for row in &args.rows {
@@ -731,12 +1053,12 @@ fn sim_rows(args: &Args, v: &Value, window_s: f64) -> Vec<Value> {
         };
         let per: Vec<Value> = r["per_seed"].as_array().cloned().unwrap_or_default();
         let n = per.len().max(1) as f64;
-        let mean = |k: &str| {
+        let col = |k: &str| {
             per.iter()
                 .map(|s| s[k].as_f64().unwrap_or(0.0))
-                .sum::<f64>()
-                / n
+                .collect::<Vec<f64>>()
         };
+        let mean = |k: &str| col(k).iter().sum::<f64>() / n;
         let tail_h = (24.0 * 3600.0 - window_s) / 3600.0;
         let node_hours = per
             .iter()
@@ -749,14 +1071,13 @@ fn sim_rows(args: &Args, v: &Value, window_s: f64) -> Vec<Value> {
             / n;
         // Its evictions per hour are over the day: over the window instead.
         let ev = mean("evictions_per_hour") * 24.0 * 3600.0 / window_s;
-        out.push(
-            json!({"row": row, "placement": args.placement, "source": "sim",
+        out.push(json!({"row": row, "placement": placement, "source": "sim",
             "cold": mean("cold"), "waited": mean("delayed"),
             "node_hours": round2(node_hours), "node_hours_day": round2(mean("node_hours")),
             "evictions_per_hour": round2(ev), "users": mean("users"),
-            "preemptions": round2(mean("preemptions_per_hour") * 24.0), 
-            "runs": per.len(), "form": args.form}),
-        );
+            "preemptions": round2(mean("preemptions_per_hour") * 24.0),
+            "runs": per.len(), "per_run": {"cold": col("cold"), "waited": col("delayed")},
+            "form": args.form, "factor": args.factor}));
     }
     out
 }

@@ -51,6 +51,9 @@ pub struct KubeletOptions {
     pub pull_time: Duration,
     /// Pull times by image reference.
     pub pull_times: BTreeMap<String, Duration>,
+    /// `status.images[].sizeBytes` by image reference (others: 1 MB, below the scheduler's
+    /// ImageLocality threshold of 23 MB, so they score nothing).
+    pub image_sizes: BTreeMap<String, u64>,
     /// From images present to the container running.
     pub start_delay: Duration,
     /// Node heartbeat and Lease renewal interval.
@@ -67,6 +70,7 @@ impl Default for KubeletOptions {
             boot_delay: Duration::from_secs(2),
             pull_time: Duration::from_secs(1),
             pull_times: BTreeMap::new(),
+            image_sizes: BTreeMap::new(),
             start_delay: Duration::from_millis(300),
             heartbeat: Duration::from_secs(10),
             selfdestruct_image: "ghcr.io/selfdestruct/selfdestruct".into(),
@@ -487,7 +491,8 @@ impl Kl {
                 cond("PIDPressure", "False", "KubeletHasSufficientPID"),
             ],
             "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": name}],
-            "images": st.images.iter().map(|i| json!({"names": [i], "sizeBytes": 1_000_000})).collect::<Vec<_>>(),
+            "images": st.images.iter().map(|i| json!({"names": [i],
+                "sizeBytes": self.ctx.opts.image_sizes.get(i).copied().unwrap_or(1_000_000)})).collect::<Vec<_>>(),
         }})
     }
 

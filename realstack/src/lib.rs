@@ -11,12 +11,14 @@
 pub mod autoscaler;
 pub mod control_plane;
 pub mod kubelet;
+pub mod pool;
 pub mod proc;
 pub mod wait;
 
 pub use autoscaler::{Autoscaler, AutoscalerOptions};
 pub use control_plane::{ControlPlane, ControlPlaneOptions};
 pub use kubelet::{Kubelet, KubeletOptions, node};
+pub use pool::{POOL, in_pool, placeholder_set, set_env};
 
 /// `e` and its causes, `: `-separated (for a test's panic message).
 pub fn chain(e: &dyn std::error::Error) -> String {

@@ -55,6 +55,9 @@ struct Args {
     /// Write an SVG of nodes, users and placeholders over time for the configured policy
     #[arg(long, value_name = "FILE.svg", conflicts_with = "recommend")]
     plot: Option<PathBuf>,
+    /// Draw the plot up to this long after the warm-up only (a replay shorter than its day) [the whole run; at most 7 days]
+    #[arg(long, value_name = "DURATION", value_parser = duration, requires = "plot")]
+    plot_until: Option<Duration>,
     /// A row per replica count (static and configured), e.g. 0..40
     #[arg(long, value_name = "A..B")]
     sweep_replicas: Option<String>,
@@ -197,6 +200,24 @@ struct Args {
     /// Autoscaler --scale-down-unneeded-time
     #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Scenario")]
     unneeded_time: Option<Duration>,
+    /// Autoscaler --scan-interval [10s; 1s-10m]
+    #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Scenario")]
+    scan_interval: Option<Duration>,
+    /// Autoscaler --scale-down-delay-after-add [10m; at most 1 day]
+    #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Scenario")]
+    scale_down_delay_after_add: Option<Duration>,
+    /// Autoscaler --unremovable-node-recheck-timeout [5m; 1s-1 day]
+    #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Scenario")]
+    unremovable_node_recheck_timeout: Option<Duration>,
+    /// The autoscaler's hold on very new unschedulable pods (its fixed 2 s; a compressed replay's real 2 s is longer in simulated time) [at most 10m]
+    #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Scenario")]
+    new_pod_hold: Option<Duration>,
+    /// With the readiness gate: the taint goes up to this long after the pull [10s; at most 1h]
+    #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Scenario")]
+    gate_lag: Option<Duration>,
+    /// The user image's size, for the schedulers' ImageLocality score [scenario default; 0.001-100]
+    #[arg(long, value_name = "GIB", help_heading = "Scenario")]
+    image_size_gib: Option<f64>,
     /// The users' scheduler: most-allocated (JupyterHub's user-scheduler) or least-allocated (the default scheduler) [scenario default: most-allocated; general: least-allocated]
     #[arg(long, value_name = "most-allocated|least-allocated", value_parser = user_placement, help_heading = "Scenario")]
     user_placement: Option<scenario::UserPlacement>,
@@ -530,6 +551,63 @@ fn scenario(a: &Args) -> Result<Scenario, String> {
     }
     if let Some(p) = a.user_placement {
         sc.user_placement = p;
+    }
+    // The timers a compressed replay on the real stack sets (bench/coldstart).
+    const DAY: Duration = Duration::from_secs(24 * 3600);
+    for (name, v, lo, hi, slot) in [
+        (
+            "scan-interval",
+            a.scan_interval,
+            MIN_PERIOD,
+            Duration::from_secs(600),
+            &mut sc.autoscaler.scan,
+        ),
+        (
+            "scale-down-delay-after-add",
+            a.scale_down_delay_after_add,
+            Duration::ZERO,
+            DAY,
+            &mut sc.autoscaler.delay_after_add,
+        ),
+        (
+            "unremovable-node-recheck-timeout",
+            a.unremovable_node_recheck_timeout,
+            MIN_PERIOD,
+            DAY,
+            &mut sc.autoscaler.unremovable_recheck,
+        ),
+        (
+            "new-pod-hold",
+            a.new_pod_hold,
+            Duration::ZERO,
+            Duration::from_secs(600),
+            &mut sc.autoscaler.new_pod_hold,
+        ),
+        (
+            "gate-lag",
+            a.gate_lag,
+            Duration::ZERO,
+            Duration::from_secs(3600),
+            &mut sc.gate_lag,
+        ),
+    ] {
+        if let Some(d) = v {
+            if d < lo || d > hi {
+                return Err(format!(
+                    "--{name} must be in [{}s, {}s], got {}s",
+                    lo.as_secs(),
+                    hi.as_secs(),
+                    d.as_secs_f64()
+                ));
+            }
+            *slot = ms(d);
+        }
+    }
+    if let Some(g) = a.image_size_gib {
+        if !(g.is_finite() && (0.001..=100.0).contains(&g)) {
+            return Err(format!("--image-size-gib must be in [0.001, 100], got {g}"));
+        }
+        sc.image_size_mib = ((g * 1024.0).round() as u64).max(1);
     }
     for (name, v, slot) in [
         (
@@ -971,6 +1049,11 @@ fn main() -> ExitCode {
                 ""
             }
         );
+        let mut samples = samples;
+        if let Some(until) = args.plot_until {
+            let end = sc.warmup + ms(until.min(MAX_WARMUP));
+            samples.retain(|s| s.t <= end);
+        }
         let svg =
             selfdestruct_sim::plot::svg(&samples, sc.warmup, &title, &report::describe(&config));
         if let Err(e) = std::fs::write(path, svg) {

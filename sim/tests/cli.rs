@@ -103,6 +103,21 @@ fn flags_that_size_the_work_are_bounded() {
         ),
         (vec!["--only", ""], "--only"),
         (vec!["--only", " , "], "--only"),
+        // The compressed replay's timers (bench/coldstart).
+        (vec!["--scan-interval", "0s"], "--scan-interval"),
+        (vec!["--scan-interval", "11m"], "--scan-interval"),
+        (
+            vec!["--scale-down-delay-after-add", "2d"],
+            "--scale-down-delay-after-add",
+        ),
+        (
+            vec!["--unremovable-node-recheck-timeout", "500ms"],
+            "--unremovable-node-recheck-timeout",
+        ),
+        (vec!["--new-pod-hold", "1h"], "--new-pod-hold"),
+        (vec!["--gate-lag", "2h"], "--gate-lag"),
+        (vec!["--image-size-gib", "0"], "--image-size-gib"),
+        (vec!["--image-size-gib", "NaN"], "--image-size-gib"),
     ] {
         let out = simulate(&bad);
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -252,4 +267,42 @@ fn table_json_sweep_and_plot() {
     let drawn = std::fs::read_to_string(&svg).expect("plot written");
     let _ = std::fs::remove_file(&svg);
     assert!(drawn.starts_with("<svg") && drawn.contains("<polyline"));
+}
+
+/// The compressed replay's timers (bench/coldstart passes the real stack's timers times its
+/// factor) reach the scenario the run uses: its JSON echoes each one.
+#[test]
+fn the_real_stack_benchs_timers_set_the_scenario() {
+    let mut args = QUICK.to_vec();
+    args.extend([
+        "--only",
+        "static",
+        "--json",
+        "--scan-interval",
+        "15s",
+        "--scale-down-delay-after-add",
+        "20m",
+        "--unremovable-node-recheck-timeout",
+        "10m",
+        "--new-pod-hold",
+        "30s",
+        "--gate-lag",
+        "15s",
+        "--image-size-gib",
+        "2",
+    ]);
+    let out = simulate(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let sc = &v["scenario"];
+    assert_eq!(sc["autoscaler"]["scan"], 15_000);
+    assert_eq!(sc["autoscaler"]["delay_after_add"], 1_200_000);
+    assert_eq!(sc["autoscaler"]["unremovable_recheck"], 600_000);
+    assert_eq!(sc["autoscaler"]["new_pod_hold"], 30_000);
+    assert_eq!(sc["gate_lag"], 15_000);
+    assert_eq!(sc["image_size_mib"], 2_048);
 }

@@ -1,0 +1,46 @@
+"""Markdown tables of bench/results/real-stack.json (docs/benchmarks.md, docs/peers.md):
+python3 bench/coldstart/table.py [FORM]  (run from the repository root; FORM: quick or full)."""
+import json, sys
+
+form = sys.argv[1] if len(sys.argv) > 1 else "quick"
+rows = ["static", "new-node", "gate", "gate+new-node", "buffer", "buffer+gate"]
+data = [r for r in json.load(open("bench/results/real-stack.json")) if r.get("form") == form]
+
+
+def cell(p, row, src):
+    return next((r for r in data if r["placement"] == p and r["row"] == row and r["source"] == src), None)
+
+
+def fmt(x):
+    return "-" if x is None else ("%g" % round(x, 2))
+
+
+for p in ["most-allocated", "least-allocated"]:
+    if not any(r["placement"] == p for r in data):
+        continue
+    print(f"\n{p} ({form}):\n")
+    print("| row | cold real (runs) | cold sim | cold/static real | cold/static sim | waited real | waited sim | node-h real | node-h sim | evict/h real | evict/h sim |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    rs, ss = cell(p, "static", "real"), cell(p, "static", "sim")
+    order = {}
+    for row in rows:
+        r, s = cell(p, row, "real"), cell(p, row, "sim")
+        if not r and not s:
+            continue
+        runs = r["per_run"]["cold"] if r else []
+        spread = ", ".join("%g" % c for c in runs)
+        ratio_r = r["cold"] / rs["cold"] if r and rs and rs["cold"] else None
+        ratio_s = s["cold"] / ss["cold"] if s and ss and ss["cold"] else None
+        # the ratio's spread over the real runs (each run's row against the same run's static)
+        rr = ""
+        if r and rs and len(runs) > 1 and all(rs["per_run"]["cold"]):
+            q = [a / b for a, b in zip(runs, rs["per_run"]["cold"])]
+            rr = " (%g-%g)" % (round(min(q), 2), round(max(q), 2))
+        print(f"| {row} | {fmt(r and r['cold'])} ({spread}) | {fmt(s and s['cold'])} | {fmt(ratio_r)}{rr} | {fmt(ratio_s)} | "
+              f"{fmt(r and r['waited'])} | {fmt(s and s['waited'])} | {fmt(r and r['node_hours'])} | {fmt(s and s['node_hours'])} | "
+              f"{fmt(r and r['evictions_per_hour'])} | {fmt(s and s['evictions_per_hour'])} |")
+        order[row] = (r and r["cold"], s and s["cold"])
+    real = sorted([k for k in order if order[k][0] is not None], key=lambda k: order[k][0])
+    sim = sorted([k for k in order if order[k][1] is not None], key=lambda k: order[k][1])
+    print("\norder by cold starts, real: " + " ≤ ".join(f"{k} {fmt(order[k][0])}" for k in real))
+    print("order by cold starts, sim:  " + " ≤ ".join(f"{k} {fmt(order[k][1])}" for k in sim))
