@@ -9,11 +9,11 @@ use std::time::SystemTime;
 
 use tracing::{debug, error, info, warn};
 
+use crate::access::{Access, AccessError, Discovered};
 use crate::api::{PodApi, rbac_hint};
+use crate::client::{ClientError, client_retrying};
 use crate::clock::Clock;
 use crate::config::Config;
-use crate::access::{Access, AccessError, Discovered};
-use crate::client::{ClientError, client_retrying};
 use crate::error::{Error, Result};
 use crate::identity::{self, Source};
 use crate::logging::Chain;
