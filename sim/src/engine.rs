@@ -39,6 +39,32 @@ pub struct RunResult {
     pub nodes: Vec<Node>,
     /// Sorted times to running of the measured users.
     pub ttr: Vec<Ms>,
+    /// When the run was given up because its [`Stop`] was reached (the summary then counts
+    /// only what happened until then); None for a run to the end.
+    pub stopped_at: Option<Ms>,
+}
+
+/// When a run may end early: a search that only asks whether a count meets its target needs
+/// no more once the target is missed, and `delayed` and `cold` only grow during a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stop {
+    /// Stop once more measured users than this waited for room.
+    pub delayed: Option<u64>,
+    /// Stop once more measured users than this started cold.
+    pub cold: Option<u64>,
+}
+
+impl Stop {
+    /// Run to the end.
+    pub const NEVER: Stop = Stop {
+        delayed: None,
+        cold: None,
+    };
+
+    /// Whether `delayed` and `cold` measured users so far are past this.
+    fn reached(&self, delayed: u64, cold: u64) -> bool {
+        self.delayed.is_some_and(|n| delayed > n) || self.cold.is_some_and(|n| cold > n)
+    }
 }
 
 /// Runs one row: scenario `sc` with row `setup` on the arrivals `arrivals`.
@@ -52,6 +78,20 @@ pub fn simulate(
     check: bool,
 ) -> RunResult {
     Engine::new(sc, setup, arrivals, seed, check).run()
+}
+
+/// [`simulate`], given up as soon as `stop` is reached (`RunResult::stopped_at`).
+pub fn simulate_until(
+    sc: &Scenario,
+    setup: &Setup,
+    arrivals: &[Arrival],
+    seed: u64,
+    check: bool,
+    stop: Stop,
+) -> RunResult {
+    let mut engine = Engine::new(sc, setup, arrivals, seed, check);
+    engine.stop = stop;
+    engine.run()
 }
 
 /// [`simulate`] with the StatefulSet's replicas set over time (`selfdestruct schedule`):
@@ -128,6 +168,11 @@ struct Engine<'a> {
     steps: &'a [(Ms, u32)],
     /// Per placeholder: scaled away by the schedule (no pod, not a sibling).
     absent: Vec<bool>,
+    /// When to give up the run.
+    stop: Stop,
+    /// Measured users (arrived in the measured window) delayed so far, and started cold.
+    delayed: u64,
+    cold: u64,
 }
 
 /// How many placeholder pods a row runs: none for a buffer, whole-node balloons for
@@ -204,7 +249,15 @@ impl<'a> Engine<'a> {
             unschedulable: vec![false; pods],
             steps,
             absent: (0..pods).map(|i| i >= first).collect(),
+            stop: Stop::NEVER,
+            delayed: 0,
+            cold: 0,
         }
+    }
+
+    /// Whether user `u` arrived in the measured window.
+    fn measured(&self, u: usize) -> bool {
+        (self.sc.warmup..self.sc.end()).contains(&self.users[u].arrival)
     }
 
     /// Schedules the autoscaler's next loop at `at`, replacing the one scheduled before.
@@ -256,6 +309,7 @@ impl<'a> Engine<'a> {
         }
         self.settle();
         let end = self.sc.end();
+        let mut stopped_at = None;
         while let Some(Reverse((t, _, ev))) = self.queue.pop() {
             if t >= end && self.pending_users.is_empty() {
                 break;
@@ -278,9 +332,13 @@ impl<'a> Engine<'a> {
                 let existing = self.nodes.iter().filter(|n| n.exists()).count() as u32;
                 self.log.peak_nodes = self.log.peak_nodes.max(existing);
             }
+            if self.stop.reached(self.delayed, self.cold) {
+                stopped_at = Some(self.now);
+                break;
+            }
         }
         let unfinished = self.users.iter().filter(|u| u.running_at.is_none()).count();
-        if unfinished > 0 {
+        if unfinished > 0 && stopped_at.is_none() {
             self.violation(format!("{unfinished} users never ran"));
         }
         let summary = summarise(
@@ -296,6 +354,7 @@ impl<'a> Engine<'a> {
         RunResult {
             summary,
             ttr,
+            stopped_at,
             log: self.log,
             users: self.users,
             nodes: self.nodes,
@@ -499,9 +558,13 @@ impl<'a> Engine<'a> {
             } else {
                 // Every user requests the same: none of the others fits either.
                 let mut new = false;
-                for &w in &self.pending_users {
-                    new |= !self.users[w].delayed;
-                    self.users[w].delayed = true;
+                for i in 0..self.pending_users.len() {
+                    let w = self.pending_users[i];
+                    if !self.users[w].delayed {
+                        new = true;
+                        self.users[w].delayed = true;
+                        self.delayed += u64::from(self.measured(w));
+                    }
                 }
                 if new {
                     self.pod_unschedulable();
@@ -572,6 +635,7 @@ impl<'a> Engine<'a> {
         node.users += 1;
         let cold = !node.image;
         let image_at = node.image_at;
+        self.cold += u64::from(cold && self.measured(u));
         let user = &mut self.users[u];
         user.node = Some(n);
         user.bound_at = Some(now);
