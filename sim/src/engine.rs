@@ -16,7 +16,7 @@ use crate::metrics::{Log, MoveReason, MoveRecord, Sample, Summary, summarise};
 use crate::peers;
 use crate::placeholders::{Agent, Placeholder, PodState, sim_ms_ceil, system_time};
 use crate::random::{Random, Stream};
-use crate::scenario::{Arrival, HOUR, MIN, Ms, Peer, Resources, SEC, Scenario, Setup};
+use crate::scenario::{Arrival, HOUR, MIN, Ms, Resources, SEC, Scenario, Setup};
 
 /// A preempting user starts this long after the bind (the victim's termination).
 const PREEMPTION_DELAY: Ms = SEC;
@@ -178,11 +178,7 @@ struct Engine<'a> {
 /// How many placeholder pods a row runs: none for a buffer, whole-node balloons for
 /// `replicas` users' worth of room, else `replicas`.
 pub fn placeholder_pods(sc: &Scenario, setup: &Setup) -> u32 {
-    match setup.peer {
-        Peer::Buffer => 0,
-        Peer::NodeBalloon => peers::balloons_for(setup.replicas, sc.pods_per_node()),
-        _ => setup.replicas,
-    }
+    setup.peer.pods(setup.replicas, sc.pods_per_node())
 }
 
 impl<'a> Engine<'a> {
@@ -239,11 +235,7 @@ impl<'a> Engine<'a> {
             last_scale_up: None,
             last_recount: 0,
             log: Log::default(),
-            placeholder_size: if setup.peer == Peer::NodeBalloon {
-                sc.node
-            } else {
-                sc.user
-            },
+            placeholder_size: setup.peer.pod_size(sc),
             known_ready: Vec::new(),
             loop_gen: 0,
             unschedulable: vec![false; pods],
@@ -298,10 +290,8 @@ impl<'a> Engine<'a> {
             self.push(self.arrivals[0].at, Event::Arrival(0));
         }
         self.schedule_loop(self.sc.autoscaler.scan);
-        match self.setup.peer {
-            Peer::Rebalancer => self.push(self.sc.peers.rebalancer_interval, Event::PeerScan),
-            Peer::PodLifeTime => self.push(self.sc.peers.descheduler_interval, Event::PeerScan),
-            _ => {}
+        if let Some(every) = self.setup.peer.scan_every(&self.sc.peers) {
+            self.push(every, Event::PeerScan);
         }
         self.push(self.sc.warmup, Event::Sample);
         for (i, &(at, _)) in self.steps.iter().enumerate().skip(1) {
@@ -452,17 +442,10 @@ impl<'a> Engine<'a> {
                 }
             }
             Event::PeerScan => {
-                let every = match self.setup.peer {
-                    Peer::Rebalancer => {
-                        self.rebalance();
-                        self.sc.peers.rebalancer_interval
-                    }
-                    _ => {
-                        self.deschedule();
-                        self.sc.peers.descheduler_interval
-                    }
-                };
-                self.push(self.now + every.max(1), Event::PeerScan);
+                self.peer_scan();
+                if let Some(every) = self.setup.peer.scan_every(&self.sc.peers) {
+                    self.push(self.now + every.max(1), Event::PeerScan);
+                }
             }
             Event::Sample => {
                 self.sample();
@@ -830,24 +813,8 @@ impl<'a> Engine<'a> {
 
     // ----- peers -----
 
-    /// The rebalancer's loop: when a node has appeared since the last scan, delete every
-    /// running placeholder at once (a delete: the PDB does not apply).
-    fn rebalance(&mut self) {
-        // The first scan learns the nodes that were there before it started.
-        let first = self.known_ready.is_empty();
-        if !peers::rebalancer_scan(&self.nodes, &mut self.known_ready) || first {
-            return;
-        }
-        for p in 0..self.placeholders.len() {
-            if matches!(self.placeholders[p].state, PodState::Running { .. }) {
-                self.log_move_for(p, MoveReason::Rebalancer);
-                self.evict(p);
-            }
-        }
-    }
-
-    /// One descheduler run of PodLifeTime through the eviction API.
-    fn deschedule(&mut self) {
+    /// One run of the peer's own loop ([`Peer::scan`]): the placeholders it takes away go.
+    fn peer_scan(&mut self) {
         let started: Vec<Option<Ms>> = self
             .placeholders
             .iter()
@@ -856,17 +823,16 @@ impl<'a> Engine<'a> {
                 _ => None,
             })
             .collect();
-        let unavailable = started.iter().filter(|s| s.is_none()).count() as u32;
-        let run = peers::podlifetime_run(
-            &started,
-            self.now,
-            self.sc.peers.max_pod_lifetime,
-            unavailable,
-            1,
-        );
-        self.log.refused += run.refused.len() as u64;
-        for p in run.evicted {
-            self.log_move_for(p, MoveReason::PodLifeTime);
+        let input = peers::ScanInput {
+            now: self.now,
+            nodes: &self.nodes,
+            started: &started,
+            config: &self.sc.peers,
+        };
+        let out = self.setup.peer.scan(&input, &mut self.known_ready);
+        self.log.refused += out.refused;
+        for (p, reason) in out.evict {
+            self.log_move_for(p, reason);
             self.evict(p);
         }
     }
@@ -894,13 +860,9 @@ impl<'a> Engine<'a> {
                 },
             ))
             .min();
-        let chunks = if self.setup.peer == Peer::Buffer {
-            self.setup.replicas
-        } else {
-            0
-        };
+        let chunks = self.setup.peer.buffer_chunks(self.setup.replicas);
         let cfg = &self.sc.autoscaler;
-        let (user_sized, whole_node) = if self.setup.peer == Peer::NodeBalloon {
+        let (user_sized, whole_node) = if self.setup.peer.whole_node_pods() {
             (self.pending_users.len() as u64, pending_placeholders as u64)
         } else {
             ((self.pending_users.len() + pending_placeholders) as u64, 0)
@@ -1085,11 +1047,12 @@ fn node_name(i: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenario::static_policy;
+    use crate::scenario::{Peer, Row, static_policy};
 
     fn setup(peer: Peer, replicas: u32) -> Setup {
         Setup {
             name: "peer".into(),
+            row: Row::Peer,
             replicas,
             policy: static_policy(),
             gate: false,
@@ -1208,11 +1171,11 @@ mod tests {
         e.schedule();
         assert_eq!(running(&e), 4);
         e.now = 10 * SEC;
-        e.rebalance();
+        e.peer_scan();
         assert_eq!(running(&e), 4, "the first scan only learns the nodes");
         e.nodes.push(node_with(&sc, 2, 0));
         e.now = 20 * SEC;
-        e.rebalance();
+        e.peer_scan();
         assert_eq!(running(&e), 0, "all deleted in the scan that saw the node");
         assert_eq!(e.log.moves.len(), 4);
         assert!(e.log.moves.iter().all(|m| m.at == 20 * SEC));
@@ -1224,7 +1187,7 @@ mod tests {
         }
         e.schedule();
         assert_eq!(e.nodes[2].placeholders, 4);
-        e.rebalance();
+        e.peer_scan();
         assert_eq!(running(&e), 4, "no new node: nothing deleted");
     }
 

@@ -19,10 +19,10 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::metrics::{self, Summary};
-use crate::scenario::{Arrival, HOUR, Ms, Peer, Scenario, Setup, static_policy};
-use crate::engine::{self, Stop};
 use crate::RowResult;
+use crate::engine::{self, Stop};
+use crate::metrics::{self, Summary};
+use crate::scenario::{Arrival, HOUR, Ms, Peer, Row, Scenario, Setup, static_policy};
 
 /// What a replica count must achieve.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -68,6 +68,9 @@ impl Target {
 pub struct Found {
     /// The policy (row name).
     pub policy: String,
+    /// The row searched.
+    #[serde(skip)]
+    pub setup: Setup,
     /// The smallest count that meets the target, if any in the range.
     pub replicas: Option<u32>,
     /// The results at that count (or at the top of the range when not met).
@@ -78,6 +81,13 @@ pub struct Found {
     pub extra_node_hours: f64,
     /// Counts run, in order, and whether each met the target.
     pub tried: Vec<(u32, bool)>,
+}
+
+impl Found {
+    /// The `buffer` row (a CapacityBuffer without the readiness gate).
+    fn is_buffer(&self) -> bool {
+        self.setup.peer == Peer::Buffer && !self.setup.gate
+    }
 }
 
 /// Everything `--recommend` found.
@@ -351,6 +361,7 @@ fn search(
     let (lo, hi) = range;
     let none_row = Setup {
         name: "none".into(),
+        row: Row::None,
         replicas: 0,
         policy: static_policy(),
         gate: false,
@@ -367,6 +378,7 @@ fn search(
     // defaults is `new-node`): its results are that one's, and only that one is searched.
     let unnamed = |a: &Setup| Setup {
         name: String::new(),
+        row: Row::default(),
         ..a.clone()
     };
     let original: Vec<usize> = policies
@@ -529,8 +541,12 @@ fn search(
                         continue;
                     };
                     let given_up = r.parts.iter().flatten().find_map(|p| p.2);
-                    let runs: Vec<(Summary, Vec<Ms>)> =
-                        r.parts.into_iter().flatten().map(|(s, t, _)| (s, t)).collect();
+                    let runs: Vec<(Summary, Vec<Ms>)> = r
+                        .parts
+                        .into_iter()
+                        .flatten()
+                        .map(|(s, t, _)| (s, t))
+                        .collect();
                     let result = RowResult {
                         summary: metrics::combine(&runs, hours),
                         per_seed: runs.into_iter().map(|(s, _)| s).collect(),
@@ -600,6 +616,7 @@ fn search(
             };
             Found {
                 policy: p.name.clone(),
+                setup: p.clone(),
                 replicas,
                 extra_node_hours: round2(results.node_hours - none.node_hours),
                 results,
@@ -608,9 +625,9 @@ fn search(
             }
         })
         .collect();
-    let manifest = ["configured", "new-node"]
+    let manifest = [Row::Configured, Row::NewNode]
         .iter()
-        .find_map(|name| found.iter().find(|f| f.policy == *name))
+        .find_map(|row| found.iter().find(|f| f.setup.row == *row))
         .or_else(|| found.first());
     let manifest_policy = manifest.map(|f| f.policy.clone());
     let manifest_line = manifest
@@ -618,7 +635,7 @@ fn search(
         .map(|r| format!("replicas: {r}"));
     let capacity_buffer = found
         .iter()
-        .find(|f| f.policy == "buffer")
+        .find(|f| f.is_buffer())
         .and_then(|f| f.replicas)
         .map(|r| capacity_buffer_yaml(sc, r, &BufferPlacement::default()));
     Recommendation {
@@ -838,7 +855,7 @@ impl Recommendation {
         self.capacity_buffer = self
             .policies
             .iter()
-            .find(|f| f.policy == "buffer")
+            .find(|f| f.is_buffer())
             .and_then(|f| f.replicas)
             .map(|r| capacity_buffer_yaml(sc, r, placement));
     }
@@ -928,7 +945,11 @@ pub fn table(rec: &Recommendation) -> String {
             let _ = writeln!(
                 out,
                 "manifests/statefulset.yaml (the {p} row{}):\n  {line}",
-                if p == "configured" {
+                if rec
+                    .policies
+                    .iter()
+                    .any(|f| f.policy == *p && f.setup.row == Row::Configured)
+                {
                     ": the policy flags, by default the agent's defaults as shipped"
                 } else {
                     ""
@@ -1074,6 +1095,7 @@ mod tests {
         sc.measured = 10 * HOUR;
         let row = Setup {
             name: "static".into(),
+            row: Row::Static,
             replicas: 0,
             policy: static_policy(),
             gate: false,
@@ -1123,6 +1145,7 @@ mod early_stop_tests {
         sc.measured = 12 * HOUR;
         let configured = Setup {
             name: "configured".into(),
+            row: Row::Configured,
             replicas: 0,
             policy: agent_defaults(),
             gate: false,
@@ -1186,7 +1209,10 @@ mod early_stop_tests {
             );
             let lines = lines.into_inner().unwrap();
             given_up += lines.iter().filter(|l| l.contains("given up")).count();
-            rerun += lines.iter().filter(|l| l.contains("run to the end")).count();
+            rerun += lines
+                .iter()
+                .filter(|l| l.contains("run to the end"))
+                .count();
         }
         assert!(given_up > 0, "no run was given up");
         assert!(rerun > 0, "no count given up was run again for the table");
@@ -1197,6 +1223,7 @@ mod early_stop_tests {
         let sc = Scenario::small();
         let row = Setup {
             name: "static".into(),
+            row: Row::Static,
             replicas: 0,
             policy: static_policy(),
             gate: false,
