@@ -264,6 +264,9 @@ struct Chain {
     result: Option<RowResult>,
 }
 
+/// One seed's run: its summary, times to running, and when it was given up.
+type Part = (Summary, Vec<Ms>, Option<Ms>);
+
 struct Running {
     replicas: u32,
     /// Run to the end, not given up at the first miss of the target.
@@ -274,8 +277,8 @@ struct Running {
     /// missed the target: the count fails whatever the others do).
     issued: usize,
     limit: usize,
-    /// The seeds' results, and when a run was given up.
-    parts: Vec<Option<(Summary, Vec<Ms>, Option<Ms>)>>,
+    /// The seeds' results.
+    parts: Vec<Option<Part>>,
     started: Instant,
 }
 
