@@ -16,7 +16,7 @@ use crate::metrics::{Log, MoveReason, MoveRecord, Sample, Summary, summarise};
 use crate::peers;
 use crate::placeholders::{Agent, Placeholder, PodState, sim_ms_ceil, system_time};
 use crate::random::{Random, Stream};
-use crate::scenario::{Arrival, HOUR, MIN, Ms, Peer, Resources, SEC, Scenario, Setup};
+use crate::scenario::{Arrival, HOUR, MIN, Ms, Resources, SEC, Scenario, Setup};
 
 /// A preempting user starts this long after the bind (the victim's termination).
 const PREEMPTION_DELAY: Ms = SEC;
@@ -39,6 +39,32 @@ pub struct RunResult {
     pub nodes: Vec<Node>,
     /// Sorted times to running of the measured users.
     pub ttr: Vec<Ms>,
+    /// When the run was given up because its [`Stop`] was reached (the summary then counts
+    /// only what happened until then); None for a run to the end.
+    pub stopped_at: Option<Ms>,
+}
+
+/// When a run may end early: a search that only asks whether a count meets its target needs
+/// no more once the target is missed, and `delayed` and `cold` only grow during a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stop {
+    /// Stop once more measured users than this waited for room.
+    pub delayed: Option<u64>,
+    /// Stop once more measured users than this started cold.
+    pub cold: Option<u64>,
+}
+
+impl Stop {
+    /// Run to the end.
+    pub const NEVER: Stop = Stop {
+        delayed: None,
+        cold: None,
+    };
+
+    /// Whether `delayed` and `cold` measured users so far are past this.
+    fn reached(&self, delayed: u64, cold: u64) -> bool {
+        self.delayed.is_some_and(|n| delayed > n) || self.cold.is_some_and(|n| cold > n)
+    }
 }
 
 /// Runs one row: scenario `sc` with row `setup` on the arrivals `arrivals`.
@@ -52,6 +78,20 @@ pub fn simulate(
     check: bool,
 ) -> RunResult {
     Engine::new(sc, setup, arrivals, seed, check).run()
+}
+
+/// [`simulate`], given up as soon as `stop` is reached (`RunResult::stopped_at`).
+pub fn simulate_until(
+    sc: &Scenario,
+    setup: &Setup,
+    arrivals: &[Arrival],
+    seed: u64,
+    check: bool,
+    stop: Stop,
+) -> RunResult {
+    let mut engine = Engine::new(sc, setup, arrivals, seed, check);
+    engine.stop = stop;
+    engine.run()
 }
 
 /// [`simulate`] with the StatefulSet's replicas set over time (`selfdestruct schedule`):
@@ -128,16 +168,17 @@ struct Engine<'a> {
     steps: &'a [(Ms, u32)],
     /// Per placeholder: scaled away by the schedule (no pod, not a sibling).
     absent: Vec<bool>,
+    /// When to give up the run.
+    stop: Stop,
+    /// Measured users (arrived in the measured window) delayed so far, and started cold.
+    delayed: u64,
+    cold: u64,
 }
 
 /// How many placeholder pods a row runs: none for a buffer, whole-node balloons for
 /// `replicas` users' worth of room, else `replicas`.
 pub fn placeholder_pods(sc: &Scenario, setup: &Setup) -> u32 {
-    match setup.peer {
-        Peer::Buffer => 0,
-        Peer::NodeBalloon => peers::balloons_for(setup.replicas, sc.pods_per_node()),
-        _ => setup.replicas,
-    }
+    setup.peer.pods(setup.replicas, sc.pods_per_node())
 }
 
 impl<'a> Engine<'a> {
@@ -194,17 +235,21 @@ impl<'a> Engine<'a> {
             last_scale_up: None,
             last_recount: 0,
             log: Log::default(),
-            placeholder_size: if setup.peer == Peer::NodeBalloon {
-                sc.node
-            } else {
-                sc.user
-            },
+            placeholder_size: setup.peer.pod_size(sc),
             known_ready: Vec::new(),
             loop_gen: 0,
             unschedulable: vec![false; pods],
             steps,
             absent: (0..pods).map(|i| i >= first).collect(),
+            stop: Stop::NEVER,
+            delayed: 0,
+            cold: 0,
         }
+    }
+
+    /// Whether user `u` arrived in the measured window.
+    fn measured(&self, u: usize) -> bool {
+        (self.sc.warmup..self.sc.end()).contains(&self.users[u].arrival)
     }
 
     /// Schedules the autoscaler's next loop at `at`, replacing the one scheduled before.
@@ -245,10 +290,8 @@ impl<'a> Engine<'a> {
             self.push(self.arrivals[0].at, Event::Arrival(0));
         }
         self.schedule_loop(self.sc.autoscaler.scan);
-        match self.setup.peer {
-            Peer::Rebalancer => self.push(self.sc.peers.rebalancer_interval, Event::PeerScan),
-            Peer::PodLifeTime => self.push(self.sc.peers.descheduler_interval, Event::PeerScan),
-            _ => {}
+        if let Some(every) = self.setup.peer.scan_every(&self.sc.peers) {
+            self.push(every, Event::PeerScan);
         }
         self.push(self.sc.warmup, Event::Sample);
         for (i, &(at, _)) in self.steps.iter().enumerate().skip(1) {
@@ -256,6 +299,7 @@ impl<'a> Engine<'a> {
         }
         self.settle();
         let end = self.sc.end();
+        let mut stopped_at = None;
         while let Some(Reverse((t, _, ev))) = self.queue.pop() {
             if t >= end && self.pending_users.is_empty() {
                 break;
@@ -278,9 +322,13 @@ impl<'a> Engine<'a> {
                 let existing = self.nodes.iter().filter(|n| n.exists()).count() as u32;
                 self.log.peak_nodes = self.log.peak_nodes.max(existing);
             }
+            if self.stop.reached(self.delayed, self.cold) {
+                stopped_at = Some(self.now);
+                break;
+            }
         }
         let unfinished = self.users.iter().filter(|u| u.running_at.is_none()).count();
-        if unfinished > 0 {
+        if unfinished > 0 && stopped_at.is_none() {
             self.violation(format!("{unfinished} users never ran"));
         }
         let summary = summarise(
@@ -296,6 +344,7 @@ impl<'a> Engine<'a> {
         RunResult {
             summary,
             ttr,
+            stopped_at,
             log: self.log,
             users: self.users,
             nodes: self.nodes,
@@ -393,17 +442,10 @@ impl<'a> Engine<'a> {
                 }
             }
             Event::PeerScan => {
-                let every = match self.setup.peer {
-                    Peer::Rebalancer => {
-                        self.rebalance();
-                        self.sc.peers.rebalancer_interval
-                    }
-                    _ => {
-                        self.deschedule();
-                        self.sc.peers.descheduler_interval
-                    }
-                };
-                self.push(self.now + every.max(1), Event::PeerScan);
+                self.peer_scan();
+                if let Some(every) = self.setup.peer.scan_every(&self.sc.peers) {
+                    self.push(self.now + every.max(1), Event::PeerScan);
+                }
             }
             Event::Sample => {
                 self.sample();
@@ -499,9 +541,13 @@ impl<'a> Engine<'a> {
             } else {
                 // Every user requests the same: none of the others fits either.
                 let mut new = false;
-                for &w in &self.pending_users {
-                    new |= !self.users[w].delayed;
-                    self.users[w].delayed = true;
+                for i in 0..self.pending_users.len() {
+                    let w = self.pending_users[i];
+                    if !self.users[w].delayed {
+                        new = true;
+                        self.users[w].delayed = true;
+                        self.delayed += u64::from(self.measured(w));
+                    }
                 }
                 if new {
                     self.pod_unschedulable();
@@ -572,6 +618,7 @@ impl<'a> Engine<'a> {
         node.users += 1;
         let cold = !node.image;
         let image_at = node.image_at;
+        self.cold += u64::from(cold && self.measured(u));
         let user = &mut self.users[u];
         user.node = Some(n);
         user.bound_at = Some(now);
@@ -766,24 +813,8 @@ impl<'a> Engine<'a> {
 
     // ----- peers -----
 
-    /// The rebalancer's loop: when a node has appeared since the last scan, delete every
-    /// running placeholder at once (a delete: the PDB does not apply).
-    fn rebalance(&mut self) {
-        // The first scan learns the nodes that were there before it started.
-        let first = self.known_ready.is_empty();
-        if !peers::rebalancer_scan(&self.nodes, &mut self.known_ready) || first {
-            return;
-        }
-        for p in 0..self.placeholders.len() {
-            if matches!(self.placeholders[p].state, PodState::Running { .. }) {
-                self.log_move_for(p, MoveReason::Rebalancer);
-                self.evict(p);
-            }
-        }
-    }
-
-    /// One descheduler run of PodLifeTime through the eviction API.
-    fn deschedule(&mut self) {
+    /// One run of the peer's own loop ([`Peer::scan`]): the placeholders it takes away go.
+    fn peer_scan(&mut self) {
         let started: Vec<Option<Ms>> = self
             .placeholders
             .iter()
@@ -792,17 +823,16 @@ impl<'a> Engine<'a> {
                 _ => None,
             })
             .collect();
-        let unavailable = started.iter().filter(|s| s.is_none()).count() as u32;
-        let run = peers::podlifetime_run(
-            &started,
-            self.now,
-            self.sc.peers.max_pod_lifetime,
-            unavailable,
-            1,
-        );
-        self.log.refused += run.refused.len() as u64;
-        for p in run.evicted {
-            self.log_move_for(p, MoveReason::PodLifeTime);
+        let input = peers::ScanInput {
+            now: self.now,
+            nodes: &self.nodes,
+            started: &started,
+            config: &self.sc.peers,
+        };
+        let out = self.setup.peer.scan(&input, &mut self.known_ready);
+        self.log.refused += out.refused;
+        for (p, reason) in out.evict {
+            self.log_move_for(p, reason);
             self.evict(p);
         }
     }
@@ -830,13 +860,9 @@ impl<'a> Engine<'a> {
                 },
             ))
             .min();
-        let chunks = if self.setup.peer == Peer::Buffer {
-            self.setup.replicas
-        } else {
-            0
-        };
+        let chunks = self.setup.peer.buffer_chunks(self.setup.replicas);
         let cfg = &self.sc.autoscaler;
-        let (user_sized, whole_node) = if self.setup.peer == Peer::NodeBalloon {
+        let (user_sized, whole_node) = if self.setup.peer.whole_node_pods() {
             (self.pending_users.len() as u64, pending_placeholders as u64)
         } else {
             ((self.pending_users.len() + pending_placeholders) as u64, 0)
@@ -1021,11 +1047,12 @@ fn node_name(i: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenario::static_policy;
+    use crate::scenario::{Peer, Row, static_policy};
 
     fn setup(peer: Peer, replicas: u32) -> Setup {
         Setup {
             name: "peer".into(),
+            row: Row::Peer,
             replicas,
             policy: static_policy(),
             gate: false,
@@ -1144,11 +1171,11 @@ mod tests {
         e.schedule();
         assert_eq!(running(&e), 4);
         e.now = 10 * SEC;
-        e.rebalance();
+        e.peer_scan();
         assert_eq!(running(&e), 4, "the first scan only learns the nodes");
         e.nodes.push(node_with(&sc, 2, 0));
         e.now = 20 * SEC;
-        e.rebalance();
+        e.peer_scan();
         assert_eq!(running(&e), 0, "all deleted in the scan that saw the node");
         assert_eq!(e.log.moves.len(), 4);
         assert!(e.log.moves.iter().all(|m| m.at == 20 * SEC));
@@ -1160,7 +1187,7 @@ mod tests {
         }
         e.schedule();
         assert_eq!(e.nodes[2].placeholders, 4);
-        e.rebalance();
+        e.peer_scan();
         assert_eq!(running(&e), 4, "no new node: nothing deleted");
     }
 

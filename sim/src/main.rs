@@ -316,7 +316,7 @@ fn schedule_row(
     let steps = selfdestruct_sim::schedule::steps(sc, origin, &schedule, &occurrences);
     let mut row = scenario::standard_rows(sc, config.clone())
         .into_iter()
-        .find(|r| r.name == "new-node")
+        .find(|r| r.row == scenario::Row::NewNode)
         .ok_or("no new-node row")?;
     row.name = "schedule".into();
     row.replicas = steps.iter().map(|s| s.1).max().unwrap_or(0);
@@ -733,6 +733,7 @@ fn configured(a: &Args, sc: &Scenario, replicas: u32, name: &str) -> Result<Setu
     };
     Ok(Setup {
         name: name.into(),
+        row: scenario::Row::Configured,
         replicas,
         policy: a.policy.policy(images).map_err(|e| e.to_string())?,
         gate: a.gate,
@@ -759,7 +760,9 @@ fn parse_range(s: &str) -> Result<(u32, u32), String> {
 
 /// The rows without `none` for `--recommend` (their replica counts are searched).
 fn recommend_rows(rows: Vec<Setup>) -> Vec<Setup> {
-    rows.into_iter().filter(|r| r.name != "none").collect()
+    rows.into_iter()
+        .filter(|r| r.row != scenario::Row::None)
+        .collect()
 }
 
 fn main() -> ExitCode {
@@ -834,6 +837,7 @@ fn main() -> ExitCode {
             while r <= hi {
                 rows.push(Setup {
                     name: format!("{r} static"),
+                    row: scenario::Row::Static,
                     replicas: r,
                     policy: scenario::static_policy(),
                     gate: false,
@@ -1020,10 +1024,7 @@ fn main() -> ExitCode {
         }
     }
     if let Some(path) = &args.plot {
-        let samples = match results
-            .iter()
-            .position(|r| r.summary.policy == "configured")
-        {
+        let samples = match results.iter().position(|r| r.summary.policy == config.name) {
             Some(i) => results[i].samples.clone(),
             None => {
                 let one = selfdestruct_sim::run_rows_on(

@@ -10,10 +10,117 @@
 //! - [`crate::scenario::Peer::PodLifeTime`]: the descheduler's `PodLifeTime` plugin on a periodic run, evicting
 //!   placeholders older than a fixed age through the eviction API (the PDB applies).
 //!
-//! [`crate::scenario::Peer`] and [`crate::scenario::PeerConfig`] live in [`crate::scenario`]; the functions here are the peers' rules, free of the event loop, so they are tested alone.
+//! [`crate::scenario::Peer`] and [`crate::scenario::PeerConfig`] live in [`crate::scenario`]; the
+//! functions here are the peers' rules, free of the event loop, so they are tested alone, and
+//! `Peer`'s methods below are all the event loop asks of a peer: a new peer is a variant and its
+//! arms here.
 
 use crate::cluster::{Node, Phase};
-use crate::scenario::{Ms, Resources};
+use crate::metrics::MoveReason;
+use crate::scenario::{Ms, Peer, PeerConfig, Resources, Scenario};
+
+/// What a peer's own loop ([`Peer::scan`]) does in one run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ScanOutcome {
+    /// Placeholders it takes away (deleted or evicted), in order, and why.
+    pub evict: Vec<(usize, MoveReason)>,
+    /// Evictions the PodDisruptionBudget refused.
+    pub refused: u64,
+}
+
+/// The placeholders as a peer's loop sees them.
+pub struct ScanInput<'a> {
+    pub now: Ms,
+    pub nodes: &'a [Node],
+    /// Per placeholder, its start time if it is running.
+    pub started: &'a [Option<Ms>],
+    pub config: &'a PeerConfig,
+}
+
+impl Peer {
+    /// Placeholder pods for `replicas` users' worth of room: none for a buffer, whole-node
+    /// balloons, else `replicas`.
+    pub fn pods(self, replicas: u32, pods_per_node: u64) -> u32 {
+        match self {
+            Peer::Buffer => 0,
+            Peer::NodeBalloon => balloons_for(replicas, pods_per_node),
+            Peer::Selfdestruct | Peer::Rebalancer | Peer::PodLifeTime => replicas,
+        }
+    }
+
+    /// What one placeholder pod requests: a node's allocatable for a balloon, else a user's.
+    pub fn pod_size(self, sc: &Scenario) -> Resources {
+        match self {
+            Peer::NodeBalloon => sc.node,
+            Peer::Selfdestruct | Peer::Buffer | Peer::Rebalancer | Peer::PodLifeTime => sc.user,
+        }
+    }
+
+    /// User-sized chunks the autoscaler keeps free for `replicas` (a CapacityBuffer's).
+    pub fn buffer_chunks(self, replicas: u32) -> u32 {
+        match self {
+            Peer::Buffer => replicas,
+            Peer::Selfdestruct | Peer::Rebalancer | Peer::NodeBalloon | Peer::PodLifeTime => 0,
+        }
+    }
+
+    /// Whether each Pending placeholder asks the autoscaler for a whole node.
+    pub fn whole_node_pods(self) -> bool {
+        self == Peer::NodeBalloon
+    }
+
+    /// The period of the peer's own loop ([`Peer::scan`]), if it has one.
+    pub fn scan_every(self, config: &PeerConfig) -> Option<Ms> {
+        match self {
+            Peer::Rebalancer => Some(config.rebalancer_interval),
+            Peer::PodLifeTime => Some(config.descheduler_interval),
+            Peer::Selfdestruct | Peer::Buffer | Peer::NodeBalloon => None,
+        }
+    }
+
+    /// One run of the peer's loop. `known` is the rebalancer's memory of the nodes it has seen
+    /// Ready.
+    pub fn scan(self, input: &ScanInput<'_>, known: &mut Vec<bool>) -> ScanOutcome {
+        match self {
+            Peer::Rebalancer => {
+                // When a node has appeared since the last scan, delete every running
+                // placeholder at once (a delete: the PDB does not apply). The first scan
+                // learns the nodes that were there before it started.
+                let first = known.is_empty();
+                if !rebalancer_scan(input.nodes, known) || first {
+                    return ScanOutcome::default();
+                }
+                ScanOutcome {
+                    evict: (0..input.started.len())
+                        .filter(|&p| input.started[p].is_some())
+                        .map(|p| (p, MoveReason::Rebalancer))
+                        .collect(),
+                    refused: 0,
+                }
+            }
+            Peer::PodLifeTime => {
+                // One descheduler run of PodLifeTime through the eviction API.
+                let unavailable = input.started.iter().filter(|s| s.is_none()).count() as u32;
+                let run = podlifetime_run(
+                    input.started,
+                    input.now,
+                    input.config.max_pod_lifetime,
+                    unavailable,
+                    1,
+                );
+                ScanOutcome {
+                    evict: run
+                        .evicted
+                        .into_iter()
+                        .map(|p| (p, MoveReason::PodLifeTime))
+                        .collect(),
+                    refused: run.refused.len() as u64,
+                }
+            }
+            Peer::Selfdestruct | Peer::Buffer | Peer::NodeBalloon => ScanOutcome::default(),
+        }
+    }
+}
 
 /// How many balloons stand for `replicas` user-sized placeholders: enough whole nodes to hold
 /// them (at least one when `replicas` > 0).

@@ -19,9 +19,10 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use crate::RowResult;
+use crate::engine::{self, Stop};
 use crate::metrics::{self, Summary};
-use crate::scenario::{Arrival, HOUR, Ms, Peer, Scenario, Setup, static_policy};
-use crate::{RowResult, engine};
+use crate::scenario::{Arrival, HOUR, Ms, Peer, Row, Scenario, Setup, static_policy};
 
 /// What a replica count must achieve.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -67,6 +68,9 @@ impl Target {
 pub struct Found {
     /// The policy (row name).
     pub policy: String,
+    /// The row searched.
+    #[serde(skip)]
+    pub setup: Setup,
     /// The smallest count that meets the target, if any in the range.
     pub replicas: Option<u32>,
     /// The results at that count (or at the top of the range when not met).
@@ -77,6 +81,13 @@ pub struct Found {
     pub extra_node_hours: f64,
     /// Counts run, in order, and whether each met the target.
     pub tried: Vec<(u32, bool)>,
+}
+
+impl Found {
+    /// The `buffer` row (a CapacityBuffer without the readiness gate).
+    fn is_buffer(&self) -> bool {
+        self.setup.peer == Peer::Buffer && !self.setup.gate
+    }
 }
 
 /// Everything `--recommend` found.
@@ -111,8 +122,9 @@ pub(crate) struct Search {
     guess: u32,
     /// The first step of the gallop away from the guess.
     step: u32,
-    /// Largest count known to fail.
-    fail: Option<(u32, RowResult)>,
+    /// Largest count known to fail, and whether its result is a whole run (not given up
+    /// early at the first miss).
+    fail: Option<(u32, RowResult, bool)>,
     /// Smallest count known to meet.
     pub(crate) meet: Option<(u32, RowResult)>,
     tried: Vec<(u32, bool)>,
@@ -158,14 +170,38 @@ impl Search {
         }
     }
 
-    pub(crate) fn record(&mut self, r: u32, result: RowResult, met: bool) {
+    /// Whether count `r` must run to the end even when it fails: when it fails, its results
+    /// are shown (one below a meeting count, or the top of the range when nothing meets).
+    fn whole(&self, r: u32) -> bool {
+        r >= self.hi || self.meet.as_ref().is_some_and(|m| m.0 == r + 1)
+    }
+
+    /// Once the search is over: the failing count whose results are shown but were given up
+    /// early, to run again to the end.
+    fn rerun(&self) -> Option<u32> {
+        match &self.fail {
+            Some((f, _, false)) if self.next().is_none() => Some(*f),
+            _ => None,
+        }
+    }
+
+    /// The results of [`Search::rerun`]'s count run to the end (not a new count tried).
+    fn rerun_done(&mut self, result: RowResult) {
+        if let Some(f) = self.fail.as_mut() {
+            f.1 = result;
+            f.2 = true;
+        }
+    }
+
+    /// Records count `r`'s results; `whole`: not given up early.
+    pub(crate) fn record(&mut self, r: u32, result: RowResult, met: bool, whole: bool) {
         self.tried.push((r, met));
         if met {
             if self.meet.as_ref().is_none_or(|m| r < m.0) {
                 self.meet = Some((r, result));
             }
         } else if self.fail.as_ref().is_none_or(|f| r > f.0) {
-            self.fail = Some((r, result));
+            self.fail = Some((r, result, whole));
         }
     }
 }
@@ -222,9 +258,6 @@ struct Chain {
     /// A row whose placeholders run the agent starts from the answer of its twin without
     /// the agent (`static`, or `gate` with the gate): this chain waits for that one's search.
     after: Option<usize>,
-    /// The same row as an earlier one but for its name (`configured` with the agent's defaults
-    /// is `new-node`): its results are that chain's, nothing is run.
-    same_as: Option<usize>,
     /// The count being run, and its seeds' results as they come.
     running: Option<Running>,
     /// Nothing more to run.
@@ -233,12 +266,43 @@ struct Chain {
     result: Option<RowResult>,
 }
 
+/// One seed's run: its summary, times to running, and when it was given up.
+type Part = (Summary, Vec<Ms>, Option<Ms>);
+
 struct Running {
     replicas: u32,
-    /// Seeds handed to a worker so far.
+    /// Run to the end, not given up at the first miss of the target.
+    whole: bool,
+    /// The run to the end of a count given up early ([`Search::rerun`]).
+    rerun: bool,
+    /// Seeds handed to a worker so far, and how many to hand out (fewer once a seed has
+    /// missed the target: the count fails whatever the others do).
     issued: usize,
-    parts: Vec<Option<(Summary, Vec<Ms>)>>,
+    limit: usize,
+    /// The seeds' results.
+    parts: Vec<Option<Part>>,
     started: Instant,
+}
+
+/// Where a run may stop for `target`: once a seed's waiting users or cold starts alone miss
+/// it (`users`: the measured users over all seeds, whom the cold percentage is of).
+fn stop_for(target: &Target, users: u64) -> Stop {
+    let cold = target.max_cold_pct.filter(|_| users > 0).map(|p| {
+        // The most cold starts `Target::met` allows, with its own arithmetic.
+        let ok = |c: u64| 100.0 * c as f64 / users as f64 <= p;
+        let mut c = ((p / 100.0) * users as f64).clamp(0.0, users as f64) as u64;
+        while c > 0 && !ok(c) {
+            c -= 1;
+        }
+        while c <= users && ok(c + 1) {
+            c += 1;
+        }
+        c
+    });
+    Stop {
+        delayed: target.max_waiting,
+        cold,
+    }
 }
 
 /// The smallest replica count in `range` meeting `target` for each of `policies` (their
@@ -277,54 +341,94 @@ pub fn recommend_with(
     check: bool,
     progress: &(dyn Fn(&str) + Sync),
 ) -> Recommendation {
+    search(
+        sc, policies, range, seeds, arrivals, target, check, progress, true,
+    )
+}
+
+/// The searches of [`recommend_with`]. With `early_stop`, a count whose run misses the target
+/// is given up there (no more of its seeds run), unless its results may be shown; a failing
+/// count whose results are shown after all is run again to the end. The answers are those of
+/// runs to the end (`recommend`'s tests compare the two).
+#[allow(clippy::too_many_arguments)]
+fn search(
+    sc: &Scenario,
+    policies: &[Setup],
+    range: (u32, u32),
+    seeds: &[u64],
+    arrivals: &[Vec<Arrival>],
+    target: Target,
+    check: bool,
+    progress: &(dyn Fn(&str) + Sync),
+    early_stop: bool,
+) -> Recommendation {
     assert_eq!(arrivals.len(), seeds.len(), "one arrival list per seed");
     let (lo, hi) = range;
     let none_row = Setup {
         name: "none".into(),
+        row: Row::None,
         replicas: 0,
         policy: static_policy(),
         gate: false,
         peer: Peer::Selfdestruct,
     };
     let first = arrivals.first().map_or(&[][..], Vec::as_slice);
+    let measured = sc.warmup..sc.end();
+    let users = arrivals
+        .iter()
+        .map(|a| a.iter().filter(|a| measured.contains(&a.at)).count() as u64)
+        .sum();
+    let stop = stop_for(&target, users);
+    // Per policy, the first one the same but for its name (`configured` with the agent's
+    // defaults is `new-node`): its results are that one's, and only that one is searched.
+    let unnamed = |a: &Setup| Setup {
+        name: String::new(),
+        row: Row::default(),
+        ..a.clone()
+    };
+    let original: Vec<usize> = policies
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let p = unnamed(p);
+            policies[..i]
+                .iter()
+                .position(|q| unnamed(q) == p)
+                .unwrap_or(i)
+        })
+        .collect();
+    // The chain of each searched policy (chain 0 is the row without placeholders).
+    let mut chain_of = vec![0; policies.len()];
     let mut chains: Vec<Chain> = vec![Chain {
         setup: none_row.clone(),
         search: None,
         after: None,
-        same_as: None,
         running: None,
         over: false,
         result: None,
     }];
-    let same = |a: &Setup, b: &Setup| {
-        Setup {
-            name: String::new(),
-            ..a.clone()
-        } == Setup {
-            name: String::new(),
-            ..b.clone()
-        }
-    };
     for (i, p) in policies.iter().enumerate() {
-        let same_as = policies[..i].iter().position(|q| same(p, q)).map(|j| j + 1);
-        let after = policies
-            .iter()
-            .position(|q| {
-                p.runs_agent()
-                    && !q.runs_agent()
-                    && q.peer == Peer::Selfdestruct
-                    && q.gate == p.gate
-            })
-            .map(|j| j + 1);
+        if original[i] != i {
+            continue;
+        }
+        chain_of[i] = chains.len();
         chains.push(Chain {
             setup: p.clone(),
             search: Some(Search::new(lo, hi, estimate(sc, p, first))),
-            after: after.filter(|_| same_as.is_none()),
-            same_as,
+            after: None,
             running: None,
-            over: same_as.is_some(),
+            over: false,
             result: None,
         });
+    }
+    for (i, p) in policies.iter().enumerate() {
+        if original[i] != i || !p.runs_agent() {
+            continue;
+        }
+        chains[chain_of[i]].after = policies
+            .iter()
+            .position(|q| !q.runs_agent() && q.peer == Peer::Selfdestruct && q.gate == p.gate)
+            .map(|j| chain_of[original[j]]);
     }
     let state = Mutex::new(chains);
     let wake = Condvar::new();
@@ -362,34 +466,42 @@ pub fn recommend_with(
                             continue;
                         }
                         if chain.running.is_none() {
+                            // (count, run to the end, a rerun)
                             let next = match &chain.search {
-                                Some(s) => s.next(),
-                                None => Some(0).filter(|_| chain.result.is_none()),
+                                Some(s) => match s.next() {
+                                    Some(r) => Some((r, !early_stop || s.whole(r), false)),
+                                    None => s.rerun().map(|r| (r, true, true)),
+                                },
+                                None => chain.result.is_none().then_some((0, true, false)),
                             };
-                            let Some(replicas) = next else {
+                            let Some((replicas, whole, rerun)) = next else {
                                 chain.over = true;
                                 continue;
                             };
                             chain.running = Some(Running {
                                 replicas,
+                                whole,
+                                rerun,
                                 issued: 0,
+                                limit: seeds.len(),
                                 parts: vec![None; seeds.len()],
                                 started: Instant::now(),
                             });
                         }
                         if let Some(r) = chain.running.as_mut()
-                            && r.issued < seeds.len()
+                            && r.issued < r.limit
                         {
                             r.issued += 1;
                             let setup = Setup {
                                 replicas: r.replicas,
                                 ..chain.setup.clone()
                             };
-                            job = Some((c, r.issued - 1, setup));
+                            let until = if r.whole { Stop::NEVER } else { stop };
+                            job = Some((c, r.issued - 1, setup, until));
                             break;
                         }
                     }
-                    let Some((c, s, setup)) = job else {
+                    let Some((c, s, setup, until)) = job else {
                         if chains.iter().all(|c| c.over) {
                             wake.notify_all();
                             return;
@@ -402,7 +514,7 @@ pub fn recommend_with(
                     };
                     drop(chains);
                     let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        engine::simulate(sc, &setup, &arrivals[s], seeds[s], check)
+                        engine::simulate_until(sc, &setup, &arrivals[s], seeds[s], check, until)
                     }));
                     chains = match state.lock() {
                         Ok(g) => g,
@@ -422,37 +534,56 @@ pub fn recommend_with(
                     let Some(r) = chain.running.as_mut() else {
                         continue;
                     };
-                    r.parts[s] = Some((run.summary, run.ttr));
-                    if r.parts.iter().any(Option::is_none) {
+                    if run.stopped_at.is_some() {
+                        // This seed missed the target: so does the count.
+                        r.limit = r.issued;
+                    }
+                    r.parts[s] = Some((run.summary, run.ttr, run.stopped_at));
+                    if r.parts.iter().flatten().count() < r.limit {
                         continue;
                     }
                     let Some(r) = chain.running.take() else {
                         continue;
                     };
-                    let runs: Vec<(Summary, Vec<Ms>)> = r.parts.into_iter().flatten().collect();
+                    let given_up = r.parts.iter().flatten().find_map(|p| p.2);
+                    let runs: Vec<(Summary, Vec<Ms>)> = r
+                        .parts
+                        .into_iter()
+                        .flatten()
+                        .map(|(s, t, _)| (s, t))
+                        .collect();
                     let result = RowResult {
                         summary: metrics::combine(&runs, hours),
                         per_seed: runs.into_iter().map(|(s, _)| s).collect(),
                         samples: Vec::new(),
                     };
                     let s = &result.summary;
-                    let line = format!(
+                    let mut line = format!(
                         "{} with {} replicas: {} delayed, {} cold",
                         chain.setup.name, r.replicas, s.delayed, s.cold
                     );
-                    let verdict = match chain.search.as_mut() {
+                    if let Some(t) = given_up {
+                        let _ = write!(
+                            line,
+                            " when given up at {:.1} of {:.1} h",
+                            t.saturating_sub(sc.warmup) as f64 / HOUR as f64,
+                            hours
+                        );
+                    }
+                    match chain.search.as_mut() {
+                        Some(search) if r.rerun => {
+                            line.push_str(": not met, run to the end for the table");
+                            search.rerun_done(result);
+                        }
                         Some(search) => {
-                            let met = target.met(&result);
-                            search.record(r.replicas, result, met);
-                            if met { ": met" } else { ": not met" }
+                            let met = given_up.is_none() && target.met(&result);
+                            line.push_str(if met { ": met" } else { ": not met" });
+                            search.record(r.replicas, result, met, given_up.is_none());
                         }
-                        None => {
-                            chain.result = Some(result);
-                            ""
-                        }
-                    };
+                        None => chain.result = Some(result),
+                    }
                     progress(&format!(
-                        "{line}{verdict} ({:.1}s; {:.0}s in all)",
+                        "{line} ({:.1}s; {:.0}s in all)",
                         r.started.elapsed().as_secs_f64(),
                         started.elapsed().as_secs_f64()
                     ));
@@ -461,10 +592,10 @@ pub fn recommend_with(
             });
         }
     });
-    let mut chains = state.into_inner().unwrap_or_default().into_iter();
-    let none = chains
-        .next()
-        .and_then(|c| c.result)
+    let mut chains = state.into_inner().unwrap_or_default();
+    let none = chains[0]
+        .result
+        .take()
         .map(|r| r.summary)
         .unwrap_or_default();
     let no_gate = Setup {
@@ -472,33 +603,25 @@ pub fn recommend_with(
         ..policies.first().cloned().unwrap_or(none_row)
     };
     let guess = estimate(sc, &no_gate, first).clamp(lo, hi);
-    let searches: Vec<Option<Search>> = chains
-        .map(|c| c.search.filter(|_| c.same_as.is_none()))
-        .collect();
-    let found: Vec<Found> = (0..policies.len())
-        .map(|i| {
-            let p = &policies[i];
-            // A row the same as an earlier one: that one's search.
-            let mut at = i;
-            while searches[at].is_none() {
-                match policies[..at].iter().position(|q| same(p, q)) {
-                    Some(j) => at = j,
-                    None => break,
-                }
-            }
-            let s = searches[at]
+    let found: Vec<Found> = policies
+        .iter()
+        .zip(&original)
+        .map(|(p, &o)| {
+            let s = chains[chain_of[o]]
+                .search
                 .clone()
                 .unwrap_or_else(|| Search::new(lo, hi, lo));
             let (replicas, results, below) = match (s.meet, s.fail) {
                 (Some((m, at)), fail) => {
-                    let below = fail.filter(|(f, _)| *f + 1 == m).map(|(_, r)| r.summary);
+                    let below = fail.filter(|f| f.0 + 1 == m).map(|f| f.1.summary);
                     (Some(m), at.summary, below)
                 }
-                (None, Some((_, at))) => (None, at.summary, None),
+                (None, Some((_, at, _))) => (None, at.summary, None),
                 (None, None) => (None, Summary::default(), None),
             };
             Found {
                 policy: p.name.clone(),
+                setup: p.clone(),
                 replicas,
                 extra_node_hours: round2(results.node_hours - none.node_hours),
                 results,
@@ -507,9 +630,9 @@ pub fn recommend_with(
             }
         })
         .collect();
-    let manifest = ["configured", "new-node"]
+    let manifest = [Row::Configured, Row::NewNode]
         .iter()
-        .find_map(|name| found.iter().find(|f| f.policy == *name))
+        .find_map(|row| found.iter().find(|f| f.setup.row == *row))
         .or_else(|| found.first());
     let manifest_policy = manifest.map(|f| f.policy.clone());
     let manifest_line = manifest
@@ -517,7 +640,7 @@ pub fn recommend_with(
         .map(|r| format!("replicas: {r}"));
     let capacity_buffer = found
         .iter()
-        .find(|f| f.policy == "buffer")
+        .find(|f| f.is_buffer())
         .and_then(|f| f.replicas)
         .map(|r| capacity_buffer_yaml(sc, r, &BufferPlacement::default()));
     Recommendation {
@@ -737,7 +860,7 @@ impl Recommendation {
         self.capacity_buffer = self
             .policies
             .iter()
-            .find(|f| f.policy == "buffer")
+            .find(|f| f.is_buffer())
             .and_then(|f| f.replicas)
             .map(|r| capacity_buffer_yaml(sc, r, placement));
     }
@@ -827,7 +950,11 @@ pub fn table(rec: &Recommendation) -> String {
             let _ = writeln!(
                 out,
                 "manifests/statefulset.yaml (the {p} row{}):\n  {line}",
-                if p == "configured" {
+                if rec
+                    .policies
+                    .iter()
+                    .any(|f| f.policy == *p && f.setup.row == Row::Configured)
+                {
                     ": the policy flags, by default the agent's defaults as shipped"
                 } else {
                     ""
@@ -936,7 +1063,7 @@ mod tests {
             let mut s = Search::new(lo, hi, guess);
             while let Some(r) = s.next() {
                 assert!(s.tried.iter().all(|t| t.0 != r), "{r} twice: {:?}", s.tried);
-                s.record(r, result(&[], 0, 0), r >= knee);
+                s.record(r, result(&[], 0, 0), r >= knee, true);
             }
             (s.meet.map(|m| m.0), s.fail.map(|f| f.0), s.tried)
         };
@@ -973,6 +1100,7 @@ mod tests {
         sc.measured = 10 * HOUR;
         let row = Setup {
             name: "static".into(),
+            row: Row::Static,
             replicas: 0,
             policy: static_policy(),
             gate: false,
@@ -1002,5 +1130,172 @@ mod tests {
             ..row.clone()
         };
         assert!(estimate(&sc, &gated, &steady) > estimate(&sc, &row, &steady));
+    }
+}
+
+#[cfg(test)]
+mod early_stop_tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::scenario::{agent_defaults, standard_rows};
+
+    /// The searches with runs given up at the first miss of the target, and with every run to
+    /// the end: the same recommendation, to the byte (table and JSON), for each target. The
+    /// progress lines show that runs were given up and that a count given up was run again for
+    /// the table (so the comparison is not vacuous).
+    #[test]
+    fn giving_up_a_run_at_the_first_miss_finds_what_runs_to_the_end_find() {
+        let mut sc = Scenario::small();
+        sc.measured = 12 * HOUR;
+        let configured = Setup {
+            name: "configured".into(),
+            row: Row::Configured,
+            replicas: 0,
+            policy: agent_defaults(),
+            gate: false,
+            peer: Peer::Selfdestruct,
+        };
+        let rows: Vec<Setup> = standard_rows(&sc, configured)
+            .into_iter()
+            .filter(|r| {
+                [
+                    "static",
+                    "new-node",
+                    "gate",
+                    "gate+new-node",
+                    "buffer",
+                    "podlifetime",
+                    "configured",
+                ]
+                .contains(&r.name.as_str())
+            })
+            .collect();
+        let seeds = [3, 4];
+        let arrivals: Vec<Vec<Arrival>> = seeds.iter().map(|&s| sc.arrivals(s)).collect();
+        let range = (0, 40);
+        let targets = [
+            Target {
+                max_waiting: Some(0),
+                max_cold_pct: None,
+            },
+            Target {
+                max_waiting: Some(2),
+                max_cold_pct: Some(25.0),
+            },
+            Target {
+                max_waiting: None,
+                max_cold_pct: Some(10.0),
+            },
+        ];
+        let (mut given_up, mut rerun) = (0, 0);
+        for target in targets {
+            let lines = Mutex::new(Vec::new());
+            let note = |l: &str| lines.lock().unwrap().push(l.to_string());
+            let fast = search(
+                &sc, &rows, range, &seeds, &arrivals, target, false, &note, true,
+            );
+            let slow = search(
+                &sc,
+                &rows,
+                range,
+                &seeds,
+                &arrivals,
+                target,
+                false,
+                &|_: &str| {},
+                false,
+            );
+            assert_eq!(table(&fast), table(&slow), "{target:?}");
+            assert_eq!(
+                json(&sc, &seeds, &fast),
+                json(&sc, &seeds, &slow),
+                "{target:?}"
+            );
+            let lines = lines.into_inner().unwrap();
+            given_up += lines.iter().filter(|l| l.contains("given up")).count();
+            rerun += lines
+                .iter()
+                .filter(|l| l.contains("run to the end"))
+                .count();
+        }
+        assert!(given_up > 0, "no run was given up");
+        assert!(rerun > 0, "no count given up was run again for the table");
+    }
+
+    #[test]
+    fn a_run_stops_when_the_target_is_missed_with_what_it_counted_so_far() {
+        let sc = Scenario::small();
+        let row = Setup {
+            name: "static".into(),
+            row: Row::Static,
+            replicas: 0,
+            policy: static_policy(),
+            gate: false,
+            peer: Peer::Selfdestruct,
+        };
+        let arrivals = sc.arrivals(1);
+        let whole = engine::simulate(&sc, &row, &arrivals, 1, false);
+        assert!(whole.stopped_at.is_none());
+        assert!(whole.summary.delayed > 3 && whole.summary.cold > 3);
+        for stop in [
+            Stop {
+                delayed: Some(3),
+                cold: None,
+            },
+            Stop {
+                delayed: None,
+                cold: Some(3),
+            },
+        ] {
+            let cut = engine::simulate_until(&sc, &row, &arrivals, 1, false, stop);
+            let at = cut.stopped_at.expect("stopped");
+            assert!(at < sc.end(), "{at}");
+            let s = &cut.summary;
+            let counted = if stop.delayed.is_some() {
+                s.delayed
+            } else {
+                s.cold
+            };
+            // Several users can be found waiting at once.
+            assert!(counted > 3, "{stop:?}: {s:?}");
+        }
+        // A target that is met: the run goes to the end, the same as without a stop.
+        let met = Stop {
+            delayed: Some(whole.summary.delayed),
+            cold: Some(whole.summary.cold),
+        };
+        let run = engine::simulate_until(&sc, &row, &arrivals, 1, false, met);
+        assert!(run.stopped_at.is_none());
+        assert_eq!(
+            serde_json::to_string(&run.summary).unwrap(),
+            serde_json::to_string(&whole.summary).unwrap()
+        );
+    }
+
+    #[test]
+    fn the_cold_stop_is_the_most_cold_starts_the_target_allows() {
+        let stop = |p: f64, users: u64| {
+            stop_for(
+                &Target {
+                    max_waiting: None,
+                    max_cold_pct: Some(p),
+                },
+                users,
+            )
+            .cold
+        };
+        assert_eq!(stop(10.0, 1000), Some(100));
+        assert_eq!(stop(1.0, 150), Some(1));
+        assert_eq!(stop(0.0, 150), Some(0));
+        assert_eq!(stop(100.0, 7), Some(7));
+        assert_eq!(stop(5.0, 0), None);
+        for users in 1..300u64 {
+            for p in [0.5, 1.0, 3.3, 12.5, 50.0] {
+                let c = stop(p, users).unwrap();
+                let met = |c: u64| 100.0 * c as f64 / users as f64 <= p;
+                assert!(met(c) && !met(c + 1), "{p}% of {users}: {c}");
+            }
+        }
     }
 }

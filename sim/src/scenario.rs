@@ -533,11 +533,32 @@ pub struct Arrival {
     pub session: Ms,
 }
 
+/// Which row of the comparison a setup is: what the code asks for by row (its name is what
+/// the table shows, and a sweep's or a schedule's rows carry other names).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Row {
+    /// No placeholders.
+    None,
+    Static,
+    Timer,
+    NewNode,
+    NewNodeImages,
+    Gate,
+    GateNewNode,
+    /// A peer's row (`peer` says which).
+    Peer,
+    /// The policy flags (by default the agent's defaults).
+    #[default]
+    Configured,
+}
+
 /// What differs between the rows of the comparison.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Setup {
     /// Row name.
     pub name: String,
+    /// Which row.
+    pub row: Row,
     /// Placeholder replicas (0: no placeholders).
     pub replicas: u32,
     /// The agent's policy in every placeholder.
@@ -577,8 +598,9 @@ pub fn user_image(sc: &Scenario) -> Vec<ImageRef> {
 
 /// The rows of the comparison: the seven fixed policies, the five peer rows and `configured`.
 pub fn standard_rows(sc: &Scenario, configured: Setup) -> Vec<Setup> {
-    let row = |name: &str, replicas: u32, policy: Policy, gate: bool| Setup {
+    let row = |kind: Row, name: &str, replicas: u32, policy: Policy, gate: bool| Setup {
         name: name.into(),
+        row: kind,
         replicas,
         policy,
         gate,
@@ -586,13 +608,14 @@ pub fn standard_rows(sc: &Scenario, configured: Setup) -> Vec<Setup> {
     };
     let peer = |name: &str, peer: Peer, gate: bool| Setup {
         peer,
-        ..row(name, sc.replicas, static_policy(), gate)
+        ..row(Row::Peer, name, sc.replicas, static_policy(), gate)
     };
     let r = sc.replicas;
     vec![
-        row("none", 0, static_policy(), false),
-        row("static", r, static_policy(), false),
+        row(Row::None, "none", 0, static_policy(), false),
+        row(Row::Static, "static", r, static_policy(), false),
         row(
+            Row::Timer,
             "timer",
             r,
             Policy {
@@ -602,8 +625,9 @@ pub fn standard_rows(sc: &Scenario, configured: Setup) -> Vec<Setup> {
             },
             false,
         ),
-        row("new-node", r, agent_defaults(), false),
+        row(Row::NewNode, "new-node", r, agent_defaults(), false),
         row(
+            Row::NewNodeImages,
             "new-node+images",
             r,
             Policy {
@@ -612,8 +636,8 @@ pub fn standard_rows(sc: &Scenario, configured: Setup) -> Vec<Setup> {
             },
             false,
         ),
-        row("gate", r, static_policy(), true),
-        row("gate+new-node", r, agent_defaults(), true),
+        row(Row::Gate, "gate", r, static_policy(), true),
+        row(Row::GateNewNode, "gate+new-node", r, agent_defaults(), true),
         peer("buffer", Peer::Buffer, false),
         peer("buffer+gate", Peer::Buffer, true),
         peer("rebalancer", Peer::Rebalancer, false),

@@ -342,7 +342,7 @@ pub fn propose(
             let (_, r, tallies) = replay_counts(counts);
             for ((w, s), n) in searches.iter_mut().zip(&next) {
                 if let Some(c) = n {
-                    s.record(*c, r.clone(), window_met(&tallies, *w));
+                    s.record(*c, r.clone(), window_met(&tallies, *w), true);
                 }
             }
         }

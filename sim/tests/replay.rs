@@ -6,7 +6,7 @@ use std::process::Command;
 
 use selfdestruct_sim::recommend::{Target, recommend};
 use selfdestruct_sim::scenario::{
-    HOUR, MIN, Peer, Resources, SEC, Scenario, Setup, agent_defaults, standard_rows,
+    HOUR, MIN, Peer, Resources, Row, SEC, Scenario, Setup, agent_defaults, standard_rows,
 };
 use selfdestruct_sim::trace::{DAY, ReadOptions, Trace, TraceError};
 
@@ -437,6 +437,7 @@ fn recommend_finds_the_knee_of_a_constant_launch_rate() {
     t.apply(&mut sc, None);
     let configured = Setup {
         name: "configured".into(),
+        row: Row::Configured,
         replicas: 0,
         policy: agent_defaults(),
         gate: false,

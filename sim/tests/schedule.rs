@@ -9,7 +9,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use selfdestruct_schedule::{Baseline, Calendar, Schedule, Tz};
-use selfdestruct_sim::scenario::{Arrival, Peer, Scenario, Setup, agent_defaults};
+use selfdestruct_sim::scenario::{Arrival, Peer, Row, Scenario, Setup, agent_defaults};
 use selfdestruct_sim::schedule::{baseline_of, occurrences, origin, run, steps};
 use selfdestruct_sim::trace::{ReadOptions, Trace};
 use selfdestruct_sim::{RowResult, run_rows_on};
@@ -42,6 +42,7 @@ fn replay() -> Replay {
 fn new_node(_sc: &Scenario, replicas: u32) -> Setup {
     Setup {
         name: "new-node".into(),
+        row: Row::NewNode,
         replicas,
         policy: agent_defaults(),
         gate: false,

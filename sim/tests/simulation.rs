@@ -6,7 +6,8 @@ use std::time::Duration;
 use selfdestruct_sim::engine::{RunResult, simulate};
 use selfdestruct_sim::metrics::MoveReason;
 use selfdestruct_sim::scenario::{
-    HOUR, Load, MIN, Peer, Resources, Scenario, Setup, agent_defaults, standard_rows, static_policy,
+    HOUR, Load, MIN, Peer, Resources, Row, Scenario, Setup, agent_defaults, standard_rows,
+    static_policy,
 };
 use selfdestruct_sim::{report, run_rows};
 
@@ -17,6 +18,7 @@ fn run(sc: &Scenario, setup: &Setup, seed: u64) -> RunResult {
 fn row(sc: &Scenario, name: &str) -> Setup {
     let configured = Setup {
         name: "configured".into(),
+        row: Row::Configured,
         replicas: sc.replicas,
         policy: agent_defaults(),
         gate: false,
@@ -86,6 +88,7 @@ fn invariants_hold_for_every_policy_and_scenario() {
         sc.measured = sc.measured.min(6 * HOUR);
         let configured = Setup {
             name: "configured".into(),
+            row: Row::Configured,
             replicas: sc.replicas,
             policy: selfdestruct_decision::Policy {
                 lifetime: Some((Duration::from_secs(600), Duration::from_secs(1200))),
