@@ -916,7 +916,7 @@ fn main() -> ExitCode {
         let range = range.unwrap_or_else(|| recommend::default_range(&sc));
         let started = Instant::now();
         // A line per count run, on stderr: a 30-day search takes minutes.
-        let mut rec = recommend::recommend_with(
+        let mut rec = recommend::recommend(
             &sc,
             &rows,
             range,

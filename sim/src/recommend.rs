@@ -306,32 +306,11 @@ fn stop_for(target: &Target, users: u64) -> Stop {
 }
 
 /// The smallest replica count in `range` meeting `target` for each of `policies` (their
-/// replica counts are replaced), on the given arrivals (one list per seed).
-pub fn recommend(
-    sc: &Scenario,
-    policies: &[Setup],
-    range: (u32, u32),
-    seeds: &[u64],
-    arrivals: &[Vec<Arrival>],
-    target: Target,
-    check: bool,
-) -> Recommendation {
-    recommend_with(
-        sc,
-        policies,
-        range,
-        seeds,
-        arrivals,
-        target,
-        check,
-        &|_: &str| {},
-    )
-}
-
-/// [`recommend`], telling `progress` a line for each count run (which count, its result, how
-/// long it took) as it finishes.
+/// replica counts are replaced), on the given arrivals (one list per seed), telling
+/// `progress` a line for each count run (which count, its result, how long it took) as it
+/// finishes.
 #[allow(clippy::too_many_arguments)]
-pub fn recommend_with(
+pub fn recommend(
     sc: &Scenario,
     policies: &[Setup],
     range: (u32, u32),
@@ -346,7 +325,7 @@ pub fn recommend_with(
     )
 }
 
-/// The searches of [`recommend_with`]. With `early_stop`, a count whose run misses the target
+/// The searches of [`recommend`]. With `early_stop`, a count whose run misses the target
 /// is given up there (no more of its seeds run), unless its results may be shown; a failing
 /// count whose results are shown after all is run again to the end. The answers are those of
 /// runs to the end (`recommend`'s tests compare the two).

@@ -453,7 +453,16 @@ fn recommend_finds_the_knee_of_a_constant_launch_rate() {
         max_waiting: Some(0),
         max_cold_pct: None,
     };
-    let rec = recommend(&sc, &rows, (0, 48), &seeds, &arrivals, target, true);
+    let rec = recommend(
+        &sc,
+        &rows,
+        (0, 48),
+        &seeds,
+        &arrivals,
+        target,
+        true,
+        &|_: &str| {},
+    );
     let got = |name: &str| {
         let f = rec
             .policies
