@@ -303,6 +303,25 @@ fn read_in_full(s: &common::cluster::Scene, name: &str) -> bool {
     s.fake.count_requests(|r| full_read_of(r, name)) > 0
 }
 
+/// The placeholder moves, within `within`, and towards `name`.
+async fn moves_to(s: &common::cluster::Scene, logs: &Logs, name: &str, within: Duration) {
+    assert!(
+        vtime::until(within, || !s.evictions().is_empty()).await,
+        "no move towards {name} (read in full: {}):\n{}",
+        read_in_full(s, name),
+        logs.text()
+    );
+    assert!(
+        logs.show(
+            &format!("moving: node {name} Ready"),
+            Duration::from_secs(1)
+        )
+        .await,
+        "{}",
+        logs.text()
+    );
+}
+
 /// 16 tainted new nodes held every full-watch slot for good: one usable node
 /// after them was never read, and nothing moved (with 15 it moved).
 #[tokio::test(start_paused = true)]
@@ -322,18 +341,7 @@ async fn sixteen_tainted_new_nodes_do_not_hide_a_usable_one() {
     vtime::pass(Duration::from_secs(5)).await;
     s.fake
         .add_node(NodeBuilder::new("usable").cpu("8").memory("32Gi"));
-    assert!(
-        vtime::until(Duration::from_secs(60), || !s.evictions().is_empty()).await,
-        "no move towards the usable node (read in full: {}):\n{}",
-        read_in_full(&s, "usable"),
-        logs.text()
-    );
-    assert!(
-        logs.show("moving: node usable Ready", Duration::from_secs(1))
-            .await,
-        "{}",
-        logs.text()
-    );
+    moves_to(&s, &logs, "usable", Duration::from_secs(60)).await;
     assert!(
         logs.text().contains("more new nodes than full-watch slots"),
         "the cap's effect is not logged:\n{}",
@@ -351,12 +359,7 @@ async fn twenty_tainted_nodes_joining_one_by_one_then_a_usable_one() {
     }
     s.fake
         .add_node(NodeBuilder::new("usable").cpu("8").memory("32Gi"));
-    assert!(
-        vtime::until(Duration::from_secs(60), || !s.evictions().is_empty()).await,
-        "no move towards the usable node (read in full: {}):\n{}",
-        read_in_full(&s, "usable"),
-        logs.text()
-    );
+    moves_to(&s, &logs, "usable", Duration::from_secs(60)).await;
     // Said once, not per node.
     assert_eq!(
         logs.text()
@@ -450,18 +453,7 @@ async fn sixteen_nodes_shown_full_do_not_hide_a_seventeenth() {
     assert!(s.evictions().is_empty(), "{}", logs.text());
     s.fake
         .add_node(NodeBuilder::new("roomy").cpu("8").memory("32Gi"));
-    assert!(
-        vtime::until(Duration::from_secs(240), || !s.evictions().is_empty()).await,
-        "no move towards the new roomy node (read in full: {}):\n{}",
-        read_in_full(&s, "roomy"),
-        logs.text()
-    );
-    assert!(
-        logs.show("moving: node roomy Ready", Duration::from_secs(1))
-            .await,
-        "{}",
-        logs.text()
-    );
+    moves_to(&s, &logs, "roomy", Duration::from_secs(240)).await;
 }
 
 /// A label flapping a node in and out of candidacy 60 times left a pacing debt of
