@@ -1257,32 +1257,13 @@ const GROUP: &str = "realstack.selfdestruct.io/group";
 /// A node group of the autoscaler: the pool `pool`'s 2-core nodes, 1 to 3 of them.
 fn group_template(pool: &str) -> Node {
     let mut template = pool_node(&format!("{pool}-template"), pool, 2, &[], &[IMAGE]);
-    // No not-ready taint in a template (the autoscaler would think no pod fits); its
-    // Ready=False condition has the lifecycle controller add it to each new node.
     template
-        .spec
-        .as_mut()
-        .unwrap()
-        .taints
-        .as_mut()
-        .unwrap()
-        .retain(|t| t.key != "node.kubernetes.io/not-ready");
-    let meta = &mut template.metadata;
-    meta.labels
+        .metadata
+        .labels
         .as_mut()
         .unwrap()
         .insert(GROUP.into(), pool.into());
-    meta.annotations = Some(
-        [
-            ("cluster-autoscaler.kwok.nodegroup/min-count", "1"),
-            ("cluster-autoscaler.kwok.nodegroup/max-count", "3"),
-            ("cluster-autoscaler.kwok.nodegroup/desired-count", "1"),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect(),
-    );
-    template
+    selfdestruct_realstack::group_template(template, 3)
 }
 
 /// The shared control plane's one autoscaler, started by the first scenario that needs

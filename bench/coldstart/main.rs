@@ -239,13 +239,6 @@ fn template(slug: &str, cpu: u32, gate: bool) -> Node {
         &taints,
         &[IMAGE],
     );
-    n.spec
-        .as_mut()
-        .unwrap()
-        .taints
-        .as_mut()
-        .unwrap()
-        .retain(|t| t.key != "node.kubernetes.io/not-ready");
     let status = n.status.as_mut().unwrap();
     for r in [status.capacity.as_mut(), status.allocatable.as_mut()]
         .into_iter()
@@ -257,17 +250,7 @@ fn template(slug: &str, cpu: u32, gate: bool) -> Node {
             Quantity(format!("{}Mi", cpu * 4 * 1024 + 256)),
         );
     }
-    n.metadata.annotations = Some(
-        [
-            ("cluster-autoscaler.kwok.nodegroup/min-count", "1"),
-            ("cluster-autoscaler.kwok.nodegroup/max-count", "20"),
-            ("cluster-autoscaler.kwok.nodegroup/desired-count", "1"),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect(),
-    );
-    n
+    selfdestruct_realstack::group_template(n, 20)
 }
 
 /// `manifests/node-gate` on every bench node: its init container pulls the user image (the

@@ -50,6 +50,31 @@ impl Default for AutoscalerOptions {
     }
 }
 
+/// `node` made a kwok node group's template of 1 to `max` nodes (one at the start):
+/// without the not-ready taint (with it the autoscaler would think no pod fits; the
+/// template's Ready=False condition has the lifecycle controller add it to each new
+/// node), with the kwok provider's count annotations.
+pub fn group_template(mut node: Node, max: u32) -> Node {
+    if let Some(taints) = node.spec.as_mut().and_then(|s| s.taints.as_mut()) {
+        taints.retain(|t| t.key != "node.kubernetes.io/not-ready");
+    }
+    node.metadata.annotations.get_or_insert_default().extend([
+        (
+            "cluster-autoscaler.kwok.nodegroup/min-count".into(),
+            "1".into(),
+        ),
+        (
+            "cluster-autoscaler.kwok.nodegroup/max-count".into(),
+            max.to_string(),
+        ),
+        (
+            "cluster-autoscaler.kwok.nodegroup/desired-count".into(),
+            "1".into(),
+        ),
+    ]);
+    node
+}
+
 /// The running autoscaler; dropping it kills it (SIGKILL: the kwok provider deletes its
 /// nodes on SIGTERM, which would disturb the rest of a shared control plane's run).
 #[derive(Debug)]

@@ -15,7 +15,7 @@ pub mod pool;
 pub mod proc;
 pub mod wait;
 
-pub use autoscaler::{Autoscaler, AutoscalerOptions};
+pub use autoscaler::{Autoscaler, AutoscalerOptions, group_template};
 pub use control_plane::{ControlPlane, ControlPlaneOptions};
 pub use kubelet::{Kubelet, KubeletOptions, node};
 pub use pool::{POOL, in_pool, placeholder_set, set_env};
