@@ -319,6 +319,7 @@ fn schedule_row(
         .find(|r| r.row == scenario::Row::NewNode)
         .ok_or("no new-node row")?;
     row.name = "schedule".into();
+    row.row = scenario::Row::Schedule;
     row.replicas = steps.iter().map(|s| s.1).max().unwrap_or(0);
     Ok(Some((row, steps)))
 }
@@ -1012,7 +1013,7 @@ fn main() -> ExitCode {
         } else {
             print!("{}", report::table(&summaries, "policy"));
             println!();
-            print!("{}", report::what_this_says(&summaries));
+            print!("{}", report::what_this_says(&rows, &summaries));
         }
         if trace.is_some() {
             eprintln!(

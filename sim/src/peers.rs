@@ -1,23 +1,23 @@
 //! The peers that selfdestruct is compared with, each modelled as it works
 //! (sources and approximations: docs/peers.md).
 //!
-//! - [`crate::scenario::Peer::Buffer`]: a CapacityBuffer (`buffer.x-k8s.io/active-capacity`). No pod runs; the
+//! - [`Peer::Buffer`]: a CapacityBuffer (`buffer.x-k8s.io/active-capacity`). No pod runs; the
 //!   autoscaler keeps `replicas` user-sized chunks of free space in Ready and booting nodes.
-//! - [`crate::scenario::Peer::Rebalancer`]: datahub's rebalancer (PR #1050). Every scan, when a new node has
+//! - [`Peer::Rebalancer`]: datahub's rebalancer (PR #1050). Every scan, when a new node has
 //!   appeared, it deletes every placeholder at once.
-//! - [`crate::scenario::Peer::NodeBalloon`]: datahub's node placeholders (PR #2337). Each balloon requests a
+//! - [`Peer::NodeBalloon`]: datahub's node placeholders (PR #2337). Each balloon requests a
 //!   whole node's allocatable.
-//! - [`crate::scenario::Peer::PodLifeTime`]: the descheduler's `PodLifeTime` plugin on a periodic run, evicting
+//! - [`Peer::PodLifeTime`]: the descheduler's `PodLifeTime` plugin on a periodic run, evicting
 //!   placeholders older than a fixed age through the eviction API (the PDB applies).
 //!
-//! [`crate::scenario::Peer`] and [`crate::scenario::PeerConfig`] live in [`crate::scenario`]; the
-//! functions here are the peers' rules, free of the event loop, so they are tested alone, and
-//! `Peer`'s methods below are all the event loop asks of a peer: a new peer is a variant and its
-//! arms here.
+//! A peer is all here: its [`Peer`] variant, its arms in `Peer`'s methods (all the event loop
+//! and the report ask of a peer) and its rows in [`Peer::ROWS`]. The functions below are the
+//! peers' rules, free of the event loop, so they are tested alone ([`PeerConfig`] holds their
+//! scenario-level settings).
 
 use crate::cluster::{Node, Phase};
 use crate::metrics::MoveReason;
-use crate::scenario::{Ms, Peer, PeerConfig, Resources, Scenario};
+use crate::scenario::{Ms, PeerConfig, Resources, Scenario, dur};
 
 /// What a peer's own loop ([`Peer::scan`]) does in one run.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -37,7 +37,65 @@ pub struct ScanInput<'a> {
     pub config: &'a PeerConfig,
 }
 
+/// Who manages the headroom in a row.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Peer {
+    /// Placeholder pods whose container is the selfdestruct agent (or the stock pause
+    /// container, with the static policy).
+    #[default]
+    Selfdestruct,
+    /// A CapacityBuffer: no pods, chunks simulated by the autoscaler.
+    Buffer,
+    /// Placeholders all deleted when a new node appears.
+    Rebalancer,
+    /// Placeholders that each request a whole node.
+    NodeBalloon,
+    /// Placeholders evicted by the descheduler's PodLifeTime once older than a fixed age.
+    PodLifeTime,
+}
+
 impl Peer {
+    /// The peers' rows of the comparison, in the table's order: name, peer, and whether new
+    /// nodes carry the readiness gate.
+    pub const ROWS: [(&'static str, Peer, bool); 5] = [
+        ("buffer", Peer::Buffer, false),
+        ("buffer+gate", Peer::Buffer, true),
+        ("rebalancer", Peer::Rebalancer, false),
+        ("node-balloon", Peer::NodeBalloon, false),
+        ("podlifetime", Peer::PodLifeTime, false),
+    ];
+
+    /// Whether the placeholders run the selfdestruct agent.
+    pub fn runs_agent(self) -> bool {
+        self == Peer::Selfdestruct
+    }
+
+    /// What the peer does in `sc`, for the report's header (`None`: selfdestruct).
+    pub fn describe(self, sc: &Scenario) -> Option<String> {
+        let p = &sc.peers;
+        Some(match self {
+            Peer::Selfdestruct => return None,
+            Peer::Buffer => format!(
+                "buffer = {} user-sized chunks kept free by the autoscaler (no pods)",
+                sc.replicas
+            ),
+            Peer::Rebalancer => format!(
+                "rebalancer deletes every placeholder when a node appears (scan {})",
+                dur(p.rebalancer_interval)
+            ),
+            Peer::NodeBalloon => format!(
+                "node-balloon = {} whole-node placeholder(s)",
+                balloons_for(sc.replicas, sc.pods_per_node())
+            ),
+            Peer::PodLifeTime => format!(
+                "podlifetime evicts placeholders older than {} every {} (PDB applies)",
+                dur(p.max_pod_lifetime),
+                dur(p.descheduler_interval)
+            ),
+        })
+    }
+
     /// Placeholder pods for `replicas` users' worth of room: none for a buffer, whole-node
     /// balloons, else `replicas`.
     pub fn pods(self, replicas: u32, pods_per_node: u64) -> u32 {

@@ -8,7 +8,7 @@ use selfdestruct_decision::duration::format as fmt_duration;
 use serde::Serialize;
 
 use crate::metrics::Summary;
-use crate::scenario::{Load, MIN, Ms, Scenario, Setup, UserPlacement};
+use crate::scenario::{Load, MIN, Peer, Row, Scenario, Setup, UserPlacement, dur};
 
 /// A duration in seconds, compactly: `0s`, `7s`, `6m12s`.
 pub fn secs(s: f64) -> String {
@@ -16,13 +16,6 @@ pub fn secs(s: f64) -> String {
         return "0s".into();
     }
     fmt_duration(Duration::from_secs(s.round() as u64))
-}
-
-fn dur(t: Ms) -> String {
-    if t == 0 {
-        return "0".into();
-    }
-    fmt_duration(Duration::from_millis(t))
 }
 
 /// A policy as one line of text.
@@ -203,16 +196,10 @@ pub fn header(sc: &Scenario, seeds: &[u64]) -> String {
         dur(ca.delay_after_add),
         dur(ca.unremovable_recheck)
     );
-    let p = &sc.peers;
-    let _ = writeln!(
-        out,
-        "  peers:        buffer = {} user-sized chunks kept free by the autoscaler (no pods); rebalancer deletes every placeholder when a node appears (scan {}); node-balloon = {} whole-node placeholder(s); podlifetime evicts placeholders older than {} every {} (PDB applies)",
-        sc.replicas,
-        dur(p.rebalancer_interval),
-        crate::peers::balloons_for(sc.replicas, sc.pods_per_node()),
-        dur(p.max_pod_lifetime),
-        dur(p.descheduler_interval)
-    );
+    let mut peers: Vec<Peer> = Peer::ROWS.iter().map(|&(_, peer, _)| peer).collect();
+    peers.dedup();
+    let peers: Vec<String> = peers.iter().filter_map(|p| p.describe(sc)).collect();
+    let _ = writeln!(out, "  peers:        {}", peers.join("; "));
     out
 }
 
@@ -277,12 +264,19 @@ pub fn table(rows: &[Summary], label: &str) -> String {
     out
 }
 
-/// A short paragraph computed from the numbers.
-pub fn what_this_says(rows: &[Summary]) -> String {
-    let get = |name: &str| rows.iter().find(|r| r.policy == name);
+/// A short paragraph computed from the numbers: `results` are those of `rows`, in order.
+pub fn what_this_says(rows: &[Setup], results: &[Summary]) -> String {
+    let pairs = || rows.iter().zip(results);
+    let of = |row: Row| pairs().filter(move |(s, _)| s.row == row).map(|(_, r)| r);
+    let get = |row: Row| of(row).next();
+    let not_configured = || {
+        pairs()
+            .filter(|(s, _)| s.row != Row::Configured)
+            .map(|(_, r)| r)
+    };
     let mean = |r: &Summary| format!("{:.2}s", r.ttr_mean_s);
     let mut s = Vec::new();
-    if let (Some(none), Some(st)) = (get("none"), get("static")) {
+    if let (Some(none), Some(st)) = (get(Row::None), get(Row::Static)) {
         s.push(format!(
             "Placeholders at all: users delayed by a full cluster go from {} ({:.1}%) without placeholders to {} ({:.1}%) with static ones; mean time-to-running {} -> {}.",
             none.delayed,
@@ -293,7 +287,7 @@ pub fn what_this_says(rows: &[Summary]) -> String {
             mean(st)
         ));
     }
-    if let (Some(st), Some(nn)) = (get("static"), get("new-node")) {
+    if let (Some(st), Some(nn)) = (get(Row::Static), get(Row::NewNode)) {
         let mut text = format!(
             "Moving at Ready (new-node) takes cold starts from {} ({:.1}%) with static placeholders to {} ({:.1}%): {}",
             st.cold,
@@ -302,7 +296,7 @@ pub fn what_this_says(rows: &[Summary]) -> String {
             nn.cold_pct,
             relative(st.cold as f64, nn.cold as f64)
         );
-        if let Some(ni) = get("new-node+images") {
+        if let Some(ni) = get(Row::NewNodeImages) {
             let gain = -pct_change(st.cold as f64, ni.cold as f64);
             let verdict = if gain.abs() < 15.0 {
                 "about as many as static, so waiting for the image gains nothing"
@@ -325,13 +319,13 @@ pub fn what_this_says(rows: &[Summary]) -> String {
             ));
         }
     }
-    if let (Some(tm), Some(st)) = (get("timer"), get("static")) {
+    if let (Some(tm), Some(st)) = (get(Row::Timer), get(Row::Static)) {
         s.push(format!(
             "The lifetime timer alone gives {} cold starts (static: {}) for {:.1} evictions/h.",
             tm.cold, st.cold, tm.evictions_per_hour
         ));
     }
-    if let (Some(g), Some(st)) = (get("gate"), get("static")) {
+    if let (Some(g), Some(st)) = (get(Row::Gate), get(Row::Static)) {
         let mut text = format!(
             "The node readiness gate gives {} cold starts and delays {} users instead ({:.1}%; static: {}), mean time-to-running {} (static {})",
             g.cold,
@@ -341,7 +335,7 @@ pub fn what_this_says(rows: &[Summary]) -> String {
             mean(g),
             mean(st)
         );
-        if let Some(gn) = get("gate+new-node") {
+        if let Some(gn) = get(Row::GateNewNode) {
             text.push_str(&format!(
                 "; gate+new-node: {} cold, {} delayed, mean {}",
                 gn.cold,
@@ -352,7 +346,7 @@ pub fn what_this_says(rows: &[Summary]) -> String {
         text.push('.');
         s.push(text);
     }
-    let mut ranked: Vec<&Summary> = rows.iter().filter(|r| r.policy != "configured").collect();
+    let mut ranked: Vec<&Summary> = not_configured().collect();
     ranked.sort_by(|a, b| a.ttr_mean_s.total_cmp(&b.ttr_mean_s));
     if ranked.len() > 1 {
         let order: Vec<String> = ranked
@@ -364,10 +358,9 @@ pub fn what_this_says(rows: &[Summary]) -> String {
             order.join(", ")
         ));
     }
-    if let Some(st) = get("static") {
-        let movers: Vec<String> = rows
-            .iter()
-            .filter(|r| r.replicas > 0 && r.evictions_per_hour > 0.0 && r.policy != "configured")
+    if let Some(st) = get(Row::Static) {
+        let movers: Vec<String> = not_configured()
+            .filter(|r| r.replicas > 0 && r.evictions_per_hour > 0.0)
             .map(|r| {
                 format!(
                     "{} {:+.1}% node-hours, {:.1} evictions/h, at most {} in a minute",
@@ -385,43 +378,35 @@ pub fn what_this_says(rows: &[Summary]) -> String {
             ));
         }
     }
-    let peers: Vec<String> = [
-        "buffer",
-        "buffer+gate",
-        "rebalancer",
-        "node-balloon",
-        "podlifetime",
-    ]
-    .iter()
-    .filter_map(|n| get(n))
-    .map(|r| {
-        format!(
-            "{} {} cold, {} delayed, {:.1} node-h, {:.1} evictions/h{}{}",
-            r.policy,
-            r.cold,
-            r.delayed,
-            r.node_hours,
-            r.evictions_per_hour,
-            if r.burst_60s > 1 {
-                format!(" (up to {} in a minute)", r.burst_60s)
-            } else {
-                String::new()
-            },
-            if r.refused_evictions > 0 {
-                format!(
-                    ", {} evictions refused by the PDB (429)",
-                    r.refused_evictions
-                )
-            } else {
-                String::new()
-            }
-        )
-    })
-    .collect();
+    let peers: Vec<String> = of(Row::Peer)
+        .map(|r| {
+            format!(
+                "{} {} cold, {} delayed, {:.1} node-h, {:.1} evictions/h{}{}",
+                r.policy,
+                r.cold,
+                r.delayed,
+                r.node_hours,
+                r.evictions_per_hour,
+                if r.burst_60s > 1 {
+                    format!(" (up to {} in a minute)", r.burst_60s)
+                } else {
+                    String::new()
+                },
+                if r.refused_evictions > 0 {
+                    format!(
+                        ", {} evictions refused by the PDB (429)",
+                        r.refused_evictions
+                    )
+                } else {
+                    String::new()
+                }
+            )
+        })
+        .collect();
     if !peers.is_empty() {
         s.push(format!("Peers (docs/peers.md): {}.", peers.join("; ")));
     }
-    if let Some(bad) = rows
+    if let Some(bad) = results
         .iter()
         .find(|r| !r.violations.is_empty() || r.unfinished_users > 0)
     {
@@ -599,6 +584,60 @@ mod tests {
         assert_eq!(wrap("a b c", 3), "a b\nc\n");
         assert_eq!(relative(10.0, 5.0), "50% fewer");
         assert_eq!(relative(0.0, 0.0), "the same");
+    }
+
+    #[test]
+    fn the_paragraph_finds_rows_by_their_type_and_the_header_names_every_peer() {
+        let sc = Scenario::binder();
+        let configured = Setup {
+            name: "configured".into(),
+            row: Row::Configured,
+            replicas: sc.replicas,
+            policy: crate::scenario::agent_defaults(),
+            gate: false,
+            peer: Peer::Selfdestruct,
+        };
+        let mut rows = crate::scenario::standard_rows(&sc, configured);
+        // A row's name is what the table shows; the paragraph goes by its type.
+        for r in &mut rows {
+            r.name = format!("my-{}", r.name);
+        }
+        let results: Vec<Summary> = rows
+            .iter()
+            .enumerate()
+            .map(|(i, r)| Summary {
+                policy: r.name.clone(),
+                cold: i as u64,
+                ..Summary::default()
+            })
+            .collect();
+        let text = what_this_says(&rows, &results).replace('\n', " ");
+        assert!(
+            text.contains("with static placeholders to 3 (0.0%)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("The lifetime timer alone gives 2 cold"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Peers (docs/peers.md): my-buffer 7 cold"),
+            "{text}"
+        );
+        assert!(!text.contains("my-configured"), "{text}");
+        let header = header(&sc, &[1]);
+        let line = header
+            .lines()
+            .find_map(|l| l.strip_prefix("  peers:        "));
+        let named: Vec<&str> = line
+            .into_iter()
+            .flat_map(|l| l.split("; "))
+            .filter_map(|p| p.split(' ').next())
+            .collect();
+        assert_eq!(
+            named,
+            ["buffer", "rebalancer", "node-balloon", "podlifetime"]
+        );
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::time::Duration;
 use selfdestruct_decision::Policy;
 use selfdestruct_decision::images::ImageRef;
 
+pub use crate::peers::Peer;
 use crate::random::{Random, Stream};
 
 /// Simulated milliseconds since the start of the run (the start of the warm-up).
@@ -22,6 +23,14 @@ pub const HOUR: Ms = 60 * MIN;
 /// Converts a duration to simulated milliseconds.
 pub fn ms(d: Duration) -> Ms {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Simulated milliseconds as the report shows them: `0`, `90s`, `2h`.
+pub fn dur(t: Ms) -> String {
+    if t == 0 {
+        return "0".into();
+    }
+    selfdestruct_decision::duration::format(Duration::from_millis(t))
 }
 
 /// CPU (millicores) and memory (MiB).
@@ -125,31 +134,6 @@ pub struct AutoscalerConfig {
     /// `--unremovable-node-recheck-timeout` (5 min): a node the scale-down simulation found
     /// unremovable (a pod that cannot move) is not looked at again before this.
     pub unremovable_recheck: Ms,
-}
-
-/// Who manages the headroom in a row.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Peer {
-    /// Placeholder pods whose container is the selfdestruct agent (or the stock pause
-    /// container, with the static policy).
-    #[default]
-    Selfdestruct,
-    /// A CapacityBuffer: no pods, chunks simulated by the autoscaler.
-    Buffer,
-    /// Placeholders all deleted when a new node appears.
-    Rebalancer,
-    /// Placeholders that each request a whole node.
-    NodeBalloon,
-    /// Placeholders evicted by the descheduler's PodLifeTime once older than a fixed age.
-    PodLifeTime,
-}
-
-impl Peer {
-    /// Whether the placeholders run the selfdestruct agent.
-    pub fn runs_agent(self) -> bool {
-        self == Peer::Selfdestruct
-    }
 }
 
 /// The peers' settings (scenario-level: the same for every row).
@@ -550,6 +534,8 @@ pub enum Row {
     /// The policy flags (by default the agent's defaults).
     #[default]
     Configured,
+    /// `new-node` on a schedule (`--schedule-baseline`, `--schedule-calendar`).
+    Schedule,
 }
 
 /// What differs between the rows of the comparison.
@@ -596,7 +582,8 @@ pub fn user_image(sc: &Scenario) -> Vec<ImageRef> {
     ImageRef::parse(&sc.user_image).map_or_else(|_| Vec::new(), |r| vec![r])
 }
 
-/// The rows of the comparison: the seven fixed policies, the five peer rows and `configured`.
+/// The rows of the comparison: the seven fixed policies, the peers' rows ([`Peer::ROWS`]) and
+/// `configured`.
 pub fn standard_rows(sc: &Scenario, configured: Setup) -> Vec<Setup> {
     let row = |kind: Row, name: &str, replicas: u32, policy: Policy, gate: bool| Setup {
         name: name.into(),
@@ -606,12 +593,8 @@ pub fn standard_rows(sc: &Scenario, configured: Setup) -> Vec<Setup> {
         gate,
         peer: Peer::Selfdestruct,
     };
-    let peer = |name: &str, peer: Peer, gate: bool| Setup {
-        peer,
-        ..row(Row::Peer, name, sc.replicas, static_policy(), gate)
-    };
     let r = sc.replicas;
-    vec![
+    let mut rows = vec![
         row(Row::None, "none", 0, static_policy(), false),
         row(Row::Static, "static", r, static_policy(), false),
         row(
@@ -638,13 +621,13 @@ pub fn standard_rows(sc: &Scenario, configured: Setup) -> Vec<Setup> {
         ),
         row(Row::Gate, "gate", r, static_policy(), true),
         row(Row::GateNewNode, "gate+new-node", r, agent_defaults(), true),
-        peer("buffer", Peer::Buffer, false),
-        peer("buffer+gate", Peer::Buffer, true),
-        peer("rebalancer", Peer::Rebalancer, false),
-        peer("node-balloon", Peer::NodeBalloon, false),
-        peer("podlifetime", Peer::PodLifeTime, false),
-        configured,
-    ]
+    ];
+    rows.extend(Peer::ROWS.iter().map(|&(name, peer, gate)| Setup {
+        peer,
+        ..row(Row::Peer, name, r, static_policy(), gate)
+    }));
+    rows.push(configured);
+    rows
 }
 
 #[cfg(test)]
