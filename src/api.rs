@@ -257,7 +257,8 @@ impl PodApi {
 
     /// Posts an Event about the own pod (events.k8s.io/v1, kube's `Recorder`):
     /// `action` is `Evict` or `Delete`. Each Event is new (its own note), so the
-    /// Role needs only `create`.
+    /// Role needs only `create`. A failure is logged and the caller goes on:
+    /// whether it was posted.
     pub(crate) async fn event(
         &self,
         type_: EventType,
@@ -265,7 +266,7 @@ impl PodApi {
         action: &str,
         reason: &str,
         message: &str,
-    ) -> Result<(), ApiError> {
+    ) -> bool {
         let regarding = ObjectReference {
             api_version: Some("v1".into()),
             kind: Some("Pod".into()),
@@ -288,10 +289,14 @@ impl PodApi {
                 instance: Some(self.name.clone()),
             },
         );
-        recorder
+        let posted = recorder
             .publish(&event, &regarding)
             .await
-            .map_err(from_kube)
+            .map_err(from_kube);
+        if let Err(e) = &posted {
+            tracing::warn!(error = %crate::logging::Chain(e), "could not post the Event (continuing)");
+        }
+        posted.is_ok()
     }
 }
 

@@ -272,12 +272,7 @@ impl Candidates {
                 }
                 // A list says nothing of what changed: every parked node may have.
                 for (name, created) in wanted {
-                    match self.entries.get_mut(name) {
-                        Some(e) => e.changed(created),
-                        None => {
-                            self.entries.insert(name.to_string(), Entry::new(created));
-                        }
-                    }
+                    self.changed(name, created);
                 }
                 for node in nodes.iter_mut() {
                     self.overlay(node);
@@ -285,19 +280,21 @@ impl Candidates {
             }
             Touched::One(name) => match nodes.iter_mut().find(|n| n.name == name) {
                 Some(node) if own.is_candidate(node) => {
-                    match self.entries.get_mut(name) {
-                        Some(e) => e.changed(node.created),
-                        None => {
-                            self.entries
-                                .insert(name.to_string(), Entry::new(node.created));
-                        }
-                    }
+                    self.changed(name, node.created);
                     self.overlay(node);
                 }
                 _ => self.forget(name),
             },
         }
         self.tell_shortage();
+    }
+
+    /// Queues the candidate `name`, or notes that it changed ([`Entry::changed`]).
+    fn changed(&mut self, name: &str, created: Option<SystemTime>) {
+        let entry = self.entries.entry(name.to_string());
+        entry
+            .or_insert_with(|| Entry::new(created))
+            .changed(created);
     }
 
     /// Notes the nodes a sibling showed full (`full`: the agent's report, every
@@ -372,9 +369,7 @@ impl Candidates {
         if !parked {
             e.slot = Slot::Waiting;
         }
-        if let Some(node) = view.iter_mut().flatten().find(|n| n.name == name) {
-            *node = metadata_only(node);
-        }
+        metadata_only(view, name);
         tracing::debug!(
             node = name,
             for_ = to,
@@ -430,11 +425,8 @@ impl Candidates {
             Update::Upsert(n) => n,
             Update::Remove(name) => {
                 if let Some(w) = self.watched_mut(&name) {
-                    w.read = None;
-                    w.standing = Standing::Wanted;
-                    if let Some(node) = view.iter_mut().flatten().find(|n| n.name == name) {
-                        *node = metadata_only(node);
-                    }
+                    (w.read, w.standing) = (None, Standing::Wanted);
+                    metadata_only(view, &name);
                 }
                 return;
             }
@@ -529,13 +521,15 @@ fn lay_over(node: &mut NodeSummary, full: &NodeSummary) {
     };
 }
 
-/// What the metadata watch knows of `node`.
-fn metadata_only(node: &NodeSummary) -> NodeSummary {
-    NodeSummary {
-        name: node.name.clone(),
-        created: node.created,
-        labels: node.labels.clone(),
-        ..NodeSummary::default()
+/// Leaves of the node `name` in `view` what the metadata watch knows.
+fn metadata_only(view: &mut Option<Vec<NodeSummary>>, name: &str) {
+    if let Some(node) = view.iter_mut().flatten().find(|n| n.name == name) {
+        *node = NodeSummary {
+            name: std::mem::take(&mut node.name),
+            created: node.created,
+            labels: std::mem::take(&mut node.labels),
+            ..NodeSummary::default()
+        };
     }
 }
 

@@ -185,9 +185,7 @@ impl Running<'_> {
         let mut exited: Option<Instant> = None;
         let mut told = false;
         let mut buf = vec![0u8; 64 << 10];
-        // Until it has exited and closed its standard output (its standard error
-        // is then read as far as it is there).
-        while pipes[0].is_some() || exited.is_none() {
+        loop {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return Err(PluginError::TimedOut(program, limit));
@@ -211,9 +209,19 @@ impl Running<'_> {
                     left.as_secs()
                 );
             }
-            // Wake at least every 50 ms to notice the plugin's exit.
-            let wait = left.min(Duration::from_millis(50)).as_millis() as libc::c_int;
-            let ready = poll(&pipes, wait);
+            // Once it has exited and closed its standard output, its standard error is
+            // read as far as it is there; till then, wake at least every 50 ms to notice
+            // the plugin's exit.
+            let done = pipes[0].is_none() && exited.is_some();
+            let wait = if done {
+                Duration::ZERO
+            } else {
+                left.min(Duration::from_millis(50))
+            };
+            let ready = poll(&pipes, wait.as_millis() as libc::c_int);
+            if done && !ready[1] {
+                break;
+            }
             for (i, pipe) in pipes.iter_mut().enumerate() {
                 let Some(p) = pipe.as_mut().filter(|_| ready[i]) else {
                     continue;
@@ -234,17 +242,6 @@ impl Running<'_> {
                 if out[0].len() > MAX_OUTPUT {
                     return Err(PluginError::TooLarge(program));
                 }
-            }
-        }
-        // What the plugin wrote to its standard error before it exited is there now.
-        while poll(&pipes, 0)[1] {
-            let Some(p) = pipes[1].as_mut() else { break };
-            match p.read(&mut buf) {
-                Ok(n) if n > 0 => {
-                    let keep = n.min(MAX_STDERR.saturating_sub(out[1].len()));
-                    out[1].extend_from_slice(&buf[..keep]);
-                }
-                _ => pipes[1] = None,
             }
         }
         self.child = None;

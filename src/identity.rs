@@ -232,7 +232,8 @@ pub(crate) fn may_be_own(created: Option<SystemTime>, process_start: SystemTime)
     created.is_some_and(|c| c <= selfdestruct_decision::later(process_start, CLOCK_SKEW))
 }
 
-fn read_trimmed(path: &Path) -> Option<String> {
+/// A file's text, trimmed, if it is one name (a pod name, a namespace).
+pub(crate) fn read_trimmed(path: &Path) -> Option<String> {
     fs::read_to_string(path)
         .ok()
         .map(|s| s.trim().to_string())

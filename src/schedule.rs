@@ -245,18 +245,10 @@ pub struct ScheduleConfig {
     pub(crate) target: Target,
     /// The baseline, zone, lead time and bounds.
     pub(crate) schedule: Schedule,
-    /// The calendar, if any.
-    pub(crate) calendar: Option<CalendarSource>,
-    /// How often the calendar is read again.
-    pub(crate) refresh: Duration,
-    /// How often the count is evaluated.
-    pub(crate) tick: Duration,
-    /// How long one calendar read may take.
-    pub(crate) calendar_timeout: Duration,
-    /// The own namespace, if a setting names it.
-    pub(crate) namespace: Option<String>,
-    /// The service-account folder (its `namespace` file).
-    pub(crate) service_account_dir: PathBuf,
+    /// The settings as given (the calendar, how often it is read and how long a read may take).
+    pub(crate) settings: ScheduleSettings,
+    /// The own namespace, if a setting names it, and the service-account folder.
+    pub(crate) identity: IdentitySettings,
 }
 
 impl ScheduleConfig {
@@ -295,36 +287,26 @@ impl ScheduleConfig {
                 min: s.min,
                 max: s.max,
             },
-            calendar: s.calendar.clone(),
-            refresh: s.refresh,
-            tick: s.tick,
-            calendar_timeout: s.calendar_timeout,
-            namespace: identity.namespace.clone(),
-            service_account_dir: identity.service_account_dir.clone(),
+            settings: s.clone(),
+            identity: identity.clone(),
         })
     }
 }
 
 /// Runs the mode on the API `access` `main` discovered: without API access, a plain pause.
 pub(crate) async fn run(cfg: ScheduleConfig, access: Discovered, signals: Signals) -> Result {
-    let (given, sa_dir) = (cfg.namespace.clone(), cfg.service_account_dir.clone());
+    let id = cfg.identity.clone();
     let namespace = |a: &Access| {
-        given
+        id.namespace
             .or_else(|| a.namespace.clone())
-            .or_else(|| {
-                std::fs::read_to_string(sa_dir.join("namespace"))
-                    .ok()
-                    .map(|s| s.trim().to_string())
-                    .filter(|s| !s.is_empty())
-            })
+            .or_else(|| crate::identity::read_trimmed(&id.service_account_dir.join("namespace")))
             .unwrap_or_else(|| "default".into())
     };
     let cannot = "the schedule cannot scale anything";
-    let run = |client: Client, stop| async move {
-        let namespace = client.default_namespace().to_string();
-        run_on(cfg, client, &namespace, stop).await
-    };
-    on_client_or_pause(access, namespace, signals, cannot, run).await
+    on_client_or_pause(access, namespace, signals, cannot, |c, stop| {
+        run_on(cfg, c, stop)
+    })
+    .await
 }
 
 /// The calendar as last read well, and its occurrences over a span.
@@ -349,20 +331,16 @@ struct Applied {
 }
 
 /// [`run`] on `client` until `signals` fires.
-pub(crate) async fn run_on(
-    cfg: ScheduleConfig,
-    client: Client,
-    namespace: &str,
-    mut signals: Stop,
-) -> Result {
+pub(crate) async fn run_on(cfg: ScheduleConfig, client: Client, mut signals: Stop) -> Result {
+    let namespace = &client.default_namespace().to_string();
     info!(
         target = %cfg.target, namespace,
         baseline = %cfg.schedule.baseline,
-        calendar = %cfg.calendar.as_ref().map(ToString::to_string).unwrap_or_default(),
+        calendar = %cfg.settings.calendar.as_ref().map(ToString::to_string).unwrap_or_default(),
         time_zone = %cfg.schedule.tz,
         lead_time = %human(cfg.schedule.lead),
         min = cfg.schedule.min, max = cfg.schedule.max,
-        refresh = %human(cfg.refresh),
+        refresh = %human(cfg.settings.refresh),
         "schedule started"
     );
     let http = https_client();
@@ -383,7 +361,7 @@ pub(crate) async fn run_on(
     };
     crate::malloc_trim::release_idle();
     loop {
-        if let Some(source) = &cfg.calendar
+        if let Some(source) = &cfg.settings.calendar
             && Instant::now() >= cal.next_read
         {
             tokio::select! {
@@ -392,7 +370,7 @@ pub(crate) async fn run_on(
             }
         }
         let now = wall_now();
-        if cal.calendar.is_some() && now + cfg.schedule.lead + cfg.tick * 2 >= cal.until {
+        if cal.calendar.is_some() && now + cfg.schedule.lead + cfg.settings.tick * 2 >= cal.until {
             expand(&cfg, &mut cal, now).await;
         }
         let f = cfg.schedule.in_force(&cal.occurrences, now);
@@ -403,8 +381,8 @@ pub(crate) async fn run_on(
                 () = apply(&cfg, &client, namespace, &f, &mut obj) => {}
             }
         }
-        let mut wake = Instant::now() + cfg.tick;
-        if cfg.calendar.is_some() {
+        let mut wake = Instant::now() + cfg.settings.tick;
+        if cfg.settings.calendar.is_some() {
             wake = wake.min(cal.next_read);
         }
         if obj.count != Some(f.count) {
@@ -428,7 +406,7 @@ async fn refresh_calendar(
     http: &HttpClient,
     cal: &mut CalendarState,
 ) {
-    let read = read_calendar(source, http, cfg.calendar_timeout).await;
+    let read = read_calendar(source, http, cfg.settings.calendar_timeout).await;
     let tz = cfg.schedule.tz;
     let kept = if cal.calendar.is_some() {
         "keeping the last good calendar"
@@ -440,13 +418,13 @@ async fn refresh_calendar(
         Err(ReadError::Refused(e)) => {
             error!(calendar = %source, error = %e, "calendar refused; {kept}");
             cal.failures = 0;
-            cal.next_read = Instant::now() + cfg.refresh;
+            cal.next_read = Instant::now() + cfg.settings.refresh;
             return;
         }
         Err(e) => {
             let wait = Backoff {
                 base: Duration::from_secs(1),
-                cap: cfg.refresh.max(Duration::from_secs(1)),
+                cap: cfg.settings.refresh.max(Duration::from_secs(1)),
             }
             .delay(cal.failures, draw());
             cal.failures = cal.failures.saturating_add(1);
@@ -456,7 +434,7 @@ async fn refresh_calendar(
         }
     };
     cal.failures = 0;
-    cal.next_read = Instant::now() + cfg.refresh;
+    cal.next_read = Instant::now() + cfg.settings.refresh;
     let now = wall_now();
     let horizon = now + SPAN;
     // Parsing and expanding a large calendar is CPU work: off the signals' thread.
@@ -498,7 +476,7 @@ async fn expand(cfg: &ScheduleConfig, cal: &mut CalendarState, now: DateTime<Utc
         }
         Ok(Err(e)) => {
             error!(error = %e, "cannot expand the calendar's recurrences; keeping its occurrences as they were");
-            cal.until = now + cfg.refresh.max(cfg.tick);
+            cal.until = now + cfg.settings.refresh.max(cfg.settings.tick);
         }
         Err(e) => error!(error = %e, "expanding the calendar failed"),
     }
@@ -678,7 +656,7 @@ async fn apply(
             obj.failures = 0;
             obj.replicas = Some(f.count);
             obj.count = Some(f.count);
-            obj.next_check = Instant::now() + cfg.refresh;
+            obj.next_check = Instant::now() + cfg.settings.refresh;
             obj.retry_at = Instant::now();
             if before != Some(f.count) {
                 info!(target = %cfg.target, from = ?before, to = f.count, cause = %f, "replicas set");

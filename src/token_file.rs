@@ -140,13 +140,12 @@ struct Current {
 
 impl TokenFile {
     fn new(source: Source, (header, refresh_at): Fresh) -> Self {
-        let reading = None;
         TokenFile {
             source,
             current: Current {
                 header,
                 refresh_at,
-                reading,
+                reading: None,
             }
             .into(),
             refused: AtomicBool::new(false),

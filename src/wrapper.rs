@@ -219,12 +219,8 @@ async fn delete_own_pod(cfg: &Config, ready: &Ready, code: i32) {
         info!(dry_run = true, reason = %reason, "dry run: would delete own pod");
         return;
     }
-    if let Err(e) = api
-        .event(EventType::Normal, uid, "Delete", "SelfDestruct", &reason)
-        .await
-    {
-        warn!(error = %Chain(&e), "could not post the Event (continuing)");
-    }
+    api.event(EventType::Normal, uid, "Delete", "SelfDestruct", &reason)
+        .await;
     for attempt in 1..=3u32 {
         let res = api.remove(Mode::Delete, uid, cfg.grace_period).await;
         match (outcome_of(&res), &res) {

@@ -199,14 +199,11 @@ impl Decider {
             warn!(outcome = "multiple-pdbs", "{why}; retrying rarely");
             if !self.told_multiple_pdbs {
                 let reason = crate::pdb::EVENT_REASON;
-                match self
+                let warning = EventType::Warning;
+                self.told_multiple_pdbs = self
                     .api
-                    .event(EventType::Warning, &own.uid, action, reason, &why)
-                    .await
-                {
-                    Ok(()) => self.told_multiple_pdbs = true,
-                    Err(e) => warn!(error = %Chain(&e), "could not post the Event (continuing)"),
-                }
+                    .event(warning, &own.uid, action, reason, &why)
+                    .await;
             }
             return Outcome::Denied;
         }
@@ -219,13 +216,9 @@ impl Decider {
                 );
                 // The Event records what happened: posted only once the API
                 // accepted the eviction or delete (a 429 posts nothing).
-                if let Err(e) = self
-                    .api
+                self.api
                     .event(EventType::Normal, &own.uid, action, "SelfDestruct", &reason)
-                    .await
-                {
-                    warn!(error = %Chain(&e), "could not post the Event (continuing)");
-                }
+                    .await;
             }
             (Outcome::Gone, Err(e)) => {
                 info!(outcome = "gone", error = %e, "own pod is already gone or replaced: nothing more to do")
