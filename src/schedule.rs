@@ -107,38 +107,30 @@ pub(crate) enum Target {
 }
 
 impl Target {
-    /// Its name.
-    pub(crate) fn name(&self) -> &str {
+    /// Its name, its API version and kind, and the path of its kind's objects.
+    fn parts(&self) -> (&str, &'static str, &'static str, &'static str) {
         match self {
-            Target::StatefulSet(n) | Target::CapacityBuffer(n) => n,
+            Target::StatefulSet(n) => (n, "apps/v1", "StatefulSet", "statefulsets"),
+            Target::CapacityBuffer(n) => (n, BUFFER_API, "CapacityBuffer", "capacitybuffers"),
         }
     }
 
-    /// The URL of what is read and patched, in `namespace`.
+    /// The URL of what is read and patched, in `namespace` (a StatefulSet's `scale`).
     pub(crate) fn url(&self, namespace: &str) -> String {
-        let ns = segment(namespace);
-        match self {
-            Target::StatefulSet(n) => format!(
-                "/apis/apps/v1/namespaces/{ns}/statefulsets/{}/scale",
-                segment(n)
-            ),
-            Target::CapacityBuffer(n) => format!(
-                "/apis/{BUFFER_API}/namespaces/{ns}/capacitybuffers/{}",
-                segment(n)
-            ),
-        }
+        let (name, api, _, plural) = self.parts();
+        let scale = matches!(self, Target::StatefulSet(_)).then_some("/scale");
+        let scale = scale.unwrap_or_default();
+        let (ns, name) = (segment(namespace), segment(name));
+        format!("/apis/{api}/namespaces/{ns}/{plural}/{name}{scale}")
     }
 
     /// The object the Events are about.
     fn reference(&self, namespace: &str, uid: Option<String>) -> ObjectReference {
-        let (api_version, kind) = match self {
-            Target::StatefulSet(_) => ("apps/v1", "StatefulSet"),
-            Target::CapacityBuffer(_) => (BUFFER_API, "CapacityBuffer"),
-        };
+        let (name, api_version, kind, _) = self.parts();
         ObjectReference {
             api_version: Some(api_version.into()),
             kind: Some(kind.into()),
-            name: Some(self.name().to_string()),
+            name: Some(name.to_string()),
             namespace: Some(namespace.to_string()),
             uid,
             ..ObjectReference::default()
@@ -148,10 +140,8 @@ impl Target {
 
 impl std::fmt::Display for Target {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Target::StatefulSet(n) => write!(f, "statefulset/{n}"),
-            Target::CapacityBuffer(n) => write!(f, "capacitybuffer/{n}"),
-        }
+        let (name, _, kind, _) = self.parts();
+        write!(f, "{}/{name}", kind.to_ascii_lowercase())
     }
 }
 
@@ -515,18 +505,18 @@ type HttpClient = hyper_util::client::legacy::Client<
 fn https_client() -> HttpClient {
     let provider = rustls::crypto::ring::default_provider();
     let builder = hyper_rustls::HttpsConnectorBuilder::new();
-    let tls = match builder.with_provider_and_native_roots(provider.clone()) {
-        Ok(b) => b,
-        Err(_) => hyper_rustls::HttpsConnectorBuilder::new()
-            .with_provider_and_webpki_roots(provider)
-            .unwrap_or_else(|_| {
-                hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(
-                    rustls::ClientConfig::builder()
-                        .with_root_certificates(rustls::RootCertStore::empty())
-                        .with_no_client_auth(),
-                )
-            }),
-    };
+    let tls = builder
+        .with_provider_and_native_roots(provider.clone())
+        .or_else(|_| {
+            hyper_rustls::HttpsConnectorBuilder::new().with_provider_and_webpki_roots(provider)
+        })
+        .unwrap_or_else(|_| {
+            hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(
+                rustls::ClientConfig::builder()
+                    .with_root_certificates(rustls::RootCertStore::empty())
+                    .with_no_client_auth(),
+            )
+        });
     let connector = tls.https_or_http().enable_http1().build();
     hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .build(connector)
@@ -739,13 +729,9 @@ async fn set_replicas(
 /// Posts a `Normal` Event `ScheduledScale` on the object (events.k8s.io/v1).
 async fn event(client: &Client, regarding: &ObjectReference, note: &str) -> Result<(), ApiError> {
     // events.k8s.io limits a note to 1 kB.
-    let mut note = note.to_string();
-    if note.len() > 1000 {
-        let mut cut = 1000;
-        while !note.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        note.truncate(cut);
+    let mut cut = note.len().min(1000);
+    while !note.is_char_boundary(cut) {
+        cut -= 1;
     }
     let recorder = Recorder::new(
         client.clone(),
@@ -757,7 +743,7 @@ async fn event(client: &Client, regarding: &ObjectReference, note: &str) -> Resu
     let event = Event {
         type_: EventType::Normal,
         reason: "ScheduledScale".into(),
-        note: Some(note),
+        note: Some(note[..cut].to_string()),
         action: "Scale".into(),
         secondary: None,
     };
