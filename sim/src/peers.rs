@@ -10,14 +10,14 @@
 //! - [`Peer::PodLifeTime`]: the descheduler's `PodLifeTime` plugin on a periodic run, evicting
 //!   placeholders older than a fixed age through the eviction API (the PDB applies).
 //!
-//! A peer is all here: its [`Peer`] variant, its arms in `Peer`'s methods (all the event loop
-//! and the report ask of a peer) and its rows in [`Peer::ROWS`]. The functions below are the
-//! peers' rules, free of the event loop, so they are tested alone ([`PeerConfig`] holds their
-//! scenario-level settings).
+//! [`Peer`], its rows ([`Peer::ROWS`]) and [`PeerConfig`] live in [`crate::scenario`] (which
+//! imports nothing of the simulator's); `Peer`'s methods here are all the event loop and the
+//! report ask of a peer: a new peer is a variant with its rows there, and its arms here. The
+//! functions below are the peers' rules, free of the event loop, so they are tested alone.
 
 use crate::cluster::{Node, Phase};
 use crate::metrics::MoveReason;
-use crate::scenario::{Ms, PeerConfig, Resources, Scenario, dur};
+use crate::scenario::{Ms, Peer, PeerConfig, Resources, Scenario, dur};
 
 /// What a peer's own loop ([`Peer::scan`]) does in one run.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -37,40 +37,7 @@ pub struct ScanInput<'a> {
     pub config: &'a PeerConfig,
 }
 
-/// Who manages the headroom in a row.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Peer {
-    /// Placeholder pods whose container is the selfdestruct agent (or the stock pause
-    /// container, with the static policy).
-    #[default]
-    Selfdestruct,
-    /// A CapacityBuffer: no pods, chunks simulated by the autoscaler.
-    Buffer,
-    /// Placeholders all deleted when a new node appears.
-    Rebalancer,
-    /// Placeholders that each request a whole node.
-    NodeBalloon,
-    /// Placeholders evicted by the descheduler's PodLifeTime once older than a fixed age.
-    PodLifeTime,
-}
-
 impl Peer {
-    /// The peers' rows of the comparison, in the table's order: name, peer, and whether new
-    /// nodes carry the readiness gate.
-    pub const ROWS: [(&'static str, Peer, bool); 5] = [
-        ("buffer", Peer::Buffer, false),
-        ("buffer+gate", Peer::Buffer, true),
-        ("rebalancer", Peer::Rebalancer, false),
-        ("node-balloon", Peer::NodeBalloon, false),
-        ("podlifetime", Peer::PodLifeTime, false),
-    ];
-
-    /// Whether the placeholders run the selfdestruct agent.
-    pub fn runs_agent(self) -> bool {
-        self == Peer::Selfdestruct
-    }
-
     /// What the peer does in `sc`, for the report's header (`None`: selfdestruct).
     pub fn describe(self, sc: &Scenario) -> Option<String> {
         let p = &sc.peers;

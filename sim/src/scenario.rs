@@ -8,7 +8,6 @@ use std::time::Duration;
 use selfdestruct_decision::Policy;
 use selfdestruct_decision::images::ImageRef;
 
-pub use crate::peers::Peer;
 use crate::random::{Random, Stream};
 
 /// Simulated milliseconds since the start of the run (the start of the warm-up).
@@ -134,6 +133,41 @@ pub struct AutoscalerConfig {
     /// `--unremovable-node-recheck-timeout` (5 min): a node the scale-down simulation found
     /// unremovable (a pod that cannot move) is not looked at again before this.
     pub unremovable_recheck: Ms,
+}
+
+/// Who manages the headroom in a row.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Peer {
+    /// Placeholder pods whose container is the selfdestruct agent (or the stock pause
+    /// container, with the static policy).
+    #[default]
+    Selfdestruct,
+    /// A CapacityBuffer: no pods, chunks simulated by the autoscaler.
+    Buffer,
+    /// Placeholders all deleted when a new node appears.
+    Rebalancer,
+    /// Placeholders that each request a whole node.
+    NodeBalloon,
+    /// Placeholders evicted by the descheduler's PodLifeTime once older than a fixed age.
+    PodLifeTime,
+}
+
+impl Peer {
+    /// The peers' rows of the comparison, in the table's order: name, peer, and whether new
+    /// nodes carry the readiness gate.
+    pub const ROWS: [(&'static str, Peer, bool); 5] = [
+        ("buffer", Peer::Buffer, false),
+        ("buffer+gate", Peer::Buffer, true),
+        ("rebalancer", Peer::Rebalancer, false),
+        ("node-balloon", Peer::NodeBalloon, false),
+        ("podlifetime", Peer::PodLifeTime, false),
+    ];
+
+    /// Whether the placeholders run the selfdestruct agent.
+    pub fn runs_agent(self) -> bool {
+        self == Peer::Selfdestruct
+    }
 }
 
 /// The peers' settings (scenario-level: the same for every row).
