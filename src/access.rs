@@ -243,11 +243,8 @@ pub(crate) async fn discover(
     }
     let home = env("HOME").map(|h| PathBuf::from(h).join(".kube").join("config"));
     if let Some(path) = home.filter(|p| p.is_file()) {
-        let paths = [path];
-        return from_files(&paths, false).await.map_err(|source| {
-            let [path] = paths;
-            AccessError::Home { path, source }
-        });
+        let access = from_files(std::slice::from_ref(&path), false).await;
+        return access.map_err(|source| AccessError::Home { path, source });
     }
     let host = env("KUBERNETES_SERVICE_HOST").and_then(|h| h.into_string().ok());
     let port = env("KUBERNETES_SERVICE_PORT").and_then(|p| p.into_string().ok());

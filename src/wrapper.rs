@@ -189,8 +189,7 @@ async fn agent_side(
             let _ = ready.decision_loop(cfg, &mut never).await;
         }
         Err(NotReady::NoApi(why)) => no_api(&why),
-        Err(NotReady::NoClient(why)) => no_api(&why),
-        Err(NotReady::BadKubeconfig(why)) => no_api(&why),
+        Err(NotReady::NoClient(why) | NotReady::BadKubeconfig(why)) => no_api(&why),
         Err(NotReady::Fatal | NotReady::NotOurs) => warn!(
             "cannot identify the own pod (see above): running the command as a plain init, \
              but cannot move the pod or delete it on exit"
