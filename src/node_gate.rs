@@ -21,7 +21,7 @@ use crate::logging::Chain;
 use crate::signals::{Signals, Stop, on_client_or_pause, pause};
 use selfdestruct_decision::backoff::Backoff;
 use selfdestruct_decision::selector::{Requirement, Selector};
-use selfdestruct_decision::settings::{ImageSettings, Setting, SettingError, duration, unset_or};
+use selfdestruct_decision::settings::{ImageSettings, Setting, SettingError, duration};
 use tokio::time::Instant;
 
 /// The default gate taint (the decision core's, which the simulator shares).
@@ -46,10 +46,10 @@ pub(crate) struct GateSettings {
     #[arg(long = "gate-poll", env = "SELFDESTRUCT_GATE_POLL", value_name = "DURATION",
           default_value = "10s", value_parser = Setting(poll_interval))]
     pub(crate) poll: Duration,
-    /// Label set to "true" on the own node once it holds the images [empty: none]
+    /// Label set to "true" on the own node once it holds the images [none: no label]
     #[arg(long = "gate-warm-label", env = "SELFDESTRUCT_GATE_WARM_LABEL", value_name = "KEY",
-          default_value = DEFAULT_WARM_LABEL, value_parser = Setting(unset_or(label_key)))]
-    pub(crate) warm_label: Option<String>,
+          default_value = DEFAULT_WARM_LABEL, value_parser = Setting(warm_label))]
+    pub(crate) warm_label: std::option::Option<String>,
     /// The images the node must report before the gate opens.
     #[command(flatten)]
     pub(crate) images: ImageSettings,
@@ -97,9 +97,16 @@ fn taint_key(value: &str) -> Result<String, String> {
         .ok_or_else(|| expected.to_string())
 }
 
-/// A label key (the same form as a taint key), e.g. `selfdestruct.io/images-warm`.
-fn label_key(value: &str) -> Result<String, String> {
-    taint_key(value).map_err(|_| "a label key such as selfdestruct.io/images-warm".to_string())
+/// A label key (the same form as a taint key), e.g. `selfdestruct.io/images-warm`; `none`
+/// (any case) or empty: no label. (An empty variable counts as unset, so the
+/// manifests say `none`.)
+fn warm_label(value: &str) -> Result<Option<String>, String> {
+    if value.is_empty() || value.eq_ignore_ascii_case("none") {
+        return Ok(None);
+    }
+    taint_key(value)
+        .map(Some)
+        .map_err(|_| "a label key such as selfdestruct.io/images-warm, or none".to_string())
 }
 
 /// What the gate sees on its node.

@@ -662,6 +662,27 @@ fn avoid_warm_nodes_keeps_placeholders_off_the_gates_warm_label() {
              "matchExpressions": [other]}
         ])
     );
+    // No label: the gate is told "none" (an empty variable would count as unset),
+    // and its policy allows no label.
+    let docs = render(
+        "hub",
+        "hub",
+        &["--set-json", r#"nodeGate={"enabled":true,"warmLabel":""}"#],
+    );
+    let gate = find(&docs, "DaemonSet", "hub-node-gate");
+    assert_eq!(
+        env(&gate["spec"]["template"]["spec"]["containers"][0])["SELFDESTRUCT_GATE_WARM_LABEL"],
+        "none"
+    );
+    let policy = find(&docs, "ValidatingAdmissionPolicy", "hub-node-gate.hub");
+    assert!(
+        policy["spec"]["variables"]
+            .as_array()
+            .expect("variables")
+            .iter()
+            .any(|v| v["name"] == "warmLabel" && v["expression"] == "''"),
+        "{policy}"
+    );
     // Without a label to avoid, or with a bad mode or weight, nothing renders.
     for bad in [
         &["--set-json", r#"avoidWarmNodes={"mode":"required"}"#, "--set", "nodeGate.warmLabel="][..],

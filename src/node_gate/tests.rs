@@ -37,8 +37,10 @@ fn settings_default_and_the_own_node_is_required() {
     assert_eq!(c.gate.timeout, Duration::from_secs(900));
     assert_eq!(c.gate.poll, Duration::from_secs(1), "at least 1s");
     assert_eq!(c.gate.warm_label.as_deref(), Some(DEFAULT_WARM_LABEL));
-    let c = gate(&["--node-name=n1", "--gate-warm-label="]).expect("valid");
-    assert_eq!(c.gate.warm_label, None, "empty: no label");
+    for off in ["--gate-warm-label=", "--gate-warm-label=none", "--gate-warm-label=None"] {
+        let c = gate(&["--node-name=n1", off]).expect("valid");
+        assert_eq!(c.gate.warm_label, None, "{off}: no label");
+    }
     let c = gate(&["--node-name=n1", "--gate-warm-label=example.org/warm"]).expect("valid");
     assert_eq!(c.gate.warm_label.as_deref(), Some("example.org/warm"));
     for bad in ["a b", "k=v", "!k", "x/y/z", "-a"] {
