@@ -417,7 +417,11 @@ async fn step(cfg: &GateConfig, client: &Client, p: &mut Progress) -> Step {
         .filter(|n| n.pointer("/metadata/name").and_then(Value::as_str) == Some(node));
     let left = answer.as_ref().map(|n| gate_taints_left(n, taint));
     let labelled = answer.as_ref().is_some_and(|n| {
-        label.is_none_or(|k| n.pointer("/metadata/labels").and_then(|l| l.get(k)).is_some())
+        label.is_none_or(|k| {
+            n.pointer("/metadata/labels")
+                .and_then(|l| l.get(k))
+                .is_some()
+        })
     });
     if left == Some(0) && labelled {
         let label = label.unwrap_or_default();

@@ -620,7 +620,10 @@ fn avoid_warm_nodes_keeps_placeholders_off_the_gates_warm_label() {
     let docs = render(
         "hub",
         "hub",
-        &["--set-json", r#"avoidWarmNodes={"mode":"preferred","weight":40}"#],
+        &[
+            "--set-json",
+            r#"avoidWarmNodes={"mode":"preferred","weight":40}"#,
+        ],
     );
     let a = affinity(&docs, "hub-placeholder");
     assert_eq!(
@@ -685,9 +688,17 @@ fn avoid_warm_nodes_keeps_placeholders_off_the_gates_warm_label() {
     );
     // Without a label to avoid, or with a bad mode or weight, nothing renders.
     for bad in [
-        &["--set-json", r#"avoidWarmNodes={"mode":"required"}"#, "--set", "nodeGate.warmLabel="][..],
+        &[
+            "--set-json",
+            r#"avoidWarmNodes={"mode":"required"}"#,
+            "--set",
+            "nodeGate.warmLabel=",
+        ][..],
         &["--set-json", r#"avoidWarmNodes={"mode":"always"}"#][..],
-        &["--set-json", r#"avoidWarmNodes={"mode":"preferred","weight":0}"#][..],
+        &[
+            "--set-json",
+            r#"avoidWarmNodes={"mode":"preferred","weight":0}"#,
+        ][..],
         &["--set-json", r#"nodeGate={"warmLabel":"a b"}"#][..],
     ] {
         let out = render_output("hub", "hub", bad);

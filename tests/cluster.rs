@@ -1076,8 +1076,17 @@ fn node_gate_lifts_only_its_own_nodes_taint_and_labels_it_warm_once_the_images_a
         assert!(t.contains(&"example.org/keep".to_string()), "{t:?}");
         assert!(t.contains(&POOL.to_string()), "{t:?}");
         // Labelled in the same patch, and only once the node listed the image.
-        assert_eq!(warm(&lifted).as_deref(), Some("true"), "{:?}", lifted.metadata.labels);
-        assert!(images(&lifted).iter().any(|i| i.ends_with(&image)), "{image}: {:?}", images(&lifted));
+        assert_eq!(
+            warm(&lifted).as_deref(),
+            Some("true"),
+            "{:?}",
+            lifted.metadata.labels
+        );
+        assert!(
+            images(&lifted).iter().any(|i| i.ends_with(&image)),
+            "{image}: {:?}",
+            images(&lifted)
+        );
         // The node without the taint: labelled alone, once it lists the image.
         let c = ok(until("gate-c labelled warm", STEP, || async {
             let n = nodes.get("gate-c").await.ok()?;
@@ -1085,8 +1094,15 @@ fn node_gate_lifts_only_its_own_nodes_taint_and_labels_it_warm_once_the_images_a
         })
         .await);
         assert_eq!(warm(&c).as_deref(), Some("true"));
-        assert!(images(&c).iter().any(|i| i.ends_with(&image)), "{image}: {:?}", images(&c));
-        assert_eq!(taints(&c), vec![POOL.to_string(), "example.org/keep".to_string()]);
+        assert!(
+            images(&c).iter().any(|i| i.ends_with(&image)),
+            "{image}: {:?}",
+            images(&c)
+        );
+        assert_eq!(
+            taints(&c),
+            vec![POOL.to_string(), "example.org/keep".to_string()]
+        );
         let b = nodes.get("gate-b").await.expect("gate-b");
         assert!(
             taints(&b).iter().any(|k| k.starts_with("startup-taint")),

@@ -1385,7 +1385,10 @@ fn every_invalid_node_gate_setting_exits_2_naming_the_variable() {
             "SELFDESTRUCT_REQUIRED_IMAGES",
         ),
         (
-            &[("NODE_NAME", "n1"), ("SELFDESTRUCT_GATE_WARM_LABEL", "a/b/c")],
+            &[
+                ("NODE_NAME", "n1"),
+                ("SELFDESTRUCT_GATE_WARM_LABEL", "a/b/c"),
+            ],
             "SELFDESTRUCT_GATE_WARM_LABEL",
         ),
     ];

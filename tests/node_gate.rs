@@ -511,7 +511,10 @@ async fn a_node_without_the_taint_is_labelled_warm_once_it_lists_the_images() {
         logs.text()
     );
     vtime::pass(Duration::from_secs(30)).await;
-    assert!(g.patches().is_empty(), "labelled while the image was missing");
+    assert!(
+        g.patches().is_empty(),
+        "labelled while the image was missing"
+    );
     assert_eq!(warm_label(&g, "n1"), None);
     g.fake.set_node_images("n1", the_image());
     assert!(
@@ -579,7 +582,11 @@ async fn the_warm_label_goes_in_the_patch_that_opens_the_gate() {
     assert_stops(gate, &logs).await;
     // Without a label setting: the taint alone.
     let g = Gate::in_process(&[user_node("n2", true)]);
-    let gate = g.run("n2", gate_subject(), &[("SELFDESTRUCT_GATE_WARM_LABEL", "none")]);
+    let gate = g.run(
+        "n2",
+        gate_subject(),
+        &[("SELFDESTRUCT_GATE_WARM_LABEL", "none")],
+    );
     g.wait_open("n2", Duration::from_secs(5), &logs).await;
     assert_eq!(warm_label(&g, "n2"), None);
     assert_stops(gate, &logs).await;

@@ -222,9 +222,13 @@ fn base_row(row: &str) -> &str {
 fn avoid_warm(row: &str) -> Option<Value> {
     let term = json!({"matchExpressions": [{"key": WARM_LABEL, "operator": "DoesNotExist"}]});
     if row.ends_with("+avoid-warm-required") {
-        Some(json!({"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}))
+        Some(
+            json!({"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}),
+        )
     } else if row.ends_with("+avoid-warm") {
-        Some(json!({"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "preference": term}]}))
+        Some(
+            json!({"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "preference": term}]}),
+        )
     } else {
         None
     }

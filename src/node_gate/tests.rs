@@ -37,7 +37,11 @@ fn settings_default_and_the_own_node_is_required() {
     assert_eq!(c.gate.timeout, Duration::from_secs(900));
     assert_eq!(c.gate.poll, Duration::from_secs(1), "at least 1s");
     assert_eq!(c.gate.warm_label.as_deref(), Some(DEFAULT_WARM_LABEL));
-    for off in ["--gate-warm-label=", "--gate-warm-label=none", "--gate-warm-label=None"] {
+    for off in [
+        "--gate-warm-label=",
+        "--gate-warm-label=none",
+        "--gate-warm-label=None",
+    ] {
         let c = gate(&["--node-name=n1", off]).expect("valid");
         assert_eq!(c.gate.warm_label, None, "{off}: no label");
     }
@@ -143,7 +147,11 @@ fn the_warm_label_goes_in_the_taint_patch_or_alone() {
     assert_eq!(after["spec"]["taints"].as_array().map(Vec::len), Some(1));
     // Without the taint: the label alone, unguarded (adding one key conflicts with nothing).
     let v = view(&after, &cfg(""));
-    assert_eq!(gate_patch(&v, label), None, "labelled and open: nothing to do");
+    assert_eq!(
+        gate_patch(&v, label),
+        None,
+        "labelled and open: nothing to do"
+    );
     let mut open = after.clone();
     open["metadata"]["labels"]
         .as_object_mut()
@@ -384,7 +392,9 @@ mod policy {
     use std::process::{Command, Stdio};
     use std::time::Duration;
 
-    use crate::node_gate::{DEFAULT_TAINT, DEFAULT_WARM_LABEL, GateConfig, GateSettings, gate_patch, view};
+    use crate::node_gate::{
+        DEFAULT_TAINT, DEFAULT_WARM_LABEL, GateConfig, GateSettings, gate_patch, view,
+    };
     use selfdestruct_decision::settings::ImageSettings;
     use serde_json::{Value, json};
 
@@ -591,10 +601,16 @@ json.dump(out, sys.stdout)
         ]));
         let open = node(json!([dedicated]));
         let mut bare = open.clone();
-        bare["metadata"].as_object_mut().expect("metadata").remove("labels");
+        bare["metadata"]
+            .as_object_mut()
+            .expect("metadata")
+            .remove("labels");
         for old in [&gated, &open, &bare] {
             let new = gate_patched_with(old, true);
-            assert_eq!(new["metadata"]["labels"][DEFAULT_WARM_LABEL], "true", "{new}");
+            assert_eq!(
+                new["metadata"]["labels"][DEFAULT_WARM_LABEL], "true",
+                "{new}"
+            );
             assert_eq!(
                 admitted(&[(old.clone(), new.clone(), "n1")]),
                 [true],
@@ -618,9 +634,17 @@ json.dump(out, sys.stdout)
             (open.clone(), with(&labelled, "example.org/x", "true"), "n1"),
             // The warm label removed, or changed.
             (labelled.clone(), open.clone(), "n1"),
-            (labelled.clone(), with(&open, DEFAULT_WARM_LABEL, "no"), "n1"),
+            (
+                labelled.clone(),
+                with(&open, DEFAULT_WARM_LABEL, "no"),
+                "n1",
+            ),
             // Another label changed while the taint goes.
-            (gated.clone(), with(&gate_patched(&gated), "kubernetes.io/hostname", "n9"), "n1"),
+            (
+                gated.clone(),
+                with(&gate_patched(&gated), "kubernetes.io/hostname", "n9"),
+                "n1",
+            ),
             // The label with a gate taint added.
             (
                 open.clone(),
@@ -632,11 +656,15 @@ json.dump(out, sys.stdout)
                 "n1",
             ),
             // The label with another taint removed.
-            (open.clone(), {
-                let mut n = labelled.clone();
-                n["spec"]["taints"] = json!([]);
-                n
-            }, "n1"),
+            (
+                open.clone(),
+                {
+                    let mut n = labelled.clone();
+                    n["spec"]["taints"] = json!([]);
+                    n
+                },
+                "n1",
+            ),
             // Nothing changed on a labelled node.
             (labelled.clone(), labelled.clone(), "n1"),
         ];
