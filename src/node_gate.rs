@@ -1,7 +1,9 @@
 //! `selfdestruct node-gate`: the main container of an image-puller DaemonSet. Once
 //! its init containers have pulled the user images, it removes a startup taint
-//! from its own node, so user pods land there only when their images are warm.
-//! Fail-open after a timeout; then it pauses like the pause container.
+//! from its own node, so user pods land there only when their images are warm, and
+//! labels the node as holding them (in the same patch), so placeholders can keep
+//! off warm room. Fail-open after a timeout (the taint goes, the label waits for
+//! the images); then it pauses like the pause container.
 
 use std::time::Duration;
 
@@ -25,6 +27,9 @@ use tokio::time::Instant;
 /// The default gate taint (the decision core's, which the simulator shares).
 pub(crate) const DEFAULT_TAINT: &str = selfdestruct_decision::model::IMAGES_PENDING_TAINT;
 
+/// The default label the gate sets on its node once the node holds the images.
+pub(crate) const DEFAULT_WARM_LABEL: &str = "selfdestruct.io/images-warm";
+
 /// Settings of `selfdestruct node-gate` (its own node comes from the shared
 /// [`IdentitySettings`]).
 #[derive(clap::Args, Debug, Clone, PartialEq)]
@@ -41,6 +46,10 @@ pub(crate) struct GateSettings {
     #[arg(long = "gate-poll", env = "SELFDESTRUCT_GATE_POLL", value_name = "DURATION",
           default_value = "10s", value_parser = Setting(poll_interval))]
     pub(crate) poll: Duration,
+    /// Label set to "true" on the own node once it holds the images [none: no label]
+    #[arg(long = "gate-warm-label", env = "SELFDESTRUCT_GATE_WARM_LABEL", value_name = "KEY",
+          default_value = DEFAULT_WARM_LABEL, value_parser = Setting(warm_label))]
+    pub(crate) warm_label: std::option::Option<String>,
     /// The images the node must report before the gate opens.
     #[command(flatten)]
     pub(crate) images: ImageSettings,
@@ -88,6 +97,18 @@ fn taint_key(value: &str) -> Result<String, String> {
         .ok_or_else(|| expected.to_string())
 }
 
+/// A label key (the same form as a taint key), e.g. `selfdestruct.io/images-warm`; `none`
+/// (any case) or empty: no label. (An empty variable counts as unset, so the
+/// manifests say `none`.)
+fn warm_label(value: &str) -> Result<Option<String>, String> {
+    if value.is_empty() || value.eq_ignore_ascii_case("none") {
+        return Ok(None);
+    }
+    taint_key(value)
+        .map(Some)
+        .map_err(|_| "a label key such as selfdestruct.io/images-warm, or none".to_string())
+}
+
 /// What the gate sees on its node.
 #[derive(Debug, PartialEq)]
 pub(crate) struct NodeView {
@@ -98,6 +119,16 @@ pub(crate) struct NodeView {
     pub(crate) gate_indices: Vec<usize>,
     /// Required images the node does not report yet.
     pub(crate) missing: Vec<String>,
+    /// `metadata.labels` as sent (null when absent).
+    pub(crate) labels: Value,
+}
+
+impl NodeView {
+    /// Whether the node carries label `key` (any value: one set by someone else is
+    /// left as it is).
+    pub(crate) fn has_label(&self, key: &str) -> bool {
+        self.labels.get(key).is_some()
+    }
 }
 
 /// Reads the relevant parts of a Node's JSON.
@@ -121,10 +152,15 @@ pub(crate) fn view(node: &Value, cfg: &GateConfig) -> NodeView {
         .filter(|want| !names.iter().any(|n| want.matches(n)))
         .map(ToString::to_string)
         .collect();
+    let labels = node
+        .pointer("/metadata/labels")
+        .cloned()
+        .unwrap_or(Value::Null);
     NodeView {
         taints,
         gate_indices,
         missing,
+        labels,
     }
 }
 
@@ -150,18 +186,35 @@ pub(crate) fn gate_taints_left(node: &Value, key: &str) -> usize {
 /// NoExecute may both be there) and nothing else, guarded by a `test` of the whole
 /// taint list as read: if the taints changed meanwhile (the autoscaler adds its own),
 /// the server refuses it and the gate reads again. Removals go from the last index
-/// to the first, so each index still names its taint. `None`: no gate taint.
-pub(crate) fn removal_patch(v: &NodeView) -> Option<Value> {
-    if v.gate_indices.is_empty() {
+/// to the first, so each index still names its taint. With `label` (the node holds
+/// the images and lacks it), the same patch adds that label with value "true"; a node
+/// read without labels gets its label map guarded by a `test` that it is still
+/// absent, so the `add` never replaces labels set meanwhile. `None`: nothing to do.
+pub(crate) fn gate_patch(v: &NodeView, label: Option<&str>) -> Option<Value> {
+    let label = label.filter(|k| !v.has_label(k));
+    if v.gate_indices.is_empty() && label.is_none() {
         return None;
     }
-    let mut ops = vec![json!({ "op": "test", "path": "/spec/taints", "value": v.taints })];
-    ops.extend(
-        v.gate_indices
-            .iter()
-            .rev()
-            .map(|i| json!({ "op": "remove", "path": format!("/spec/taints/{i}") })),
-    );
+    let mut ops = Vec::new();
+    if !v.gate_indices.is_empty() {
+        ops.push(json!({ "op": "test", "path": "/spec/taints", "value": v.taints }));
+        ops.extend(
+            v.gate_indices
+                .iter()
+                .rev()
+                .map(|i| json!({ "op": "remove", "path": format!("/spec/taints/{i}") })),
+        );
+    }
+    if let Some(key) = label {
+        if v.labels.is_object() {
+            // RFC 6901: "~" is "~0", "/" is "~1".
+            let escaped = key.replace('~', "~0").replace('/', "~1");
+            ops.push(json!({ "op": "add", "path": format!("/metadata/labels/{escaped}"), "value": "true" }));
+        } else {
+            ops.push(json!({ "op": "test", "path": "/metadata/labels", "value": null }));
+            ops.push(json!({ "op": "add", "path": "/metadata/labels", "value": { key: "true" } }));
+        }
+    }
     Some(Value::Array(ops))
 }
 
@@ -262,6 +315,9 @@ struct Progress {
     conflicts: u32,
     told_waiting: bool,
     told_fail_open: bool,
+    told_label_waits: bool,
+    /// The taint went at the fail-open; only the label is left.
+    opened: bool,
     /// A PATCH was accepted but its answer did not show the node free of the
     /// taint: the next read decides.
     unverified: bool,
@@ -277,6 +333,8 @@ async fn open_gate(cfg: &GateConfig, client: &Client) {
         conflicts: 0,
         told_waiting: false,
         told_fail_open: false,
+        told_label_waits: false,
+        opened: false,
         unverified: false,
     };
     loop {
@@ -290,7 +348,9 @@ async fn open_gate(cfg: &GateConfig, client: &Client) {
 }
 
 /// One look at the node: read it, wait for the images (until the fail-open
-/// deadline), then remove the gate taint with one guarded patch.
+/// deadline), then remove the gate taint and add the warm label with one guarded
+/// patch. Done once the node carries no gate taint and (if one is set) the label;
+/// after a fail-open the label waits for the images.
 async fn step(cfg: &GateConfig, client: &Client, p: &mut Progress) -> Step {
     let (node, taint) = (&cfg.node_name, &cfg.gate.taint_key);
     let fail_open = Instant::now() >= p.deadline;
@@ -298,17 +358,20 @@ async fn step(cfg: &GateConfig, client: &Client, p: &mut Progress) -> Step {
         Ok(n) => view(&n, cfg),
         Err(e) => return Step::Wait(gate_error(&e, Call::Get, cfg, &mut p.failures)),
     };
-    if v.gate_indices.is_empty() {
+    // The warm label, while the node lacks it.
+    let label = cfg.gate.warm_label.as_deref().filter(|k| !v.has_label(k));
+    if v.gate_indices.is_empty() && label.is_none() {
         if p.unverified {
             info!(%node, %taint, "gate opened: taint removed (checked by reading the node)");
-        } else {
+        } else if !p.opened {
             info!(%node, %taint, "node has no gate taint: nothing to remove");
         }
         return Step::Opened;
     }
+    let ready = v.missing.is_empty();
     let missing = v.missing.join(",");
     let timeout = selfdestruct_decision::duration::format(cfg.gate.timeout);
-    if !v.missing.is_empty() && !fail_open {
+    if !ready && !fail_open {
         if !p.told_waiting {
             info!(%node, %missing, %timeout, "waiting for images before opening the gate");
             p.told_waiting = true;
@@ -318,49 +381,75 @@ async fn step(cfg: &GateConfig, client: &Client, p: &mut Progress) -> Step {
         let left = p.deadline.saturating_duration_since(Instant::now());
         return Step::Wait(cfg.gate.poll.min(left).max(Duration::from_millis(10)));
     }
-    if v.missing.is_empty() && p.told_waiting && !p.told_fail_open {
+    if ready && p.told_waiting && !p.told_fail_open {
         info!(%node, "required images are on the node");
-    } else if !v.missing.is_empty() && !p.told_fail_open {
+    } else if !ready && v.gate_indices.is_empty() {
+        // Fail-open left only the label, which says the images are there: wait for them.
+        if !p.told_label_waits {
+            info!(%node, %missing, label = label.unwrap_or_default(), "images still missing: the node is labelled once they are listed");
+            p.told_label_waits = true;
+        }
+        p.failures = 0;
+        return Step::Wait(cfg.gate.poll);
+    } else if !ready && !p.told_fail_open {
         warn!(
             %node, %missing, %timeout,
             "images still missing after SELFDESTRUCT_GATE_TIMEOUT: opening the gate anyway (fail-open)"
         );
         p.told_fail_open = true;
     }
-    let Some(patch) = removal_patch(&v) else {
+    let label = label.filter(|_| ready);
+    let Some(patch) = gate_patch(&v, label) else {
         return Step::Opened;
     };
     let attempt = p.conflicts + 1;
     let answer = match patch_node(client, node, &patch).await {
         Ok(answer) => answer,
         Err(e) if is_conflict(&e) => {
-            info!(%node, error = %Chain(&e), attempt, "taints changed meanwhile; reading the node again");
+            info!(%node, error = %Chain(&e), attempt, "taints or labels changed meanwhile; reading the node again");
             return Step::Conflict;
         }
         Err(e) => return Step::Wait(gate_error(&e, Call::Patch, cfg, &mut p.failures)),
     };
-    // Open only once the answer shows no taint with the key.
-    let left = serde_json::from_slice::<Value>(&answer)
+    // Done only once the answer shows no taint with the key, and the label.
+    let answer = serde_json::from_slice::<Value>(&answer)
         .ok()
-        .filter(|n| n.pointer("/metadata/name").and_then(Value::as_str) == Some(node))
-        .map(|n| gate_taints_left(&n, taint));
-    if left == Some(0) {
-        let waited = Duration::from_secs(p.started.elapsed().as_secs());
-        info!(
-            %node, %taint, removed = v.gate_indices.len(),
-            waited = %selfdestruct_decision::duration::format(waited),
-            fail_open = !v.missing.is_empty(),
-            "gate opened: taint removed"
-        );
-        return Step::Opened;
+        .filter(|n| n.pointer("/metadata/name").and_then(Value::as_str) == Some(node));
+    let left = answer.as_ref().map(|n| gate_taints_left(n, taint));
+    let labelled = answer.as_ref().is_some_and(|n| {
+        label.is_none_or(|k| {
+            n.pointer("/metadata/labels")
+                .and_then(|l| l.get(k))
+                .is_some()
+        })
+    });
+    if left == Some(0) && labelled {
+        let label = label.unwrap_or_default();
+        if v.gate_indices.is_empty() {
+            info!(%node, %label, "node labelled: it holds the images");
+        } else {
+            let waited = Duration::from_secs(p.started.elapsed().as_secs());
+            info!(
+                %node, %taint, removed = v.gate_indices.len(), %label,
+                waited = %selfdestruct_decision::duration::format(waited),
+                fail_open = !ready,
+                "gate opened: taint removed"
+            );
+        }
+        if ready || cfg.gate.warm_label.is_none() {
+            return Step::Opened;
+        }
+        // Opened by the fail-open: the label waits for the images.
+        p.opened = true;
+        return Step::Wait(cfg.gate.poll);
     }
     let left = left.map_or_else(
         || "unknown (the answer is not the node)".into(),
         |n| n.to_string(),
     );
     warn!(
-        %node, %taint, %left, attempt,
-        "the patch was accepted but the node's answer does not show the gate taint gone; reading the node again"
+        %node, %taint, %left, labelled, attempt,
+        "the patch was accepted but the node's answer does not show the gate taint gone and the label set; reading the node again"
     );
     p.unverified = true;
     Step::Conflict

@@ -593,6 +593,119 @@ fn the_node_gate_policy_has_the_rules_of_the_manifest() {
     );
 }
 
+/// `avoidWarmNodes` gives the placeholders node affinity against the gate's warm
+/// label (preferred of its weight, or required, added to each required term of
+/// a set's own affinity); off by default; the gate gets the same label key, and
+/// so does its admission policy.
+#[test]
+fn avoid_warm_nodes_keeps_placeholders_off_the_gates_warm_label() {
+    let warm = "selfdestruct.io/images-warm";
+    let term = json!({"key": warm, "operator": "DoesNotExist"});
+    let affinity = |docs: &[Value], name: &str| {
+        find(docs, "StatefulSet", name)["spec"]["template"]["spec"]["affinity"].clone()
+    };
+    // Off by default: the pod anti-affinity alone.
+    let docs = render("hub", "hub", &["--set-json", "nodeGate.enabled=true"]);
+    let a = affinity(&docs, "hub-placeholder");
+    assert!(a["nodeAffinity"].is_null(), "{a}");
+    assert!(a["podAntiAffinity"].is_object(), "{a}");
+    let gate = find(&docs, "DaemonSet", "hub-node-gate");
+    assert_eq!(
+        env(&gate["spec"]["template"]["spec"]["containers"][0])["SELFDESTRUCT_GATE_WARM_LABEL"],
+        warm
+    );
+    let policy = find(&docs, "ValidatingAdmissionPolicy", "hub-node-gate.hub").to_string();
+    assert!(policy.contains(&format!("'{warm}'")), "{policy}");
+    // Preferred, of its weight, beside the pod anti-affinity.
+    let docs = render(
+        "hub",
+        "hub",
+        &[
+            "--set-json",
+            r#"avoidWarmNodes={"mode":"preferred","weight":40}"#,
+        ],
+    );
+    let a = affinity(&docs, "hub-placeholder");
+    assert_eq!(
+        a["nodeAffinity"],
+        json!({"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 40, "preference": {"matchExpressions": [term]}}]})
+    );
+    assert!(a["podAntiAffinity"].is_object(), "{a}");
+    // Required, added to every term of a set's own required affinity; a set may
+    // turn it off; another label key follows nodeGate.warmLabel.
+    let docs = render(
+        "hub",
+        "hub",
+        &[
+            "--set-json",
+            r#"avoidWarmNodes={"mode":"required"}"#,
+            "--set-json",
+            r#"nodeGate={"warmLabel":"example.org/warm"}"#,
+            "--set-json",
+            r#"placeholders=[{"name":"a"},{"name":"b","avoidWarmNodes":{"mode":""}},
+               {"name":"c","affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":
+                 {"nodeSelectorTerms":[{"matchExpressions":[{"key":"x","operator":"Exists"}]},
+                                       {"matchFields":[{"key":"metadata.name","operator":"In","values":["n"]}]}]}}}}]"#,
+        ],
+    );
+    let other = json!({"key": "example.org/warm", "operator": "DoesNotExist"});
+    assert_eq!(
+        affinity(&docs, "hub-a")["nodeAffinity"],
+        json!({"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [other]}]}})
+    );
+    assert!(affinity(&docs, "hub-b")["nodeAffinity"].is_null());
+    assert_eq!(
+        affinity(&docs, "hub-c")["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+            ["nodeSelectorTerms"],
+        json!([
+            {"matchExpressions": [{"key": "x", "operator": "Exists"}, other]},
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n"]}],
+             "matchExpressions": [other]}
+        ])
+    );
+    // No label: the gate is told "none" (an empty variable would count as unset),
+    // and its policy allows no label.
+    let docs = render(
+        "hub",
+        "hub",
+        &["--set-json", r#"nodeGate={"enabled":true,"warmLabel":""}"#],
+    );
+    let gate = find(&docs, "DaemonSet", "hub-node-gate");
+    assert_eq!(
+        env(&gate["spec"]["template"]["spec"]["containers"][0])["SELFDESTRUCT_GATE_WARM_LABEL"],
+        "none"
+    );
+    let policy = find(&docs, "ValidatingAdmissionPolicy", "hub-node-gate.hub");
+    assert!(
+        policy["spec"]["variables"]
+            .as_array()
+            .expect("variables")
+            .iter()
+            .any(|v| v["name"] == "warmLabel" && v["expression"] == "''"),
+        "{policy}"
+    );
+    // Without a label to avoid, or with a bad mode or weight, nothing renders.
+    for bad in [
+        &[
+            "--set-json",
+            r#"avoidWarmNodes={"mode":"required"}"#,
+            "--set",
+            "nodeGate.warmLabel=",
+        ][..],
+        &["--set-json", r#"avoidWarmNodes={"mode":"always"}"#][..],
+        &[
+            "--set-json",
+            r#"avoidWarmNodes={"mode":"preferred","weight":0}"#,
+        ][..],
+        &["--set-json", r#"nodeGate={"warmLabel":"a b"}"#][..],
+    ] {
+        let out = render_output("hub", "hub", bad);
+        assert!(!out.status.success(), "{bad:?} rendered");
+    }
+}
+
 /// values.schema.json (and the chart's own checks) refuse bad values before
 /// anything is rendered, each with a message that names the value and says
 /// what is wrong.
@@ -1022,11 +1135,12 @@ fn the_schema_names_exactly_the_agents_settings() {
         "values.schema.json's settings and the agent's SELFDESTRUCT_* variables differ"
     );
 
-    // The gate: its subcommand's own (but the taint, nodeGate.taint, and
-    // those left out above), and the log settings read in every mode.
+    // The gate: its subcommand's own (but the taint, nodeGate.taint, the warm
+    // label, nodeGate.warmLabel, and those left out above), and the log
+    // settings read in every mode.
     let mut gate: Vec<String> = agent_variables(Some("node-gate"))
         .into_iter()
-        .filter(|v| v != "SELFDESTRUCT_GATE_TAINT")
+        .filter(|v| v != "SELFDESTRUCT_GATE_TAINT" && v != "SELFDESTRUCT_GATE_WARM_LABEL")
         .filter(|v| NOT_IN_THE_CHART.iter().all(|(n, _)| n != v))
         .chain([
             "SELFDESTRUCT_LOG_FORMAT".into(),

@@ -974,28 +974,35 @@ fn jupyterhub_post_rendered_placeholders_move_to_a_new_node() {
 // ---------------------------------------------------------------------------------------
 // The node gate.
 
+/// The gate lifts its own node's startup taint and nothing else, and labels the node warm
+/// in the same patch once the node lists the user image; on a node without the taint (a
+/// cluster that runs the DaemonSet for the label alone) it sets the label alone.
 #[test]
-fn node_gate_lifts_only_its_own_nodes_taint_and_keeps_the_others() {
+fn node_gate_lifts_only_its_own_nodes_taint_and_labels_it_warm_once_the_images_are_there() {
     let ns = "node-gate";
     scenario(ns, |client| async move {
         let s = shared();
         let gate_taint = json!({"key": "startup-taint.cluster-autoscaler.kubernetes.io/images-pending", "effect": "NoSchedule"});
         let other =
             json!({"key": "example.org/keep", "value": "yes", "effect": "PreferNoSchedule"});
-        // gate-a: selected by the DaemonSet; gate-b: not (no gate runs there).
-        let mut a = pool_node(
+        let gated = |mut n: Node| {
+            n.metadata
+                .labels
+                .as_mut()
+                .unwrap()
+                .insert("realstack.selfdestruct.io/gated".into(), "yes".into());
+            n
+        };
+        // gate-a: selected by the DaemonSet; gate-b: not (no gate runs there); gate-c:
+        // selected, without the startup taint.
+        let a = pool_node(
             "gate-a",
             "gate",
             4,
             &[gate_taint.clone(), other.clone()],
             &[],
         );
-        a.metadata
-            .labels
-            .as_mut()
-            .unwrap()
-            .insert("realstack.selfdestruct.io/gated".into(), "yes".into());
-        create_node(&client, &a).await;
+        create_node(&client, &gated(a)).await;
         create_node(
             &client,
             &pool_node(
@@ -1007,15 +1014,29 @@ fn node_gate_lifts_only_its_own_nodes_taint_and_keeps_the_others() {
             ),
         )
         .await;
+        create_node(
+            &client,
+            &gated(pool_node("gate-c", "gate", 4, &[other.clone()], &[])),
+        )
+        .await;
         let mut docs = ok(s.cp.kustomize(&root().join("manifests/node-gate")));
+        let mut image = String::new();
         for d in &mut docs {
             if d["kind"] == "DaemonSet" {
                 let spec = &mut d["spec"]["template"]["spec"];
                 in_pool(spec, "gate");
                 spec["nodeSelector"]["realstack.selfdestruct.io/gated"] = json!("yes");
+                image = spec["initContainers"][0]["image"]
+                    .as_str()
+                    .expect("the pull container's image")
+                    .to_string();
+                // The gate waits until the node's status lists the image.
                 set_env(
                     &mut spec["containers"][0],
-                    &[("SELFDESTRUCT_GATE_POLL", "1s")],
+                    &[
+                        ("SELFDESTRUCT_GATE_POLL", "1s"),
+                        ("SELFDESTRUCT_REQUIRED_IMAGES", image.as_str()),
+                    ],
                 );
             }
         }
@@ -1030,25 +1051,68 @@ fn node_gate_lifts_only_its_own_nodes_taint_and_keeps_the_others() {
                 .map(|t| t.key.clone())
                 .collect()
         };
+        let warm = |n: &Node| {
+            n.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("selfdestruct.io/images-warm"))
+                .cloned()
+        };
+        let images = |n: &Node| -> Vec<String> {
+            n.status
+                .as_ref()
+                .and_then(|s| s.images.as_ref())
+                .into_iter()
+                .flatten()
+                .flat_map(|i| i.names.clone().unwrap_or_default())
+                .collect()
+        };
         let lifted = ok(until("gate-a's startup taint lifted", STEP, || async {
             let n = nodes.get("gate-a").await.ok()?;
-            let t = taints(&n);
-            (!t.iter().any(|k| k.starts_with("startup-taint"))).then_some(t)
+            (!taints(&n).iter().any(|k| k.starts_with("startup-taint"))).then_some(n)
         })
         .await);
-        assert!(
-            lifted.contains(&"example.org/keep".to_string()),
-            "{lifted:?}"
+        let t = taints(&lifted);
+        assert!(t.contains(&"example.org/keep".to_string()), "{t:?}");
+        assert!(t.contains(&POOL.to_string()), "{t:?}");
+        // Labelled in the same patch, and only once the node listed the image.
+        assert_eq!(
+            warm(&lifted).as_deref(),
+            Some("true"),
+            "{:?}",
+            lifted.metadata.labels
         );
-        assert!(lifted.contains(&POOL.to_string()), "{lifted:?}");
+        assert!(
+            images(&lifted).iter().any(|i| i.ends_with(&image)),
+            "{image}: {:?}",
+            images(&lifted)
+        );
+        // The node without the taint: labelled alone, once it lists the image.
+        let c = ok(until("gate-c labelled warm", STEP, || async {
+            let n = nodes.get("gate-c").await.ok()?;
+            warm(&n).is_some().then_some(n)
+        })
+        .await);
+        assert_eq!(warm(&c).as_deref(), Some("true"));
+        assert!(
+            images(&c).iter().any(|i| i.ends_with(&image)),
+            "{image}: {:?}",
+            images(&c)
+        );
+        assert_eq!(
+            taints(&c),
+            vec![POOL.to_string(), "example.org/keep".to_string()]
+        );
         let b = nodes.get("gate-b").await.expect("gate-b");
         assert!(
             taints(&b).iter().any(|k| k.starts_with("startup-taint")),
             "gate-b's taint was lifted without a gate there: {:?}",
             taints(&b)
         );
+        assert_eq!(warm(&b), None, "gate-b labelled without a gate there");
         let log = s.kubelet.namespace_logs(ns);
         assert!(log.contains("gate opened"), "{log}");
+        assert!(log.contains("node labelled"), "{log}");
     });
 }
 

@@ -1384,6 +1384,13 @@ fn every_invalid_node_gate_setting_exits_2_naming_the_variable() {
             ],
             "SELFDESTRUCT_REQUIRED_IMAGES",
         ),
+        (
+            &[
+                ("NODE_NAME", "n1"),
+                ("SELFDESTRUCT_GATE_WARM_LABEL", "a/b/c"),
+            ],
+            "SELFDESTRUCT_GATE_WARM_LABEL",
+        ),
     ];
     for (vars, name) in table {
         let (code, out) = run_to_exit(&["node-gate"], vars);

@@ -1,8 +1,9 @@
 //! `selfdestruct node-gate` against the fake API server. In-process on virtual
 //! time (`common::vtime`): it removes the startup taint from its own node only,
 //! keeps concurrent taint changes (JSON patch guarded by a `test`, retried),
-//! waits for the required images, fails open at the timeout, leaves a node
-//! without the taint alone, reports and retries denials. The real binary: it
+//! waits for the required images, fails open at the timeout, labels its node warm
+//! (with the taint's removal, or alone on a node without it, once the images are
+//! listed), leaves an open labelled node alone, reports and retries denials. The real binary: it
 //! exits 0 on SIGTERM, pauses without API access, and exits 2 without NODE_NAME.
 
 mod common;
@@ -263,7 +264,7 @@ async fn the_gate_is_open_only_once_the_node_shows_no_gate_taint() {
     );
     let log = logs.text();
     assert!(
-        log.contains("does not show the gate taint gone; reading the node again"),
+        log.contains("does not show the gate taint gone and the label set; reading the node again"),
         "{log}"
     );
     assert_eq!(log.matches("gate opened").count(), 1, "{log}");
@@ -325,7 +326,7 @@ async fn a_concurrent_taint_change_is_kept_and_the_patch_retried() {
     );
     assert!(
         logs.show(
-            "taints changed meanwhile; reading the node again",
+            "taints or labels changed meanwhile; reading the node again",
             Duration::from_secs(2)
         )
         .await
@@ -443,10 +444,29 @@ async fn fails_open_after_the_timeout_with_a_warning() {
     assert_stops(gate, &logs).await;
 }
 
+const WARM: &str = "selfdestruct.io/images-warm";
+
+fn warm_label(g: &Gate, node: &str) -> Option<String> {
+    g.fake
+        .get_node(node)
+        .and_then(|n| n.metadata.labels)
+        .and_then(|l| l.get(WARM).cloned())
+}
+
+fn the_image() -> Vec<ContainerImage> {
+    vec![ContainerImage {
+        names: Some(vec![IMAGE.to_string()]),
+        size_bytes: Some(6_000_000_000),
+    }]
+}
+
 #[tokio::test(start_paused = true)]
-async fn a_node_without_the_taint_is_left_alone() {
+async fn a_node_without_the_taint_already_labelled_is_left_alone() {
     let (logs, _guard) = Logs::capture();
-    let g = Gate::in_process(&[user_node("n1", false), user_node("n2", true)]);
+    let g = Gate::in_process(&[
+        user_node("n1", false).label(WARM, "true"),
+        user_node("n2", true),
+    ]);
     let gate = g.run(
         "n1",
         gate_subject(),
@@ -465,6 +485,110 @@ async fn a_node_without_the_taint_is_left_alone() {
     assert!(g.patches().is_empty());
     assert_eq!(g.node_requests("GET").len(), 1, "reads its node once");
     assert!(g.gated("n2"));
+    assert_eq!(warm_label(&g, "n2"), None);
+    assert_stops(gate, &logs).await;
+}
+
+/// On a node without the taint (a cluster that runs the DaemonSet for the label
+/// alone) the gate waits for the images, then adds the warm label alone, in one
+/// PATCH, and stops.
+#[tokio::test(start_paused = true)]
+async fn a_node_without_the_taint_is_labelled_warm_once_it_lists_the_images() {
+    let (logs, _guard) = Logs::capture();
+    let g = Gate::in_process(&[user_node("n1", false), user_node("n2", true)]);
+    let gate = g.run(
+        "n1",
+        gate_subject(),
+        &[("SELFDESTRUCT_REQUIRED_IMAGES", IMAGE)],
+    );
+    assert!(
+        logs.show(
+            "waiting for images before opening the gate",
+            Duration::from_secs(5)
+        )
+        .await,
+        "{}",
+        logs.text()
+    );
+    vtime::pass(Duration::from_secs(30)).await;
+    assert!(
+        g.patches().is_empty(),
+        "labelled while the image was missing"
+    );
+    assert_eq!(warm_label(&g, "n1"), None);
+    g.fake.set_node_images("n1", the_image());
+    assert!(
+        vtime::until(Duration::from_secs(2), || warm_label(&g, "n1").is_some()).await,
+        "{}",
+        logs.text()
+    );
+    assert_eq!(warm_label(&g, "n1").as_deref(), Some("true"));
+    let patches = g.patches();
+    assert_eq!(patches.len(), 1, "{patches:?}");
+    assert_eq!(
+        patches[0].body,
+        Some(serde_json::json!([{"op": "add",
+            "path": "/metadata/labels/selfdestruct.io~1images-warm", "value": "true"}]))
+    );
+    assert_eq!(g.taint_keys("n1"), vec![DEDICATED.to_string()]);
+    assert!(logs.show("node labelled", Duration::from_secs(1)).await);
+    vtime::pass(Duration::from_secs(600)).await;
+    assert_eq!(g.patches().len(), 1, "done: no more patches");
+    assert!(g.gated("n2"));
+    assert_stops(gate, &logs).await;
+}
+
+/// After a fail-open the taint is gone but the node is not labelled: the gate
+/// keeps reading it and labels it once the images are listed.
+#[tokio::test(start_paused = true)]
+async fn after_a_fail_open_the_label_waits_for_the_images() {
+    let (logs, _guard) = Logs::capture();
+    let g = Gate::in_process(&[user_node("n1", true)]);
+    let gate = g.run(
+        "n1",
+        gate_subject(),
+        &[
+            ("SELFDESTRUCT_REQUIRED_IMAGES", IMAGE),
+            ("SELFDESTRUCT_GATE_TIMEOUT", "3s"),
+        ],
+    );
+    g.wait_open("n1", Duration::from_secs(6), &logs).await;
+    assert_eq!(warm_label(&g, "n1"), None, "labelled without the images");
+    vtime::pass(Duration::from_secs(30)).await;
+    assert_eq!(g.patches().len(), 1);
+    g.fake.set_node_images("n1", the_image());
+    assert!(
+        vtime::until(Duration::from_secs(2), || warm_label(&g, "n1").is_some()).await,
+        "{}",
+        logs.text()
+    );
+    assert_eq!(g.patches().len(), 2);
+    assert_stops(gate, &logs).await;
+}
+
+/// With the taint and the images, the label goes in the patch that removes the taint.
+#[tokio::test(start_paused = true)]
+async fn the_warm_label_goes_in_the_patch_that_opens_the_gate() {
+    let (logs, _guard) = Logs::capture();
+    let g = Gate::in_process(&[user_node("n1", true).images(the_image())]);
+    let gate = g.run(
+        "n1",
+        gate_subject(),
+        &[("SELFDESTRUCT_REQUIRED_IMAGES", IMAGE)],
+    );
+    g.wait_open("n1", Duration::from_secs(5), &logs).await;
+    assert_eq!(g.patches().len(), 1);
+    assert_eq!(warm_label(&g, "n1").as_deref(), Some("true"));
+    assert_stops(gate, &logs).await;
+    // Without a label setting: the taint alone.
+    let g = Gate::in_process(&[user_node("n2", true)]);
+    let gate = g.run(
+        "n2",
+        gate_subject(),
+        &[("SELFDESTRUCT_GATE_WARM_LABEL", "none")],
+    );
+    g.wait_open("n2", Duration::from_secs(5), &logs).await;
+    assert_eq!(warm_label(&g, "n2"), None);
     assert_stops(gate, &logs).await;
 }
 

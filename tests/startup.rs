@@ -160,6 +160,7 @@ const BAD: &[(&str, &[(&str, &str)])] = &[
     ("SELFDESTRUCT_GATE_TAINT", &[("a b", "taint key"), ("k=v", "taint key")]),
     ("SELFDESTRUCT_GATE_TIMEOUT", &[("x", "duration such as")]),
     ("SELFDESTRUCT_GATE_POLL", &[("1", "duration such as")]),
+    ("SELFDESTRUCT_GATE_WARM_LABEL", &[("a b", "label key"), ("k=v", "label key")]),
     ("SELFDESTRUCT_SCHEDULE_TARGET", &[("deployment/x", "statefulset/NAME"), ("sts/Bad_Name", "DNS-1123")]),
     ("SELFDESTRUCT_SCHEDULE_BASELINE", &[("Monday = 3", "is no day"), ("Mon 18:00-08:00 = 3", "must end after it starts")]),
     ("SELFDESTRUCT_SCHEDULE_CALENDAR", &[("ftp://x/y.ics", "webcal://")]),

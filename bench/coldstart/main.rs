@@ -12,6 +12,9 @@
 //! container pulls the user image: zero-to-jupyterhub's continuous image puller); only the
 //! gate rows' nodes register with the startup taint, so only there it opens anything. Delays
 //! are given in the trace's (simulated) time; the real stack runs them divided by `--factor`.
+//! A placeholder row may carry `+avoid-warm` or `+avoid-warm-required`: its placeholders get
+//! the chart's `avoidWarmNodes` (preferred, weight 100, or required) node affinity against the
+//! gate's warm label (docs/peers.md, "Keeping placeholders off warm room").
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -37,6 +40,8 @@ const GROUP: &str = "realstack.selfdestruct.io/group";
 /// Every bench node carries it: the node-gate DaemonSet selects it.
 const BENCH_NODE: &str = "realstack.selfdestruct.io/bench";
 const GATE_TAINT: &str = "startup-taint.cluster-autoscaler.kubernetes.io/images-pending";
+/// The label `selfdestruct node-gate` sets on a node once it holds the user image.
+const WARM_LABEL: &str = "selfdestruct.io/images-warm";
 const ROWS: [&str; 6] = [
     "static",
     "new-node",
@@ -48,7 +53,8 @@ const ROWS: [&str; 6] = [
 
 #[derive(Parser, Debug)]
 struct Args {
-    /// Rows: static, new-node, gate, gate+new-node, buffer, buffer+gate.
+    /// Rows: static, new-node, gate, gate+new-node, buffer, buffer+gate; a placeholder row
+    /// with `+avoid-warm` (or `+avoid-warm-required`) keeps its placeholders off warm nodes.
     #[arg(long, value_delimiter = ',', default_value = "static,new-node")]
     rows: Vec<String>,
     /// Users' schedulers, each a set of groups beside the others: most-allocated
@@ -186,7 +192,8 @@ fn groups(rows: &[String], placements: &[String]) -> Vec<Group> {
         };
         for row in rows {
             assert!(
-                ROWS.contains(&row.as_str()),
+                ROWS.contains(&base_row(row))
+                    && (avoid_warm(row).is_none() || !row.starts_with("buffer")),
                 "--rows {row}: one of {}",
                 ROWS.join(", ")
             );
@@ -203,6 +210,28 @@ fn groups(rows: &[String], placements: &[String]) -> Vec<Group> {
 
 fn gated(row: &str) -> bool {
     row.contains("gate")
+}
+
+/// A row without its `+avoid-warm` suffix (the simulator's row).
+fn base_row(row: &str) -> &str {
+    row.split("+avoid-warm").next().unwrap_or(row)
+}
+
+/// The node affinity of the chart's `avoidWarmNodes` for a `+avoid-warm` row
+/// (`charts/selfdestruct/templates/statefulset.yaml` renders the same terms).
+fn avoid_warm(row: &str) -> Option<Value> {
+    let term = json!({"matchExpressions": [{"key": WARM_LABEL, "operator": "DoesNotExist"}]});
+    if row.ends_with("+avoid-warm-required") {
+        Some(
+            json!({"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}),
+        )
+    } else if row.ends_with("+avoid-warm") {
+        Some(
+            json!({"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "preference": term}]}),
+        )
+    } else {
+        None
+    }
 }
 
 /// A CapacityBuffer of `replicas` chunks of one user's room in namespace `ns` (its pod
@@ -652,14 +681,20 @@ async fn run_real(
         if g.row.starts_with("buffer") {
             ok(cp.apply(&buffer_set(&g.slug, args.replicas)));
         } else {
-            ok(cp.apply(&ok(placeholder_set(
+            let mut docs = ok(placeholder_set(
                 &cp,
                 root(),
                 &g.slug,
                 &g.slug,
                 args.replicas,
                 &agent_env(&g.row, f),
-            ))));
+            ));
+            for d in docs.iter_mut().filter(|d| d["kind"] == "StatefulSet") {
+                if let Some(a) = avoid_warm(&g.row) {
+                    d["spec"]["template"]["spec"]["affinity"]["nodeAffinity"] = a;
+                }
+            }
+            ok(cp.apply(&docs));
         }
     }
     for g in groups.iter().filter(|g| !g.row.starts_with("buffer")) {
@@ -993,7 +1028,15 @@ fn run_sim(args: &Args, placement: &str, window_s: f64) -> Vec<Value> {
         "--user-placement".into(),
         placement.to_string(),
         "--only".into(),
-        args.rows.join(","),
+        {
+            let mut rows: Vec<&str> = Vec::new();
+            for r in args.rows.iter().map(|r| base_row(r)) {
+                if !rows.contains(&r) {
+                    rows.push(r);
+                }
+            }
+            rows.join(",")
+        },
         "--json".into(),
     ]);
     if args.plot.is_some() && placement == args.placement[0] {

@@ -36,6 +36,25 @@ fn settings_default_and_the_own_node_is_required() {
     assert_eq!(c.gate.taint_key, DEFAULT_TAINT);
     assert_eq!(c.gate.timeout, Duration::from_secs(900));
     assert_eq!(c.gate.poll, Duration::from_secs(1), "at least 1s");
+    assert_eq!(c.gate.warm_label.as_deref(), Some(DEFAULT_WARM_LABEL));
+    for off in [
+        "--gate-warm-label=",
+        "--gate-warm-label=none",
+        "--gate-warm-label=None",
+    ] {
+        let c = gate(&["--node-name=n1", off]).expect("valid");
+        assert_eq!(c.gate.warm_label, None, "{off}: no label");
+    }
+    let c = gate(&["--node-name=n1", "--gate-warm-label=example.org/warm"]).expect("valid");
+    assert_eq!(c.gate.warm_label.as_deref(), Some("example.org/warm"));
+    for bad in ["a b", "k=v", "!k", "x/y/z", "-a"] {
+        let e = gate(&["--node-name=n1", &format!("--gate-warm-label={bad}")])
+            .expect_err("not a label key");
+        assert!(
+            e.contains("SELFDESTRUCT_GATE_WARM_LABEL") && e.contains("label key"),
+            "{bad}: {e}"
+        );
+    }
     // Missing is reported as invalid, naming the variable and the Downward API field.
     for missing in [&[][..], &["--node-name= "]] {
         let e = gate(missing).expect_err("no node name");
@@ -53,6 +72,7 @@ fn cfg(images: &str) -> GateConfig {
             },
             timeout: Duration::from_secs(900),
             poll: Duration::from_secs(10),
+            warm_label: Some(DEFAULT_WARM_LABEL.into()),
         },
     }
 }
@@ -69,10 +89,104 @@ fn patch_removes_only_the_gate_taint_and_tests_the_rest() {
     let v = view(&node, &cfg("jupyter/scipy-notebook:1"));
     assert_eq!(v.gate_indices, vec![1]);
     assert!(v.missing.is_empty());
-    let patch = removal_patch(&v).expect("has the taint");
+    let patch = gate_patch(&v, None).expect("has the taint");
     assert_eq!(patch[0]["op"], "test");
     assert_eq!(patch[0]["value"], node["spec"]["taints"]);
     assert_eq!(patch[1], json!({"op": "remove", "path": "/spec/taints/1"}));
+}
+
+/// Applies a JSON patch of the gate's operations (`test`, `remove`, `add`) to
+/// `node`, as the API server would; panics where a `test` fails.
+fn apply_patch(node: &Value, patch: &Value) -> Value {
+    let mut out = node.clone();
+    for op in patch.as_array().expect("a JSON patch") {
+        let path = op["path"].as_str().expect("path");
+        let pointer = |out: &Value| out.pointer(path).cloned().unwrap_or(Value::Null);
+        match op["op"].as_str() {
+            Some("test") => assert_eq!(pointer(&out), op["value"], "test of {path} fails"),
+            Some("remove") => {
+                let (parent, i) = path.rsplit_once('/').expect("a parent");
+                let i: usize = i.parse().expect("an index");
+                out.pointer_mut(parent)
+                    .and_then(Value::as_array_mut)
+                    .expect("a list")
+                    .remove(i);
+            }
+            Some("add") => {
+                let (parent, key) = path.rsplit_once('/').expect("a parent");
+                let key = key.replace("~1", "/").replace("~0", "~");
+                out.pointer_mut(parent)
+                    .and_then(Value::as_object_mut)
+                    .expect("an object")
+                    .insert(key, op["value"].clone());
+            }
+            other => panic!("unexpected op {other:?}"),
+        }
+    }
+    out
+}
+
+#[test]
+fn the_warm_label_goes_in_the_taint_patch_or_alone() {
+    let gated = json!({
+        "metadata": {"name": "n1", "labels": {"kubernetes.io/hostname": "n1"}},
+        "spec": {"taints": [
+            {"key": "hub.jupyter.org/dedicated", "value": "user", "effect": "NoSchedule"},
+            {"key": DEFAULT_TAINT, "value": "true", "effect": "NoSchedule"}
+        ]},
+    });
+    let label = Some(DEFAULT_WARM_LABEL);
+    // With the taint removal, in one patch.
+    let v = view(&gated, &cfg(""));
+    let after = apply_patch(&gated, &gate_patch(&v, label).expect("work"));
+    assert_eq!(gate_taints_left(&after, DEFAULT_TAINT), 0);
+    assert_eq!(
+        after["metadata"]["labels"],
+        json!({"kubernetes.io/hostname": "n1", "selfdestruct.io/images-warm": "true"})
+    );
+    assert_eq!(after["spec"]["taints"].as_array().map(Vec::len), Some(1));
+    // Without the taint: the label alone, unguarded (adding one key conflicts with nothing).
+    let v = view(&after, &cfg(""));
+    assert_eq!(
+        gate_patch(&v, label),
+        None,
+        "labelled and open: nothing to do"
+    );
+    let mut open = after.clone();
+    open["metadata"]["labels"]
+        .as_object_mut()
+        .expect("labels")
+        .remove(DEFAULT_WARM_LABEL);
+    let patch = gate_patch(&view(&open, &cfg("")), label).expect("the label");
+    assert_eq!(
+        patch,
+        json!([{"op": "add", "path": "/metadata/labels/selfdestruct.io~1images-warm", "value": "true"}])
+    );
+    assert_eq!(apply_patch(&open, &patch), after);
+    // A label set by someone else, whatever its value, is left alone.
+    let mut theirs = open.clone();
+    theirs["metadata"]["labels"][DEFAULT_WARM_LABEL] = json!("false");
+    assert_eq!(gate_patch(&view(&theirs, &cfg("")), label), None);
+    // No label map at all: added whole, guarded by a test that it is still absent.
+    let mut bare = open.clone();
+    bare["metadata"]
+        .as_object_mut()
+        .expect("metadata")
+        .remove("labels");
+    let patch = gate_patch(&view(&bare, &cfg("")), label).expect("the label");
+    assert_eq!(
+        patch[0],
+        json!({"op": "test", "path": "/metadata/labels", "value": null})
+    );
+    assert_eq!(
+        apply_patch(&bare, &patch)["metadata"]["labels"],
+        json!({"selfdestruct.io/images-warm": "true"})
+    );
+    // "~" and "/" escaped (RFC 6901).
+    let patch = gate_patch(&view(&open, &cfg("")), Some("a.io/b~c")).expect("the label");
+    assert_eq!(patch[0]["path"], "/metadata/labels/a.io~1b~0c");
+    // No label asked for, no taint: nothing.
+    assert_eq!(gate_patch(&view(&open, &cfg("")), None), None);
 }
 
 /// Applies `remove` operations of a JSON patch after checking its `test`.
@@ -105,7 +219,7 @@ fn every_taint_with_the_key_goes_in_one_guarded_patch() {
     let node = json!({"spec": {"taints": taints}});
     let v = view(&node, &cfg(""));
     assert_eq!(v.gate_indices, vec![0, 2, 4]);
-    let patch = removal_patch(&v).expect("has the taint");
+    let patch = gate_patch(&v, None).expect("has the taint");
     assert_eq!(patch.as_array().map(Vec::len), Some(4), "{patch}");
     // Last index first, so each one still names the taint read there.
     let paths: Vec<&str> = patch
@@ -145,7 +259,7 @@ fn no_taint_no_patch_and_missing_images_are_named() {
     let node = json!({"spec": {}, "status": {}});
     let v = view(&node, &cfg("quay.io/x/y:2"));
     assert!(v.gate_indices.is_empty());
-    assert_eq!(removal_patch(&v), None);
+    assert_eq!(gate_patch(&v, None), None);
     assert_eq!(v.missing, vec!["quay.io/x/y:2".to_string()]);
 }
 
@@ -194,6 +308,7 @@ mod fuzz {
                 },
                 timeout: Duration::from_secs(60),
                 poll: Duration::from_secs(1),
+                warm_label: None,
             },
         }
     }
@@ -220,7 +335,7 @@ mod fuzz {
             anything in json_value(),
             key in prop_oneof![Just(crate::node_gate::DEFAULT_TAINT.to_string()), Just("a".to_string()), any::<String>()],
         ) {
-            use crate::node_gate::{gate_taints_left, removal_patch, view};
+            use crate::node_gate::{gate_patch, gate_taints_left, view};
             let cfg = gate_config(&key);
             let mut mutated = gated_node();
             mutate(&mut mutated, pick, with);
@@ -232,7 +347,7 @@ mod fuzz {
                     prop_assert_eq!(taints[*i].get("key").and_then(Value::as_str), Some(key.as_str()));
                 }
                 prop_assert!(v.missing.len() <= cfg.gate.images.required_images.len());
-                match removal_patch(&v) {
+                match gate_patch(&v, None) {
                     None => prop_assert!(v.gate_indices.is_empty()),
                     Some(patch) => {
                         let ops = patch.as_array().cloned().unwrap_or_default();
@@ -265,7 +380,7 @@ mod fuzz {
 
 /// The node gate's ValidatingAdmissionPolicy (`manifests/node-gate/admission-policy.yaml`)
 /// evaluated with a CEL interpreter (cel-python) on what the gate really sends:
-/// the node before, and after the gate's own JSON patch (`removal_patch`). The
+/// the node before, and after the gate's own JSON patch (`gate_patch`). The
 /// policy must let it remove every taint with the gate key in one patch, and
 /// refuse anything else a stolen token might try.
 ///
@@ -277,7 +392,9 @@ mod policy {
     use std::process::{Command, Stdio};
     use std::time::Duration;
 
-    use crate::node_gate::{DEFAULT_TAINT, GateConfig, GateSettings, removal_patch, view};
+    use crate::node_gate::{
+        DEFAULT_TAINT, DEFAULT_WARM_LABEL, GateConfig, GateSettings, gate_patch, view,
+    };
     use selfdestruct_decision::settings::ImageSettings;
     use serde_json::{Value, json};
 
@@ -379,8 +496,9 @@ json.dump(out, sys.stdout)
         })
     }
 
-    /// The node after the gate's own patch (its `test` holds: nothing changed).
-    fn gate_patched(old: &Value) -> Value {
+    /// The node after the gate's own patch (its `test`s hold: nothing changed),
+    /// with the warm label added when `label`.
+    fn gate_patched_with(old: &Value, label: bool) -> Value {
         let cfg = GateConfig {
             node_name: "n1".into(),
             gate: GateSettings {
@@ -390,21 +508,16 @@ json.dump(out, sys.stdout)
                 },
                 timeout: Duration::from_secs(60),
                 poll: Duration::from_secs(1),
+                warm_label: Some(DEFAULT_WARM_LABEL.into()),
             },
         };
-        let patch = removal_patch(&view(old, &cfg)).expect("the node has the gate taint");
-        let mut new = old.clone();
-        let taints = new["spec"]["taints"].as_array_mut().expect("taints");
-        for op in patch.as_array().expect("ops").iter().skip(1) {
-            assert_eq!(op["op"], "remove");
-            let i: usize = op["path"]
-                .as_str()
-                .and_then(|p| p.strip_prefix("/spec/taints/"))
-                .and_then(|i| i.parse().ok())
-                .expect("index");
-            taints.remove(i);
-        }
-        new
+        let label = label.then_some(DEFAULT_WARM_LABEL);
+        let patch = gate_patch(&view(old, &cfg), label).expect("the gate has something to do");
+        super::apply_patch(old, &patch)
+    }
+
+    fn gate_patched(old: &Value) -> Value {
+        gate_patched_with(old, false)
     }
 
     #[test]
@@ -472,6 +585,89 @@ json.dump(out, sys.stdout)
         // And a label changed along with the removal.
         let mut relabelled = gate_patched(&twice);
         relabelled["metadata"]["labels"]["x"] = json!("y");
-        assert_eq!(admitted(&[(twice, relabelled, "n1")]), [false]);
+        assert_eq!(admitted(&[(twice.clone(), relabelled, "n1")]), [false]);
+    }
+
+    /// The warm label: added with the taint removal, or alone on a node without
+    /// the taint (a cluster that runs the DaemonSet for the label only); nothing
+    /// else may change with it.
+    #[test]
+    fn the_policy_admits_the_warm_label_and_no_other_label_change() {
+        let dedicated =
+            json!({"key": "hub.jupyter.org/dedicated", "value": "user", "effect": "NoSchedule"});
+        let gated = node(json!([
+            dedicated,
+            {"key": DEFAULT_TAINT, "value": "true", "effect": "NoSchedule"}
+        ]));
+        let open = node(json!([dedicated]));
+        let mut bare = open.clone();
+        bare["metadata"]
+            .as_object_mut()
+            .expect("metadata")
+            .remove("labels");
+        for old in [&gated, &open, &bare] {
+            let new = gate_patched_with(old, true);
+            assert_eq!(
+                new["metadata"]["labels"][DEFAULT_WARM_LABEL], "true",
+                "{new}"
+            );
+            assert_eq!(
+                admitted(&[(old.clone(), new.clone(), "n1")]),
+                [true],
+                "{old} -> {new}"
+            );
+        }
+        let with = |old: &Value, key: &str, value: &str| {
+            let mut n = old.clone();
+            n["metadata"]["labels"][key] = json!(value);
+            n
+        };
+        let labelled = with(&open, DEFAULT_WARM_LABEL, "true");
+        let cases = [
+            // The warm label on another node than the token's.
+            (open.clone(), labelled.clone(), "n2"),
+            // Another value.
+            (open.clone(), with(&open, DEFAULT_WARM_LABEL, "false"), "n1"),
+            // Another label.
+            (open.clone(), with(&open, "example.org/x", "true"), "n1"),
+            // The warm label and another one.
+            (open.clone(), with(&labelled, "example.org/x", "true"), "n1"),
+            // The warm label removed, or changed.
+            (labelled.clone(), open.clone(), "n1"),
+            (
+                labelled.clone(),
+                with(&open, DEFAULT_WARM_LABEL, "no"),
+                "n1",
+            ),
+            // Another label changed while the taint goes.
+            (
+                gated.clone(),
+                with(&gate_patched(&gated), "kubernetes.io/hostname", "n9"),
+                "n1",
+            ),
+            // The label with a gate taint added.
+            (
+                open.clone(),
+                with(
+                    &node(json!([dedicated, {"key": DEFAULT_TAINT, "effect": "NoSchedule"}])),
+                    DEFAULT_WARM_LABEL,
+                    "true",
+                ),
+                "n1",
+            ),
+            // The label with another taint removed.
+            (
+                open.clone(),
+                {
+                    let mut n = labelled.clone();
+                    n["spec"]["taints"] = json!([]);
+                    n
+                },
+                "n1",
+            ),
+            // Nothing changed on a labelled node.
+            (labelled.clone(), labelled.clone(), "n1"),
+        ];
+        assert_eq!(admitted(&cases), [false; 10]);
     }
 }
