@@ -131,7 +131,7 @@ enum Event {
 /// What the agents watch, rebuilt after every change.
 struct View {
     nodes: Rc<Vec<NodeSummary>>,
-    siblings: Vec<Sibling>,
+    siblings: Rc<Vec<Sibling>>,
     /// The siblings' nodes, looked up once for every agent.
     placed: SiblingNodes,
     /// Changes with `nodes` only (not with the siblings): agents observe the nodes
@@ -158,9 +158,16 @@ struct Engine<'a> {
     sched_dirty: bool,
     view_dirty: bool,
     view: Option<Rc<View>>,
-    /// The last node view and its version ([`View::version`]).
-    last_nodes: Option<(Rc<Vec<NodeSummary>>, u64)>,
+    /// The node view of the last view, its version ([`View::version`]), and what it was
+    /// built from: per existing node, its index, phase, image and gate.
+    nodes_view: Option<Rc<Vec<NodeSummary>>>,
     nodes_version: u64,
+    node_keys: Vec<(usize, Phase, bool, bool)>,
+    /// The siblings of the last view, and what they were built from: the replicas scaled
+    /// away, and per placeholder its incarnation and state.
+    siblings: Rc<Vec<Sibling>>,
+    siblings_absent: Vec<bool>,
+    sibling_keys: Vec<Option<(u32, PodState)>>,
     last_scale_up: Option<Ms>,
     last_recount: Ms,
     log: Log,
@@ -240,8 +247,13 @@ impl<'a> Engine<'a> {
             sched_dirty: true,
             view_dirty: true,
             view: None,
-            last_nodes: None,
+            nodes_view: None,
             nodes_version: 0,
+            node_keys: Vec::new(),
+            siblings: Rc::new(Vec::new()),
+            // Unlike any `absent`: the first view builds the siblings.
+            siblings_absent: vec![true; pods + 1],
+            sibling_keys: Vec::new(),
             last_scale_up: None,
             last_recount: 0,
             log: Log::default(),
@@ -708,29 +720,69 @@ impl<'a> Engine<'a> {
         if let Some(v) = &self.view {
             return Rc::clone(v);
         }
-        let nodes: Vec<NodeSummary> = self
-            .nodes
-            .iter()
-            .filter(|n| n.exists())
-            .map(|n| n.summary(system_time))
-            .collect();
-        // The node view changes far less often than the siblings do.
-        let (nodes, version) = match &self.last_nodes {
-            Some((same, version)) if **same == nodes => (Rc::clone(same), *version),
-            _ => {
-                self.nodes_version += 1;
-                (Rc::new(nodes), self.nodes_version)
-            }
-        };
-        self.last_nodes = Some((Rc::clone(&nodes), version));
+        // The node view changes far less often than the siblings do: it is rebuilt only
+        // when an existing node's phase, image or gate changed, or the set changed.
+        let mut keys = self.node_keys.iter();
+        let same = self.nodes_view.is_some()
+            && self
+                .nodes
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| n.exists())
+                .all(|(i, n)| keys.next() == Some(&(i, n.phase, n.image, n.gated)))
+            && keys.next().is_none();
+        if !same {
+            let nodes: Vec<NodeSummary> = self
+                .nodes
+                .iter()
+                .filter(|n| n.exists())
+                .map(|n| n.summary(system_time))
+                .collect();
+            self.node_keys = self
+                .nodes
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| n.exists())
+                .map(|(i, n)| (i, n.phase, n.image, n.gated))
+                .collect();
+            self.nodes_version += 1;
+            self.nodes_view = Some(Rc::new(nodes));
+        }
+        let nodes = Rc::clone(self.nodes_view.as_ref().expect("built above"));
+        let version = self.nodes_version;
+        // The siblings: only the entries of placeholders whose pod changed are rebuilt (in
+        // place, once the last view is dropped), unless the replicas changed.
         let names: Vec<&str> = self.nodes.iter().map(|n| n.name.as_str()).collect();
-        let siblings: Vec<Sibling> = self
-            .placeholders
-            .iter()
-            .zip(&self.absent)
-            .filter(|(_, gone)| !**gone)
-            .map(|(p, _)| p.sibling(|i| names[i].to_string()))
-            .collect();
+        if self.siblings_absent != self.absent {
+            self.siblings_absent.clone_from(&self.absent);
+            self.sibling_keys = vec![None; self.placeholders.len()];
+            self.siblings = Rc::new(
+                self.placeholders
+                    .iter()
+                    .zip(&self.absent)
+                    .filter(|(_, gone)| !**gone)
+                    .map(|(p, _)| p.sibling(|i| names[i].to_string()))
+                    .collect(),
+            );
+            for (p, ph) in self.placeholders.iter().enumerate() {
+                self.sibling_keys[p] = Some((ph.incarnation, ph.state));
+            }
+        } else {
+            let list = Rc::make_mut(&mut self.siblings);
+            let mut j = 0;
+            for (p, ph) in self.placeholders.iter().enumerate() {
+                if self.absent[p] {
+                    continue;
+                }
+                let key = Some((ph.incarnation, ph.state));
+                if self.sibling_keys[p] != key {
+                    list[j] = ph.sibling(|i| names[i].to_string());
+                    self.sibling_keys[p] = key;
+                }
+                j += 1;
+            }
+        }
+        let siblings = Rc::clone(&self.siblings);
         let placed = SiblingNodes::new(&nodes, &siblings);
         let v = Rc::new(View {
             nodes,
@@ -1177,6 +1229,16 @@ mod tests {
                 .map(|n| n.summary(system_time))
                 .collect();
             assert_eq!(*view.nodes, rebuilt, "t={t}");
+            let names: Vec<&str> = e.nodes.iter().map(|n| n.name.as_str()).collect();
+            let siblings: Vec<Sibling> = e
+                .placeholders
+                .iter()
+                .zip(&e.absent)
+                .filter(|(_, gone)| !**gone)
+                .map(|(p, _)| p.sibling(|i| names[i].to_string()))
+                .collect();
+            assert_eq!(*view.siblings, siblings, "t={t}");
+
             match seen.iter().find(|(v, _)| *v == view.version) {
                 Some((_, nodes)) => assert_eq!(*nodes, rebuilt, "version {}", view.version),
                 None => seen.push((view.version, rebuilt)),
@@ -1189,6 +1251,23 @@ mod tests {
                     let mut again = a.memory.clone();
                     again.observe_nodes(system_time(t), &a.own, Some(&view.nodes));
                     assert_eq!(again, a.memory, "t={t} {}", p.name);
+                    // The view's sibling lookup is that of this view's siblings.
+                    let snapshot = selfdestruct_decision::Snapshot {
+                        now: system_time(t),
+                        own: &a.own,
+                        nodes: Some(&view.nodes),
+                        siblings: Some(&view.siblings),
+                        siblings_loading: false,
+                        policy: &row.policy,
+                        memory: &a.memory,
+                        draw: 0.5,
+                    };
+                    assert_eq!(
+                        selfdestruct_decision::decide_placed(&snapshot, &view.placed),
+                        selfdestruct_decision::decide(&snapshot),
+                        "t={t} {}",
+                        p.name
+                    );
                     decided += 1;
                 }
             }
