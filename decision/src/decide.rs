@@ -667,7 +667,10 @@ impl SiblingNodes {
                     .or_insert(c);
             }
         }
-        let mut names: Vec<&str> = siblings.iter().filter_map(|s| s.node_name.as_deref()).collect();
+        let mut names: Vec<&str> = siblings
+            .iter()
+            .filter_map(|s| s.node_name.as_deref())
+            .collect();
         names.sort_unstable();
         names.dedup();
         let node = siblings
@@ -681,8 +684,9 @@ impl SiblingNodes {
             .collect();
         // Sorted by key only: the order among equal keys does not matter (a set).
         let sorted = |key: fn(&Sibling) -> &str| {
-            let mut keyed: Vec<(&str, u32)> =
-                (siblings.iter().zip(0u32..)).map(|(s, i)| (key(s), i)).collect();
+            let mut keyed: Vec<(&str, u32)> = (siblings.iter().zip(0u32..))
+                .map(|(s, i)| (key(s), i))
+                .collect();
             keyed.sort_unstable();
             keyed.into_iter().map(|(_, i)| i).collect()
         };
@@ -734,15 +738,15 @@ impl SiblingNodes {
         let mut witnesses = Vec::with_capacity(siblings.len());
         witnesses.extend(
             siblings
-            .iter()
-            .zip(self.created.iter().zip(&self.node))
-            .enumerate()
-            .filter(|(i, (s, (c, n)))| {
-                s.created.is_some()
-                    && (c.is_some_and(|c| c < scheduled) || own_node.is_some_and(|o| o == **n))
-                    && !own_positions.contains(&(*i as u32))
-            })
-            .map(|(_, (s, _))| s),
+                .iter()
+                .zip(self.created.iter().zip(&self.node))
+                .enumerate()
+                .filter(|(i, (s, (c, n)))| {
+                    s.created.is_some()
+                        && (c.is_some_and(|c| c < scheduled) || own_node.is_some_and(|o| o == **n))
+                        && !own_positions.contains(&(*i as u32))
+                })
+                .map(|(_, (s, _))| s),
         );
         witnesses
     }

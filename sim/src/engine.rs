@@ -1272,7 +1272,10 @@ mod tests {
                 }
             }
         }
-        assert!(versions > 10 && steps > 10 * versions, "{versions} node views in {steps} steps");
+        assert!(
+            versions > 10 && steps > 10 * versions,
+            "{versions} node views in {steps} steps"
+        );
         assert!(decided > 1000, "{decided}");
     }
 
