@@ -630,7 +630,8 @@ pub fn evaluate<'a>(s: &Snapshot<'a>) -> Evaluation<'a> {
 /// [`decide`], with the siblings' nodes looked up once for every agent deciding on the
 /// same view (the simulator steps every agent on each change of the view): the same
 /// decision as [`decide`]. `placed` must be [`SiblingNodes::new`] of the snapshot's
-/// nodes and siblings; for any other slices it is ignored.
+/// nodes and siblings as they are now: it recognises them by address and length (other
+/// slices: it is ignored), so a view changed in place needs a new one.
 pub fn decide_placed(s: &Snapshot, placed: &SiblingNodes) -> Decision {
     evaluate_placed(s, Some(placed)).decision
 }
@@ -712,8 +713,8 @@ impl SiblingNodes {
             && self.siblings == (siblings.as_ptr() as usize, siblings.len())
     }
 
-    /// The siblings that can show a new node full ([`Snapshot::witnesses`]), for a pod
-    /// named `own`, scheduled at `scheduled`, on `own_node`.
+    /// The siblings that can show a new node full ([`Snapshot::witnesses`]) for the own
+    /// pod `own`, scheduled at `scheduled`.
     fn witnesses<'a>(
         &self,
         siblings: &'a [Sibling],
