@@ -5,7 +5,7 @@
 //! and both apply the result with [`Memory::apply`] and [`Memory::record`].
 
 use std::cell::OnceCell;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
@@ -187,16 +187,25 @@ impl Memory {
     /// before deciding (an update of the view wakes the agent, so `now` is when the
     /// change was seen); without a view (`None`) nothing is kept.
     pub fn observe_nodes(&mut self, now: SystemTime, own: &OwnPod, nodes: Option<&[NodeSummary]>) {
-        let mut usable: Vec<&str> = nodes
-            .unwrap_or_default()
-            .iter()
-            .filter(|n| own.would_land_on(n))
-            .map(|n| n.name.as_str())
-            .collect();
+        let nodes = nodes.unwrap_or_default();
+        let mut usable: Vec<&str> = Vec::with_capacity(nodes.len());
+        usable.extend(
+            nodes
+                .iter()
+                .filter(|n| own.would_land_on(n))
+                .map(|n| n.name.as_str()),
+        );
         // Sorted (a listed view mostly is already), so that the record, visited in
         // the same order, is pruned in one merging pass.
         usable.sort_unstable();
         usable.dedup();
+        // Mostly nothing changed since the last view: the record already holds exactly
+        // the usable names (both sorted), and nothing is pruned or added.
+        if self.usable_since.len() == usable.len()
+            && self.usable_since.keys().zip(&usable).all(|(k, u)| k == u)
+        {
+            return;
+        }
         let mut next = usable.iter().peekable();
         self.usable_since.retain(|name, _| {
             while next.next_if(|u| **u < name.as_str()).is_some() {}
@@ -391,7 +400,7 @@ impl<'a> Snapshot<'a> {
 
     /// Whether `node` is a reason to move now; on success, how long it has been Ready.
     pub fn node_verdict(&self, node: &NodeSummary) -> Result<Duration, Reject> {
-        self.verdict(node, &OnceCell::new())
+        self.verdict(node, &OnceCell::new(), None)
     }
 
     /// The siblings that can show a new node full ([`Reject::Full`]): not the own pod,
@@ -399,28 +408,28 @@ impl<'a> Snapshot<'a> {
     /// "new": created before it was scheduled; the own node counts as old (the own pod
     /// was scheduled onto it). A sibling on another new node, or on a node not in the
     /// view (deleted, or outside the node selector), says nothing about a node. One
-    /// pass over the nodes, looking up only the names siblings are on. `None`: the
+    /// pass over the nodes, one lookup among the old ones per sibling. `None`: the
     /// rule does not apply (no sibling or node view, or no schedule time).
-    fn witnesses(&self) -> Option<Vec<&'a Sibling>> {
+    fn witnesses(&self, placed: Option<&SiblingNodes>) -> Option<Vec<&'a Sibling>> {
         let (siblings, nodes) = (self.siblings?, self.nodes?);
         let scheduled = self.own.scheduled_at?;
-        let placed: Vec<(&'a Sibling, &'a str)> = siblings
+        let own_node = self.own.node_name.as_deref();
+        if let Some(placed) = placed.filter(|p| p.fits(nodes, siblings)) {
+            return Some(placed.witnesses(siblings, self.own, scheduled));
+        }
+        // The old nodes, sorted for lookups: a handful of names, one lookup per sibling.
+        let mut old: Vec<&str> = nodes
             .iter()
-            .filter(|s| !self.is_self(&s.name, &s.uid) && s.created.is_some())
-            .filter_map(|s| Some((s, s.node_name.as_deref()?)))
-            .collect();
-        let on: BTreeSet<&str> = placed.iter().map(|(_, n)| *n).collect();
-        let mut old: BTreeSet<&str> = nodes
-            .iter()
-            .filter(|o| o.created.is_some_and(|c| c < scheduled) && on.contains(o.name.as_str()))
+            .filter(|o| o.created.is_some_and(|c| c < scheduled))
             .map(|o| o.name.as_str())
             .collect();
-        old.extend(self.own.node_name.as_deref());
+        old.sort_unstable();
+        let is_old = |n: &str| own_node == Some(n) || old.binary_search(&n).is_ok();
         Some(
-            placed
-                .into_iter()
-                .filter(|(_, n)| old.contains(n))
-                .map(|(s, _)| s)
+            siblings
+                .iter()
+                .filter(|s| s.created.is_some() && !self.is_self(&s.name, &s.uid))
+                .filter(|s| s.node_name.as_deref().is_some_and(is_old))
                 .collect(),
         )
     }
@@ -431,6 +440,7 @@ impl<'a> Snapshot<'a> {
         &self,
         node: &NodeSummary,
         witnesses: &OnceCell<Option<Vec<&'a Sibling>>>,
+        placed: Option<&SiblingNodes>,
     ) -> Result<Duration, Reject> {
         let own = self.own;
         if own.node_name.as_deref() == Some(node.name.as_str()) {
@@ -483,7 +493,7 @@ impl<'a> Snapshot<'a> {
                 Reject::ImagesMissing(missing)
             });
         }
-        if let Some(witnesses) = witnesses.get_or_init(|| self.witnesses()) {
+        if let Some(witnesses) = witnesses.get_or_init(|| self.witnesses(placed)) {
             // The node could take a pod from when it became Ready and, as far as this
             // agent saw, schedulable (a startup taint or a cordon lifted later moves no
             // Kubernetes time). A caller that keeps no record counts from Ready.
@@ -508,7 +518,10 @@ impl<'a> Snapshot<'a> {
     /// The best node to move towards (Ready longest, then by name), the earliest
     /// time a settling node will count, and the nodes found full: one verdict per
     /// node.
-    fn node_trigger(&self) -> (Option<Trigger>, Option<SystemTime>, Vec<FullNode<'a>>) {
+    fn node_trigger(
+        &self,
+        placed: Option<&SiblingNodes>,
+    ) -> (Option<Trigger>, Option<SystemTime>, Vec<FullNode<'a>>) {
         let mut full = Vec::new();
         if !self.policy.move_to_new_nodes {
             return (None, None, full);
@@ -520,7 +533,7 @@ impl<'a> Snapshot<'a> {
         let (mut best, mut next): (Option<(Duration, &NodeSummary)>, Option<SystemTime>) =
             (None, None);
         for node in nodes {
-            match self.verdict(node, &witnesses) {
+            match self.verdict(node, &witnesses, placed) {
                 Ok(ready_for) => {
                     let better = best.is_none_or(|(d, b)| {
                         ready_for > d || (ready_for == d && node.name < b.name)
@@ -575,7 +588,7 @@ impl<'a> Snapshot<'a> {
             .siblings
             .into_iter()
             .flatten()
-            .find(|s| !self.is_self(&s.name, &s.uid) && (s.pending || s.terminating))
+            .find(|s| (s.pending || s.terminating) && !self.is_self(&s.name, &s.uid))
         {
             return Some((Hold::SiblingBusy(busy.name.clone()), None));
         }
@@ -611,6 +624,136 @@ pub fn decide(s: &Snapshot) -> Decision {
 /// [`decide`], with the nodes found full on the way: one verdict per node per
 /// evaluation, for the decision and for the agent's report alike.
 pub fn evaluate<'a>(s: &Snapshot<'a>) -> Evaluation<'a> {
+    evaluate_placed(s, None)
+}
+
+/// [`decide`], with the siblings' nodes looked up once for every agent deciding on the
+/// same view (the simulator steps every agent on each change of the view): the same
+/// decision as [`decide`]. `placed` must be [`SiblingNodes::new`] of the snapshot's
+/// nodes and siblings as they are now: it recognises them by address and length (other
+/// slices: it is ignored), so a view changed in place needs a new one.
+pub fn decide_placed(s: &Snapshot, placed: &SiblingNodes) -> Decision {
+    evaluate_placed(s, Some(placed)).decision
+}
+
+/// Where each sibling of a view is placed, as the full rule reads it, and the siblings
+/// by name and uid: built once per view and shared by every snapshot of that view
+/// ([`decide_placed`]), so that each evaluation compares numbers, not names.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SiblingNodes {
+    /// The slices it was built from (address and length), to recognise them.
+    nodes: (usize, usize),
+    siblings: (usize, usize),
+    /// Per sibling: the earliest creation time of the view's nodes of its node's name
+    /// (`None`: no such node, or no time).
+    created: Vec<Option<SystemTime>>,
+    /// Per sibling: its node's name as an index into `names` (`u32::MAX`: no node).
+    node: Vec<u32>,
+    /// The names of the siblings' nodes, sorted, once each.
+    names: Vec<String>,
+    /// The siblings' positions sorted by name, and by uid.
+    by_name: Vec<u32>,
+    by_uid: Vec<u32>,
+}
+
+impl SiblingNodes {
+    /// Looks up the node of each sibling in `nodes`.
+    pub fn new(nodes: &[NodeSummary], siblings: &[Sibling]) -> Self {
+        let mut by_created: BTreeMap<&str, SystemTime> = BTreeMap::new();
+        for n in nodes {
+            if let Some(c) = n.created {
+                by_created
+                    .entry(n.name.as_str())
+                    .and_modify(|t| *t = (*t).min(c))
+                    .or_insert(c);
+            }
+        }
+        let mut names: Vec<&str> = siblings
+            .iter()
+            .filter_map(|s| s.node_name.as_deref())
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        let node = siblings
+            .iter()
+            .map(|s| {
+                s.node_name
+                    .as_deref()
+                    .and_then(|n| names.binary_search(&n).ok())
+                    .map_or(u32::MAX, |i| i as u32)
+            })
+            .collect();
+        // Sorted by key only: the order among equal keys does not matter (a set).
+        let sorted = |key: fn(&Sibling) -> &str| {
+            let mut keyed: Vec<(&str, u32)> = (siblings.iter().zip(0u32..))
+                .map(|(s, i)| (key(s), i))
+                .collect();
+            keyed.sort_unstable();
+            keyed.into_iter().map(|(_, i)| i).collect()
+        };
+        let by_name = sorted(|s| &s.name);
+        let by_uid = sorted(|s| &s.uid);
+        SiblingNodes {
+            nodes: (nodes.as_ptr() as usize, nodes.len()),
+            siblings: (siblings.as_ptr() as usize, siblings.len()),
+            created: siblings
+                .iter()
+                .map(|s| by_created.get(s.node_name.as_deref()?).copied())
+                .collect(),
+            node,
+            names: names.into_iter().map(str::to_string).collect(),
+            by_name,
+            by_uid,
+        }
+    }
+
+    /// Whether it was built from these very slices.
+    fn fits(&self, nodes: &[NodeSummary], siblings: &[Sibling]) -> bool {
+        self.nodes == (nodes.as_ptr() as usize, nodes.len())
+            && self.siblings == (siblings.as_ptr() as usize, siblings.len())
+    }
+
+    /// The siblings that can show a new node full ([`Snapshot::witnesses`]) for the own
+    /// pod `own`, scheduled at `scheduled`.
+    fn witnesses<'a>(
+        &self,
+        siblings: &'a [Sibling],
+        own: &OwnPod,
+        scheduled: SystemTime,
+    ) -> Vec<&'a Sibling> {
+        let own_node = own
+            .node_name
+            .as_deref()
+            .and_then(|n| self.names.binary_search_by(|m| m.as_str().cmp(n)).ok())
+            .map(|i| i as u32);
+        // The own pod's positions: by name, and by uid when it has one.
+        let matching = |sorted: &[u32], key: &str, of: fn(&Sibling) -> &str| {
+            let start = sorted.partition_point(|i| of(&siblings[*i as usize]) < key);
+            let end = sorted.partition_point(|i| of(&siblings[*i as usize]) <= key);
+            sorted[start..end].to_vec()
+        };
+        let mut own_positions = matching(&self.by_name, &own.name, |s| &s.name);
+        if !own.uid.is_empty() {
+            own_positions.extend(matching(&self.by_uid, &own.uid, |s| &s.uid));
+        }
+        let mut witnesses = Vec::with_capacity(siblings.len());
+        witnesses.extend(
+            siblings
+                .iter()
+                .zip(self.created.iter().zip(&self.node))
+                .enumerate()
+                .filter(|(i, (s, (c, n)))| {
+                    s.created.is_some()
+                        && (c.is_some_and(|c| c < scheduled) || own_node.is_some_and(|o| o == **n))
+                        && !own_positions.contains(&(*i as u32))
+                })
+                .map(|(_, (s, _))| s),
+        );
+        witnesses
+    }
+}
+
+fn evaluate_placed<'a>(s: &Snapshot<'a>, placed: Option<&SiblingNodes>) -> Evaluation<'a> {
     if s.memory.finished || s.own.terminating {
         return Evaluation {
             decision: Decision::Wait {
@@ -624,7 +767,7 @@ pub fn evaluate<'a>(s: &Snapshot<'a>) -> Evaluation<'a> {
         (Some(l), Some(start)) if !l.is_zero() => Some((later(start, l), l)),
         _ => None,
     };
-    let (node_trigger, next_settled, full) = s.node_trigger();
+    let (node_trigger, next_settled, full) = s.node_trigger(placed);
     let decided = |decision| Evaluation { decision, full };
     let lifetime_trigger = deadline
         .filter(|(at, _)| *at <= s.now)

@@ -23,7 +23,8 @@ use selfdestruct_decision::builder::{HOUR, OWN, OWN_UID, World, at};
 use selfdestruct_decision::images::ImageRef;
 use selfdestruct_decision::model::{NodeSummary, OwnPod, Readiness, Sibling, Taint, Toleration};
 use selfdestruct_decision::{
-    Armed, Decision, Hold, Memory, Outcome, Policy, Reject, Snapshot, Trigger, decide, evaluate,
+    Armed, Decision, Hold, Memory, Outcome, Policy, Reject, SiblingNodes, Snapshot, Trigger,
+    decide, decide_placed, evaluate,
 };
 
 /// Times within about six hours of T0: enough to cross every boundary
@@ -510,6 +511,16 @@ fn the_indexed_full_rule_agrees_with_a_scan_of_every_node() {
                 }
                 let evaluation = evaluate(&snap);
                 prop_assert_eq!(&evaluation.decision, &decide(&snap));
+                // The siblings' nodes looked up once for the view: the same decision.
+                let (nodes, siblings) = (w.nodes.as_deref(), w.siblings.as_deref());
+                let placed =
+                    SiblingNodes::new(nodes.unwrap_or_default(), siblings.unwrap_or_default());
+                prop_assert_eq!(
+                    &decide_placed(&snap, &placed),
+                    &evaluation.decision,
+                    "{:#?}",
+                    w
+                );
                 let looked = w.policy.move_to_new_nodes && !w.memory.finished && !w.own.terminating;
                 let reported: Vec<(&str, String)> = evaluation
                     .full

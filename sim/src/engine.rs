@@ -8,7 +8,7 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::rc::Rc;
 
 use selfdestruct_decision::model::{NodeSummary, Sibling};
-use selfdestruct_decision::{Decision, Outcome, Trigger};
+use selfdestruct_decision::{Decision, Outcome, SiblingNodes, Trigger};
 
 use crate::autoscaler;
 use crate::cluster::{self, Node, Phase, User};
@@ -130,8 +130,13 @@ enum Event {
 
 /// What the agents watch, rebuilt after every change.
 struct View {
-    nodes: Vec<NodeSummary>,
-    siblings: Vec<Sibling>,
+    nodes: Rc<Vec<NodeSummary>>,
+    siblings: Rc<Vec<Sibling>>,
+    /// The siblings' nodes, looked up once for every agent.
+    placed: SiblingNodes,
+    /// Changes with `nodes` only (not with the siblings): agents observe the nodes
+    /// again only on a new version.
+    version: u64,
 }
 
 struct Engine<'a> {
@@ -153,6 +158,16 @@ struct Engine<'a> {
     sched_dirty: bool,
     view_dirty: bool,
     view: Option<Rc<View>>,
+    /// The node view of the last view, its version ([`View::version`]), and what it was
+    /// built from: per existing node, its index, phase, image and gate.
+    nodes_view: Option<Rc<Vec<NodeSummary>>>,
+    nodes_version: u64,
+    node_keys: Vec<(usize, Phase, bool, bool)>,
+    /// The siblings of the last view, and what they were built from: the replicas scaled
+    /// away, and per placeholder its incarnation and state.
+    siblings: Rc<Vec<Sibling>>,
+    siblings_absent: Vec<bool>,
+    sibling_keys: Vec<Option<(u32, PodState)>>,
     last_scale_up: Option<Ms>,
     last_recount: Ms,
     log: Log,
@@ -232,6 +247,13 @@ impl<'a> Engine<'a> {
             sched_dirty: true,
             view_dirty: true,
             view: None,
+            nodes_view: None,
+            nodes_version: 0,
+            node_keys: Vec::new(),
+            siblings: Rc::new(Vec::new()),
+            // Unlike any `absent`: the first view builds the siblings.
+            siblings_absent: vec![true; pods + 1],
+            sibling_keys: Vec::new(),
             last_scale_up: None,
             last_recount: 0,
             log: Log::default(),
@@ -698,21 +720,76 @@ impl<'a> Engine<'a> {
         if let Some(v) = &self.view {
             return Rc::clone(v);
         }
-        let nodes: Vec<NodeSummary> = self
-            .nodes
-            .iter()
-            .filter(|n| n.exists())
-            .map(|n| n.summary(system_time))
-            .collect();
+        // The node view changes far less often than the siblings do: it is rebuilt only
+        // when an existing node's phase, image or gate changed, or the set changed.
+        let mut keys = self.node_keys.iter();
+        let same = self.nodes_view.is_some()
+            && self
+                .nodes
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| n.exists())
+                .all(|(i, n)| keys.next() == Some(&(i, n.phase, n.image, n.gated)))
+            && keys.next().is_none();
+        if !same {
+            let nodes: Vec<NodeSummary> = self
+                .nodes
+                .iter()
+                .filter(|n| n.exists())
+                .map(|n| n.summary(system_time))
+                .collect();
+            self.node_keys = self
+                .nodes
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| n.exists())
+                .map(|(i, n)| (i, n.phase, n.image, n.gated))
+                .collect();
+            self.nodes_version += 1;
+            self.nodes_view = Some(Rc::new(nodes));
+        }
+        let nodes = Rc::clone(self.nodes_view.as_ref().expect("built above"));
+        let version = self.nodes_version;
+        // The siblings: only the entries of placeholders whose pod changed are rebuilt (in
+        // place, once the last view is dropped), unless the replicas changed.
         let names: Vec<&str> = self.nodes.iter().map(|n| n.name.as_str()).collect();
-        let siblings: Vec<Sibling> = self
-            .placeholders
-            .iter()
-            .zip(&self.absent)
-            .filter(|(_, gone)| !**gone)
-            .map(|(p, _)| p.sibling(|i| names[i].to_string()))
-            .collect();
-        let v = Rc::new(View { nodes, siblings });
+        if self.siblings_absent != self.absent {
+            self.siblings_absent.clone_from(&self.absent);
+            self.sibling_keys = vec![None; self.placeholders.len()];
+            self.siblings = Rc::new(
+                self.placeholders
+                    .iter()
+                    .zip(&self.absent)
+                    .filter(|(_, gone)| !**gone)
+                    .map(|(p, _)| p.sibling(|i| names[i].to_string()))
+                    .collect(),
+            );
+            for (p, ph) in self.placeholders.iter().enumerate() {
+                self.sibling_keys[p] = Some((ph.incarnation, ph.state));
+            }
+        } else {
+            let list = Rc::make_mut(&mut self.siblings);
+            let mut j = 0;
+            for (p, ph) in self.placeholders.iter().enumerate() {
+                if self.absent[p] {
+                    continue;
+                }
+                let key = Some((ph.incarnation, ph.state));
+                if self.sibling_keys[p] != key {
+                    list[j] = ph.sibling(|i| names[i].to_string());
+                    self.sibling_keys[p] = key;
+                }
+                j += 1;
+            }
+        }
+        let siblings = Rc::clone(&self.siblings);
+        let placed = SiblingNodes::new(&nodes, &siblings);
+        let v = Rc::new(View {
+            nodes,
+            siblings,
+            placed,
+            version,
+        });
         self.view = Some(Rc::clone(&v));
         v
     }
@@ -730,7 +807,6 @@ impl<'a> Engine<'a> {
     fn step_agent(&mut self, p: usize) {
         for _ in 0..8 {
             let view = self.view();
-            let allowed = self.pdb_allows();
             let now = self.now;
             let draw = self.agent_rng.uniform();
             let record_draw = self.agent_rng.uniform();
@@ -739,10 +815,23 @@ impl<'a> Engine<'a> {
             let Some(agent) = self.placeholders[p].agent.as_mut() else {
                 return;
             };
-            let decision = agent.decide(now, &view.nodes, &view.siblings, policy, draw);
+            let decision = agent.decide_in(
+                now,
+                &view.nodes,
+                &view.siblings,
+                Some(&view.placed),
+                Some(view.version),
+                policy,
+                draw,
+            );
             self.log.decide_calls += 1;
             match decision {
                 Decision::Move { trigger } => {
+                    // Asked only for a move (it reads every replica).
+                    let allowed = self.pdb_allows();
+                    let Some(agent) = self.placeholders[p].agent.as_mut() else {
+                        return;
+                    };
                     let outcome = if allowed {
                         Outcome::Done
                     } else {
@@ -1100,6 +1189,94 @@ mod tests {
         e.settle();
         run_until(&mut e, 30 * SEC);
         e.log.scale_ups
+    }
+
+    /// The view's caches: the node view kept (with its version) while only siblings
+    /// change, and the agents observing the nodes only on a new version. At every
+    /// step of a busy day of the gated new-node row, the view's nodes are those rebuilt
+    /// from the nodes, a version never comes back with other nodes, and observing the
+    /// current view again changes no agent's memory (an agent skipping a changed view
+    /// would be left with a stale record).
+    #[test]
+    fn the_cached_node_view_is_the_rebuilt_one_and_agents_miss_no_change() {
+        let sc = Scenario::small();
+        let rows = crate::scenario::standard_rows(&sc, setup(Peer::Selfdestruct, 1));
+        let row = rows.iter().find(|r| r.name == "gate+new-node").unwrap();
+        let arrivals = sc.arrivals(1);
+        let mut e = Engine::new(&sc, row, &arrivals, 1, true);
+        for i in 0..sc.autoscaler.min_nodes.max(1) as usize {
+            e.nodes.push(Node::initial(node_name(i), sc.node, 0));
+        }
+        e.push(arrivals[0].at, Event::Arrival(0));
+        e.schedule_loop(sc.autoscaler.scan);
+        e.settle();
+        let mut seen: Vec<(u64, Vec<NodeSummary>)> = Vec::new();
+        let (mut versions, mut decided) = (0, 0);
+        let mut steps = 0;
+        while let Some(Reverse((t, _, ev))) = e.queue.pop() {
+            if t > 8 * HOUR {
+                break;
+            }
+            e.now = t;
+            e.handle(ev);
+            e.settle();
+            steps += 1;
+            let view = e.view();
+            let rebuilt: Vec<NodeSummary> = e
+                .nodes
+                .iter()
+                .filter(|n| n.exists())
+                .map(|n| n.summary(system_time))
+                .collect();
+            assert_eq!(*view.nodes, rebuilt, "t={t}");
+            let names: Vec<&str> = e.nodes.iter().map(|n| n.name.as_str()).collect();
+            let siblings: Vec<Sibling> = e
+                .placeholders
+                .iter()
+                .zip(&e.absent)
+                .filter(|(_, gone)| !**gone)
+                .map(|(p, _)| p.sibling(|i| names[i].to_string()))
+                .collect();
+            assert_eq!(*view.siblings, siblings, "t={t}");
+
+            match seen.iter().find(|(v, _)| *v == view.version) {
+                Some((_, nodes)) => assert_eq!(*nodes, rebuilt, "version {}", view.version),
+                None => seen.push((view.version, rebuilt)),
+            }
+            versions = versions.max(view.version);
+            for p in &e.placeholders {
+                if let Some(a) = &p.agent
+                    && a.observed.is_some()
+                {
+                    let mut again = a.memory.clone();
+                    again.observe_nodes(system_time(t), &a.own, Some(&view.nodes));
+                    assert_eq!(again, a.memory, "t={t} {}", p.name);
+                    // The view's sibling lookup is that of this view's siblings.
+                    let snapshot = selfdestruct_decision::Snapshot {
+                        now: system_time(t),
+                        own: &a.own,
+                        nodes: Some(&view.nodes),
+                        siblings: Some(&view.siblings),
+                        siblings_loading: false,
+                        policy: &row.policy,
+                        memory: &a.memory,
+                        draw: 0.5,
+                    };
+                    assert_eq!(
+                        selfdestruct_decision::decide_placed(&snapshot, &view.placed),
+                        selfdestruct_decision::decide(&snapshot),
+                        "t={t} {}",
+                        p.name
+                    );
+                    decided += 1;
+                }
+            }
+        }
+        assert!(
+            versions > 10 && steps > 10 * versions,
+            "{versions} node views in {steps} steps"
+        );
+        assert!(decided > 1000, "{decided}");
     }
 
     #[test]

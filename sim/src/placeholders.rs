@@ -5,7 +5,9 @@
 use std::time::{Duration, SystemTime};
 
 use selfdestruct_decision::model::{NodeSummary, OwnPod, Sibling, Toleration};
-use selfdestruct_decision::{Decision, Memory, Outcome, Policy, Snapshot, decide};
+use selfdestruct_decision::{
+    Decision, Memory, Outcome, Policy, SiblingNodes, Snapshot, decide, decide_placed,
+};
 
 use crate::cluster::STARTUP_TAINT;
 use crate::scenario::Ms;
@@ -116,6 +118,8 @@ pub struct Agent {
     pub wake: Option<Ms>,
     /// Invalidates older wake-up events.
     pub generation: u64,
+    /// The version of the node view last observed ([`Agent::decide_in`]).
+    pub observed: Option<u64>,
 }
 
 impl Agent {
@@ -153,6 +157,7 @@ impl Agent {
             memory: Memory::new(policy, draw),
             wake: None,
             generation: 0,
+            observed: None,
         }
     }
 
@@ -165,9 +170,32 @@ impl Agent {
         policy: &Policy,
         draw: f64,
     ) -> Decision {
+        self.decide_in(now, nodes, siblings, None, None, policy, draw)
+    }
+
+    /// [`Agent::decide`], with `placed` the [`SiblingNodes`] of `nodes` and `siblings`
+    /// (shared by every agent deciding on that view), and `version` the version of
+    /// `nodes` (a new version for every change of the node view): the same decision.
+    /// The node view is observed only when its version changed, because observing the
+    /// same nodes again changes nothing (the memory then holds exactly the usable
+    /// nodes, and nothing else writes that record).
+    #[allow(clippy::too_many_arguments)]
+    pub fn decide_in(
+        &mut self,
+        now: Ms,
+        nodes: &[NodeSummary],
+        siblings: &[Sibling],
+        placed: Option<&SiblingNodes>,
+        version: Option<u64>,
+        policy: &Policy,
+        draw: f64,
+    ) -> Decision {
         let now = system_time(now);
-        self.memory.observe_nodes(now, &self.own, Some(nodes));
-        let decision = decide(&Snapshot {
+        if version.is_none() || version != self.observed {
+            self.memory.observe_nodes(now, &self.own, Some(nodes));
+            self.observed = version;
+        }
+        let snapshot = Snapshot {
             now,
             own: &self.own,
             nodes: Some(nodes),
@@ -176,7 +204,11 @@ impl Agent {
             policy,
             memory: &self.memory,
             draw,
-        });
+        };
+        let decision = match placed {
+            Some(placed) => decide_placed(&snapshot, placed),
+            None => decide(&snapshot),
+        };
         self.memory.apply(now, &decision);
         decision
     }
