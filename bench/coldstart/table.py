@@ -44,3 +44,28 @@ for p in ["most-allocated", "least-allocated"]:
     sim = sorted([k for k in order if order[k][1] is not None], key=lambda k: order[k][1])
     print("\norder by cold starts, real: " + " ≤ ".join(f"{k} {fmt(order[k][0])}" for k in real))
     print("order by cold starts, sim:  " + " ≤ ".join(f"{k} {fmt(order[k][1])}" for k in sim))
+
+# The stand-in kubelet's lateness, measured in each run (simulated seconds, p50 / p90 over
+# the run's nodes or warm users; "runs": each run's p50 / p90; the kubelet's tick in real ms).
+lagged = [r for r in data if r["source"] == "real" and "lag" in r]
+if lagged:
+    print(f"\nlateness of the stand-in kubelet ({form}; simulated s, p50 / p90, each run's in brackets):\n")
+    print("| placement | row | node Ready → image, minus the pull | first seen → Ready, minus the boot | warm user bound → Ready, minus the start |")
+    print("|---|---|---|---|---|")
+
+    def q(l):
+        runs = ", ".join("%g/%g" % (a, b) for a, b in zip(l["per_run_p50"], l["per_run_p90"]))
+        return f"{fmt(l['p50'])} / {fmt(l['p90'])} ({runs})"
+
+    for p in ["most-allocated", "least-allocated"]:
+        for row in rows:
+            r = next((x for x in lagged if x["placement"] == p and x["row"] == row), None)
+            if r:
+                g = r["lag"]
+                print(f"| {p} | {row} | {q(g['image_late_s'])} | {q(g['boot_late_s'])} | {q(g['warm_start_late_s'])} |")
+    t = lagged[0]["lag"]["kubelet_tick_ms"]
+    print("\nthe kubelet's tick (every node's, then every pod's work; real ms), each run p50 / p90 / max: "
+          + ", ".join("%g / %g / %g" % x for x in zip(t["per_run_p50"], t["per_run_p90"], t["per_run_max"])))
+    loads = lagged[0].get("load", [])
+    if loads:
+        print("load average, each run start → end: " + ", ".join("%g → %g" % (l["loadavg_start"], l["loadavg_end"]) for l in loads))
