@@ -3,6 +3,9 @@ python3 bench/coldstart/table.py [FORM]  (run from the repository root; FORM: qu
 import json, sys
 
 form = sys.argv[1] if len(sys.argv) > 1 else "quick"
+# "peers": docs/peers.md's one table of cold starts (both placements side by side), full form.
+peers = form == "peers"
+form = "full" if peers else form
 rows = ["static", "new-node", "gate", "gate+new-node", "buffer", "buffer+gate"]
 data = [r for r in json.load(open("bench/results/real-stack.json")) if r.get("form") == form]
 
@@ -14,6 +17,29 @@ def cell(p, row, src):
 def fmt(x):
     return "-" if x is None else ("%g" % round(x, 2))
 
+
+
+
+def ratio(p, row):
+    """The real ratio to static (its range over the runs) and the simulator's."""
+    r, s, rs, ss = cell(p, row, "real"), cell(p, row, "sim"), cell(p, "static", "real"), cell(p, "static", "sim")
+    rr = fmt(r["cold"] / rs["cold"]) if r and rs and rs["cold"] else "-"
+    if r and rs and row != "static" and r["cold"] and all(rs["per_run"]["cold"]):
+        q = [a / b for a, b in zip(r["per_run"]["cold"], rs["per_run"]["cold"])]
+        rr += " (%g-%g)" % (round(min(q), 2), round(max(q), 2))
+    return rr, fmt(s["cold"] / ss["cold"]) if s and ss and ss["cold"] else "-"
+
+
+if peers:
+    print("| row | most-allocated: real | sim | ratio real | ratio sim | least-allocated: real | sim | ratio real | ratio sim |")
+    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+    for row in rows:
+        cells = []
+        for p in ["most-allocated", "least-allocated"]:
+            r, s = cell(p, row, "real"), cell(p, row, "sim")
+            cells += [fmt(r and round(r["cold"], 1)), fmt(s and s["cold"]), *ratio(p, row)]
+        print(f"| {row} | " + " | ".join(cells) + " |")
+    sys.exit(0)
 
 for p in ["most-allocated", "least-allocated"]:
     if not any(r["placement"] == p for r in data):
