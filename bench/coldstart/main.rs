@@ -95,6 +95,10 @@ struct Args {
     /// The simulator binary.
     #[arg(long, default_value = "target/release/simulate")]
     simulate: PathBuf,
+    /// Nodes (then pods) the stand-in kubelet works on at once in a tick (1: one after the
+    /// other, as before issue 34's lag measurement).
+    #[arg(long, default_value_t = 32)]
+    kubelet_concurrency: usize,
     /// "quick" or "full".
     #[arg(long, default_value = "quick")]
     form: String,
@@ -351,6 +355,13 @@ fn has_image(n: &Node, image: &str) -> bool {
         })
 }
 
+fn node_ready(n: &Node) -> bool {
+    n.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
 fn has_taint(n: &Node, key: &str) -> bool {
     n.spec
         .as_ref()
@@ -384,6 +395,25 @@ struct RowResult {
     unbound: u64,
     /// Created → bound of the bound users, simulated seconds.
     bind_s: Vec<f64>,
+    /// The stand-in kubelet's lateness, simulated seconds, as the API showed it: per node
+    /// added in the run, Ready → user image in `status.images` minus the pull time, and first
+    /// seen → Ready minus the boot time; per warm user, bound → Ready minus the start delay.
+    image_late_s: Vec<f64>,
+    boot_late_s: Vec<f64>,
+    start_late_s: Vec<f64>,
+    /// The kubelet's tick durations in this run (all groups share it), real milliseconds.
+    tick_ms: Vec<f64>,
+}
+
+/// A node as the observer saw it: first seen, Ready, its user image there.
+#[derive(Debug, Clone)]
+struct NodeSeen {
+    group: String,
+    seen: Instant,
+    ready: Option<Instant>,
+    image: Option<Instant>,
+    /// Ready or warm at first sight (a group's first node): not counted.
+    old: bool,
 }
 
 /// The `q` quantile of `v` (0 when empty).
@@ -448,7 +478,7 @@ fn main() {
         );
         for (slug, r) in res {
             eprintln!(
-                "coldstart run {run} {slug}: users {} cold {} waited {} unbound {} node-h {:.2} evictions {} preemptions {}; created->bound p50 {:.1} s, p90 {:.1} s (simulated)",
+                "coldstart run {run} {slug}: users {} cold {} waited {} unbound {} node-h {:.2} evictions {} preemptions {}; created->bound p50 {:.1} s, p90 {:.1} s (simulated); late (simulated s, p50/p90): image {:.1}/{:.1}, boot {:.1}/{:.1}, warm start {:.1}/{:.1}; kubelet tick p50/p90/max {:.0}/{:.0}/{:.0} ms",
                 r.users,
                 r.cold,
                 r.waited,
@@ -457,7 +487,16 @@ fn main() {
                 r.evictions,
                 r.preemptions,
                 quantile(&r.bind_s, 0.5),
-                quantile(&r.bind_s, 0.9)
+                quantile(&r.bind_s, 0.9),
+                quantile(&r.image_late_s, 0.5),
+                quantile(&r.image_late_s, 0.9),
+                quantile(&r.boot_late_s, 0.5),
+                quantile(&r.boot_late_s, 0.9),
+                quantile(&r.start_late_s, 0.5),
+                quantile(&r.start_late_s, 0.9),
+                quantile(&r.tick_ms, 0.5),
+                quantile(&r.tick_ms, 0.9),
+                quantile(&r.tick_ms, 1.0)
             );
             per_run.entry(slug).or_default().push(r);
         }
@@ -501,7 +540,15 @@ fn main() {
             "runs": rs.len(),
             "per_run": {"cold": cold, "waited": waited, "node_hours": nh, "evictions_per_hour": ev},
             "spread": {"cold": spread(&cold), "waited": spread(&waited)},
+            // The stand-in kubelet's lateness, measured in each run (see RowResult).
+            "lag": {
+                "image_late_s": lag(rs, |r| &r.image_late_s),
+                "boot_late_s": lag(rs, |r| &r.boot_late_s),
+                "warm_start_late_s": lag(rs, |r| &r.start_late_s),
+                "kubelet_tick_ms": lag(rs, |r| &r.tick_ms),
+            },
             "form": args.form, "factor": f, "groups_side_by_side": groups.len(),
+            "kubelet_concurrency": args.kubelet_concurrency,
             "wall_min": round2(wall.elapsed().as_secs_f64() / 60.0), "load": loads}));
     }
     for p in &args.placement {
@@ -534,6 +581,19 @@ fn main() {
         wall.elapsed().as_secs_f64() / 60.0
     );
     println!("{}", serde_json::to_string_pretty(&out).expect("json"));
+}
+
+/// Quantiles of a lateness over all runs and per run.
+fn lag(rs: &[RowResult], k: fn(&RowResult) -> &Vec<f64>) -> Value {
+    let all: Vec<f64> = rs.iter().flat_map(|r| k(r).clone()).collect();
+    let per = |q: f64| {
+        rs.iter()
+            .map(|r| round2(quantile(k(r), q)))
+            .collect::<Vec<f64>>()
+    };
+    json!({"n": all.len(), "p50": round2(quantile(&all, 0.5)), "p90": round2(quantile(&all, 0.9)),
+        "max": round2(quantile(&all, 1.0)),
+        "per_run_p50": per(0.5), "per_run_p90": per(0.9), "per_run_max": per(1.0)})
 }
 
 fn round2(x: f64) -> f64 {
@@ -628,6 +688,7 @@ async fn run_real(
             start_delay: Duration::from_millis(100),
             heartbeat: Duration::from_secs(30),
             selfdestruct_bin: Some(PathBuf::from(env!("CARGO_BIN_EXE_selfdestruct"))),
+            concurrency: args.kubelet_concurrency,
             ..KubeletOptions::default()
         },
     ));
@@ -735,17 +796,19 @@ async fn run_real(
     let _ = nodes.wait_until_ready().await;
     let users: Arc<Mutex<HashMap<String, User>>> = Arc::default();
     let node_secs: Arc<Mutex<BTreeMap<String, f64>>> = Arc::default();
+    let seen: Arc<Mutex<HashMap<String, NodeSeen>>> = Arc::default();
     let timeline: Arc<Mutex<BTreeMap<String, Vec<Sample>>>> = Arc::default();
     let start = Instant::now();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     // The observer: bound and Ready times, the node's image at binding, node-seconds, and a
     // sample of every group each simulated minute.
     let observer = {
-        let (users, node_secs, stop, timeline) = (
+        let (users, node_secs, stop, timeline, seen) = (
             users.clone(),
             node_secs.clone(),
             stop.clone(),
             timeline.clone(),
+            seen.clone(),
         );
         let (pods, nodes) = (pods.clone(), nodes.clone());
         let slugs: Vec<String> = groups.iter().map(|g| g.slug.clone()).collect();
@@ -768,9 +831,26 @@ async fn run_real(
                 };
                 {
                     let mut s = node_secs.lock().unwrap();
+                    let mut seen = seen.lock().unwrap();
                     for n in &ns {
                         if let Some(g) = group_of(n) {
-                            *s.entry(g).or_default() += dt;
+                            *s.entry(g.clone()).or_default() += dt;
+                            let (r, i) = (node_ready(n), has_image(n, USER_IMAGE));
+                            let e = seen
+                                .entry(n.metadata.name.clone().unwrap_or_default())
+                                .or_insert_with(|| NodeSeen {
+                                    group: g,
+                                    seen: now,
+                                    ready: None,
+                                    image: None,
+                                    old: r || i,
+                                });
+                            if e.ready.is_none() && r {
+                                e.ready = Some(now);
+                            }
+                            if e.image.is_none() && i {
+                                e.image = Some(now);
+                            }
                         }
                     }
                 }
@@ -907,6 +987,9 @@ async fn run_real(
                 }
                 if u.cold {
                     r.cold += 1;
+                } else if let Some(ready) = u.ready {
+                    // A warm user waits only for the container's start (100 ms real).
+                    r.start_late_s.push(((ready - b).as_secs_f64() - 0.1) * f);
                 }
             }
             _ => {
@@ -917,6 +1000,26 @@ async fn run_real(
     }
     for (g, s) in node_secs.lock().unwrap().iter() {
         res.entry(g.clone()).or_default().node_hours = s * f / 3600.0;
+    }
+    for n in seen.lock().unwrap().values().filter(|n| !n.old) {
+        let r = res.entry(n.group.clone()).or_default();
+        if let Some(ready) = n.ready {
+            r.boot_late_s
+                .push((ready - n.seen).as_secs_f64() * f - args.node_ready_s);
+            if let Some(image) = n.image {
+                r.image_late_s
+                    .push((image - ready).as_secs_f64() * f - args.image_pull_s);
+            }
+        }
+    }
+    let tick_ms: Vec<f64> = kubelet
+        .stats()
+        .ticks
+        .iter()
+        .map(|t| t.as_secs_f64() * 1000.0)
+        .collect();
+    for g in groups {
+        res.entry(g.slug.clone()).or_default().tick_ms = tick_ms.clone();
     }
     let logs = root().join("target/coldstart-logs");
     let _ = std::fs::create_dir_all(&logs);

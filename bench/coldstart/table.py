@@ -3,6 +3,9 @@ python3 bench/coldstart/table.py [FORM]  (run from the repository root; FORM: qu
 import json, sys
 
 form = sys.argv[1] if len(sys.argv) > 1 else "quick"
+# "peers": docs/peers.md's one table of cold starts (both placements side by side), full form.
+peers = form == "peers"
+form = "full" if peers else form
 rows = ["static", "new-node", "gate", "gate+new-node", "buffer", "buffer+gate"]
 data = [r for r in json.load(open("bench/results/real-stack.json")) if r.get("form") == form]
 
@@ -14,6 +17,29 @@ def cell(p, row, src):
 def fmt(x):
     return "-" if x is None else ("%g" % round(x, 2))
 
+
+
+
+def ratio(p, row):
+    """The real ratio to static (its range over the runs) and the simulator's."""
+    r, s, rs, ss = cell(p, row, "real"), cell(p, row, "sim"), cell(p, "static", "real"), cell(p, "static", "sim")
+    rr = fmt(r["cold"] / rs["cold"]) if r and rs and rs["cold"] else "-"
+    if r and rs and row != "static" and r["cold"] and all(rs["per_run"]["cold"]):
+        q = [a / b for a, b in zip(r["per_run"]["cold"], rs["per_run"]["cold"])]
+        rr += " (%g-%g)" % (round(min(q), 2), round(max(q), 2))
+    return rr, fmt(s["cold"] / ss["cold"]) if s and ss and ss["cold"] else "-"
+
+
+if peers:
+    print("| row | most-allocated: real | sim | ratio real | ratio sim | least-allocated: real | sim | ratio real | ratio sim |")
+    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+    for row in rows:
+        cells = []
+        for p in ["most-allocated", "least-allocated"]:
+            r, s = cell(p, row, "real"), cell(p, row, "sim")
+            cells += [fmt(r and round(r["cold"], 1)), fmt(s and s["cold"]), *ratio(p, row)]
+        print(f"| {row} | " + " | ".join(cells) + " |")
+    sys.exit(0)
 
 for p in ["most-allocated", "least-allocated"]:
     if not any(r["placement"] == p for r in data):
@@ -44,3 +70,28 @@ for p in ["most-allocated", "least-allocated"]:
     sim = sorted([k for k in order if order[k][1] is not None], key=lambda k: order[k][1])
     print("\norder by cold starts, real: " + " ≤ ".join(f"{k} {fmt(order[k][0])}" for k in real))
     print("order by cold starts, sim:  " + " ≤ ".join(f"{k} {fmt(order[k][1])}" for k in sim))
+
+# The stand-in kubelet's lateness, measured in each run (simulated seconds, p50 / p90 over
+# the run's nodes or warm users; "runs": each run's p50 / p90; the kubelet's tick in real ms).
+lagged = [r for r in data if r["source"] == "real" and "lag" in r]
+if lagged:
+    print(f"\nlateness of the stand-in kubelet ({form}; simulated s, p50 / p90, each run's in brackets):\n")
+    print("| placement | row | node Ready → image, minus the pull | first seen → Ready, minus the boot | warm user bound → Ready, minus the start |")
+    print("|---|---|---|---|---|")
+
+    def q(l):
+        runs = ", ".join("%g/%g" % (a, b) for a, b in zip(l["per_run_p50"], l["per_run_p90"]))
+        return f"{fmt(l['p50'])} / {fmt(l['p90'])} ({runs})"
+
+    for p in ["most-allocated", "least-allocated"]:
+        for row in rows:
+            r = next((x for x in lagged if x["placement"] == p and x["row"] == row), None)
+            if r:
+                g = r["lag"]
+                print(f"| {p} | {row} | {q(g['image_late_s'])} | {q(g['boot_late_s'])} | {q(g['warm_start_late_s'])} |")
+    t = lagged[0]["lag"]["kubelet_tick_ms"]
+    print("\nthe kubelet's tick (every node's, then every pod's work; real ms), each run p50 / p90 / max: "
+          + ", ".join("%g / %g / %g" % x for x in zip(t["per_run_p50"], t["per_run_p90"], t["per_run_max"])))
+    loads = lagged[0].get("load", [])
+    if loads:
+        print("load average, each run start → end: " + ", ".join("%g → %g" % (l["loadavg_start"], l["loadavg_end"]) for l in loads))

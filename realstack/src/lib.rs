@@ -17,7 +17,7 @@ pub mod wait;
 
 pub use autoscaler::{Autoscaler, AutoscalerOptions, group_template};
 pub use control_plane::{ControlPlane, ControlPlaneOptions};
-pub use kubelet::{Kubelet, KubeletOptions, node};
+pub use kubelet::{Kubelet, KubeletOptions, KubeletStats, node};
 pub use pool::{POOL, in_pool, placeholder_set, set_env};
 
 /// `e` and its causes, `: `-separated (for a test's panic message).
