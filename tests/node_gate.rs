@@ -149,6 +149,15 @@ impl Gate {
     }
 }
 
+/// The gate logs `text` within `within` (virtual time); else fails with the log.
+async fn shows(logs: &Logs, text: &str, within: Duration) {
+    assert!(
+        logs.show(text, within).await,
+        "no {text:?} in:\n{}",
+        logs.text()
+    );
+}
+
 /// Still running, and stops (as on SIGTERM) with 0.
 async fn assert_stops(gate: vtime::Agent, logs: &Logs) {
     assert!(gate.is_running(), "exited early:\n{}", logs.text());
@@ -175,10 +184,7 @@ async fn removes_the_taint_from_its_own_node_only() {
     let g = Gate::in_process(&[user_node("n1", true), user_node("n2", true)]);
     let gate = g.run("n1", gate_subject(), &[]);
     g.wait_open("n1", Duration::from_secs(5), &logs).await;
-    assert!(
-        logs.show("gate opened: taint removed", Duration::from_secs(2))
-            .await
-    );
+    shows(&logs, "gate opened: taint removed", Duration::from_secs(2)).await;
 
     assert_eq!(g.taint_keys("n1"), vec![DEDICATED.to_string()]);
     assert_eq!(g.taint_keys("n2"), vec![DEDICATED, GATE]);
@@ -222,10 +228,7 @@ async fn every_taint_with_the_gate_key_is_removed_in_one_patch() {
     assert_eq!(g.taint_keys("n1"), vec![DEDICATED, GATE, GATE]);
     let gate = g.run("n1", gate_subject(), &[]);
     g.wait_open("n1", Duration::from_secs(5), &logs).await;
-    assert!(
-        logs.show("gate opened: taint removed", Duration::from_secs(2))
-            .await
-    );
+    shows(&logs, "gate opened: taint removed", Duration::from_secs(2)).await;
     assert_eq!(g.taint_keys("n1"), vec![DEDICATED.to_string()]);
     let patches = g.patches();
     assert_eq!(patches.len(), 1, "one patch: {patches:?}");
@@ -258,10 +261,7 @@ async fn the_gate_is_open_only_once_the_node_shows_no_gate_taint() {
     );
     let gate = g.run("n1", gate_subject(), &[]);
     g.wait_open("n1", Duration::from_secs(8), &logs).await;
-    assert!(
-        logs.show("gate opened: taint removed", Duration::from_secs(2))
-            .await
-    );
+    shows(&logs, "gate opened: taint removed", Duration::from_secs(2)).await;
     let log = logs.text();
     assert!(
         log.contains("does not show the gate taint gone and the label set; reading the node again"),
@@ -324,13 +324,12 @@ async fn a_concurrent_taint_change_is_kept_and_the_patch_retried() {
         vec![422, 200],
         "refused by the test, then retried"
     );
-    assert!(
-        logs.show(
-            "taints or labels changed meanwhile; reading the node again",
-            Duration::from_secs(2)
-        )
-        .await
-    );
+    shows(
+        &logs,
+        "taints or labels changed meanwhile; reading the node again",
+        Duration::from_secs(2),
+    )
+    .await;
     // The retry tested the new list and removed the gate taint at its new index.
     let retry = g.patches()[1].body.clone().expect("a JSON patch");
     assert_eq!(retry[0]["value"].as_array().map(Vec::len), Some(3));
@@ -351,15 +350,12 @@ async fn waits_for_the_required_images_then_opens() {
             ("SELFDESTRUCT_GATE_TIMEOUT", "1m"),
         ],
     );
-    assert!(
-        logs.show(
-            "waiting for images before opening the gate",
-            Duration::from_secs(5)
-        )
-        .await,
-        "{}",
-        logs.text()
-    );
+    shows(
+        &logs,
+        "waiting for images before opening the gate",
+        Duration::from_secs(5),
+    )
+    .await;
     assert!(
         logs.text().contains(IMAGE),
         "names the missing image:\n{}",
@@ -401,10 +397,12 @@ async fn waits_for_the_required_images_then_opens() {
     g.wait_open("n1", Duration::from_secs(1), &logs).await;
     assert!(g.patches()[0].at - shown <= Duration::from_secs(1));
     assert_eq!(g.patches().len(), 1);
-    assert!(
-        logs.show("required images are on the node", Duration::from_secs(2))
-            .await
-    );
+    shows(
+        &logs,
+        "required images are on the node",
+        Duration::from_secs(2),
+    )
+    .await;
     assert!(!logs.text().contains("fail-open"));
     assert_stops(gate, &logs).await;
 }
@@ -430,7 +428,7 @@ async fn fails_open_after_the_timeout_with_a_warning() {
     let took = g.patches()[0].at - started;
     assert!(took >= Duration::from_secs(3), "opened after {took:?}");
     assert!(took < Duration::from_millis(3100), "opened after {took:?}");
-    assert!(logs.show("gate opened", Duration::from_secs(1)).await);
+    shows(&logs, "gate opened", Duration::from_secs(1)).await;
     let log = logs.text();
     let warning = log
         .lines()
@@ -472,15 +470,12 @@ async fn a_node_without_the_taint_already_labelled_is_left_alone() {
         gate_subject(),
         &[("SELFDESTRUCT_REQUIRED_IMAGES", IMAGE)],
     );
-    assert!(
-        logs.show(
-            "node has no gate taint: nothing to remove",
-            Duration::from_secs(5)
-        )
-        .await,
-        "{}",
-        logs.text()
-    );
+    shows(
+        &logs,
+        "node has no gate taint: nothing to remove",
+        Duration::from_secs(5),
+    )
+    .await;
     vtime::pass(Duration::from_secs(3600)).await;
     assert!(g.patches().is_empty());
     assert_eq!(g.node_requests("GET").len(), 1, "reads its node once");
@@ -501,15 +496,12 @@ async fn a_node_without_the_taint_is_labelled_warm_once_it_lists_the_images() {
         gate_subject(),
         &[("SELFDESTRUCT_REQUIRED_IMAGES", IMAGE)],
     );
-    assert!(
-        logs.show(
-            "waiting for images before opening the gate",
-            Duration::from_secs(5)
-        )
-        .await,
-        "{}",
-        logs.text()
-    );
+    shows(
+        &logs,
+        "waiting for images before opening the gate",
+        Duration::from_secs(5),
+    )
+    .await;
     vtime::pass(Duration::from_secs(30)).await;
     assert!(
         g.patches().is_empty(),
@@ -531,7 +523,7 @@ async fn a_node_without_the_taint_is_labelled_warm_once_it_lists_the_images() {
             "path": "/metadata/labels/selfdestruct.io~1images-warm", "value": "true"}]))
     );
     assert_eq!(g.taint_keys("n1"), vec![DEDICATED.to_string()]);
-    assert!(logs.show("node labelled", Duration::from_secs(1)).await);
+    shows(&logs, "node labelled", Duration::from_secs(1)).await;
     vtime::pass(Duration::from_secs(600)).await;
     assert_eq!(g.patches().len(), 1, "done: no more patches");
     assert!(g.gated("n2"));
@@ -659,12 +651,12 @@ async fn rbac_403_on_patch_is_reported_and_retried() {
     let g = Gate::in_process(&[user_node("n1", true)]);
     let read_only = Subject::new(USER).rule(Rule::new(&["get"], &["nodes"], None));
     let gate = g.run("n1", read_only, &[]);
-    assert!(
-        logs.show("not allowed to patch the own node", Duration::from_secs(5))
-            .await,
-        "{}",
-        logs.text()
-    );
+    shows(
+        &logs,
+        "not allowed to patch the own node",
+        Duration::from_secs(5),
+    )
+    .await;
     assert!(logs.text().contains("ClusterRole"), "{}", logs.text());
     assert!(
         vtime::until(Duration::from_secs(5), || g.patches().len() >= 2).await,
@@ -718,12 +710,12 @@ async fn an_admission_denial_is_not_taken_for_a_conflict() {
         1,
     );
     let gate = g.run("n1", gate_subject(), &[]);
-    assert!(
-        logs.show("the taint removal was refused", Duration::from_secs(5))
-            .await,
-        "{}",
-        logs.text()
-    );
+    shows(
+        &logs,
+        "the taint removal was refused",
+        Duration::from_secs(5),
+    )
+    .await;
     assert!(!logs.text().contains("taints changed meanwhile"));
     // Retried after a backoff (0.5-1 poll), not at once.
     g.wait_open("n1", Duration::from_secs(4), &logs).await;
