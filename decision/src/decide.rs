@@ -532,7 +532,14 @@ impl<'a> Snapshot<'a> {
         let witnesses = OnceCell::new();
         let (mut best, mut next): (Option<(Duration, &NodeSummary)>, Option<SystemTime>) =
             (None, None);
+        // A node created before the own pod was scheduled (or with no schedule time) is
+        // rejected before the full rule whatever else holds (own node, not Ready, not
+        // newer: none of which counts here): skipped without comparing its name.
+        let scheduled = self.own.scheduled_at;
         for node in nodes {
+            if scheduled.is_none_or(|s| node.created.is_none_or(|c| c < s)) {
+                continue;
+            }
             match self.verdict(node, &witnesses, placed) {
                 Ok(ready_for) => {
                     let better = best.is_none_or(|(d, b)| {
@@ -637,7 +644,7 @@ pub fn decide_placed(s: &Snapshot, placed: &SiblingNodes) -> Decision {
 }
 
 /// Where each sibling of a view is placed, as the full rule reads it, and the siblings
-/// by name and uid: built once per view and shared by every snapshot of that view
+/// names and uids hashed: built once per view and shared by every snapshot of that view
 /// ([`decide_placed`]), so that each evaluation compares numbers, not names.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SiblingNodes {
@@ -651,9 +658,18 @@ pub struct SiblingNodes {
     node: Vec<u32>,
     /// The names of the siblings' nodes, sorted, once each.
     names: Vec<String>,
-    /// The siblings' positions sorted by name, and by uid.
-    by_name: Vec<u32>,
-    by_uid: Vec<u32>,
+    /// Per sibling: [`fnv1a`] of its name, and of its uid, so that looking for the own
+    /// pod among the siblings compares numbers first.
+    name_hash: Vec<u64>,
+    uid_hash: Vec<u64>,
+}
+
+/// The 64-bit FNV-1a hash of `s`: a fixed, cheap function (no per-process key), only
+/// ever compared before the strings themselves.
+fn fnv1a(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 impl SiblingNodes {
@@ -683,16 +699,6 @@ impl SiblingNodes {
                     .map_or(u32::MAX, |i| i as u32)
             })
             .collect();
-        // Sorted by key only: the order among equal keys does not matter (a set).
-        let sorted = |key: fn(&Sibling) -> &str| {
-            let mut keyed: Vec<(&str, u32)> = (siblings.iter().zip(0u32..))
-                .map(|(s, i)| (key(s), i))
-                .collect();
-            keyed.sort_unstable();
-            keyed.into_iter().map(|(_, i)| i).collect()
-        };
-        let by_name = sorted(|s| &s.name);
-        let by_uid = sorted(|s| &s.uid);
         SiblingNodes {
             nodes: (nodes.as_ptr() as usize, nodes.len()),
             siblings: (siblings.as_ptr() as usize, siblings.len()),
@@ -702,8 +708,8 @@ impl SiblingNodes {
                 .collect(),
             node,
             names: names.into_iter().map(str::to_string).collect(),
-            by_name,
-            by_uid,
+            name_hash: siblings.iter().map(|s| fnv1a(&s.name)).collect(),
+            uid_hash: siblings.iter().map(|s| fnv1a(&s.uid)).collect(),
         }
     }
 
@@ -726,16 +732,13 @@ impl SiblingNodes {
             .as_deref()
             .and_then(|n| self.names.binary_search_by(|m| m.as_str().cmp(n)).ok())
             .map(|i| i as u32);
-        // The own pod's positions: by name, and by uid when it has one.
-        let matching = |sorted: &[u32], key: &str, of: fn(&Sibling) -> &str| {
-            let start = sorted.partition_point(|i| of(&siblings[*i as usize]) < key);
-            let end = sorted.partition_point(|i| of(&siblings[*i as usize]) <= key);
-            sorted[start..end].to_vec()
+        // The own pod: its name, or its uid when it has one ([`Snapshot::is_self`]),
+        // the hashes compared first.
+        let (name, uid) = (fnv1a(&own.name), fnv1a(&own.uid));
+        let is_self = |i: usize, s: &Sibling| {
+            (self.name_hash[i] == name && s.name == own.name)
+                || (!own.uid.is_empty() && self.uid_hash[i] == uid && s.uid == own.uid)
         };
-        let mut own_positions = matching(&self.by_name, &own.name, |s| &s.name);
-        if !own.uid.is_empty() {
-            own_positions.extend(matching(&self.by_uid, &own.uid, |s| &s.uid));
-        }
         let mut witnesses = Vec::with_capacity(siblings.len());
         witnesses.extend(
             siblings
@@ -745,7 +748,7 @@ impl SiblingNodes {
                 .filter(|(i, (s, (c, n)))| {
                     s.created.is_some()
                         && (c.is_some_and(|c| c < scheduled) || own_node.is_some_and(|o| o == **n))
-                        && !own_positions.contains(&(*i as u32))
+                        && !is_self(*i, s)
                 })
                 .map(|(_, (s, _))| s),
         );
