@@ -7,7 +7,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::rc::Rc;
 
-use selfdestruct_decision::model::{NodeSummary, Sibling};
+use selfdestruct_decision::model::{NodeSummary, NodeTerm, Sibling, Toleration};
 use selfdestruct_decision::{Decision, Outcome, SiblingNodes, Trigger};
 
 use crate::autoscaler;
@@ -134,10 +134,18 @@ struct View {
     siblings: Rc<Vec<Sibling>>,
     /// The siblings' nodes, looked up once for every agent.
     placed: SiblingNodes,
-    /// Changes with `nodes` only (not with the siblings): agents observe the nodes
-    /// again only on a new version.
+    /// Changes with `nodes` only (not with the siblings): the usable nodes
+    /// ([`Engine::usable_version`]) are found again only on a new version.
     version: u64,
 }
+
+/// What [`selfdestruct_decision::model::OwnPod::would_land_on`] reads of the own pod:
+/// tolerations, nodeSelector, required node affinity.
+type Template = (
+    Vec<Toleration>,
+    std::collections::BTreeMap<String, String>,
+    Vec<NodeTerm>,
+);
 
 struct Engine<'a> {
     sc: &'a Scenario,
@@ -163,6 +171,12 @@ struct Engine<'a> {
     nodes_view: Option<Rc<Vec<NodeSummary>>>,
     nodes_version: u64,
     node_keys: Vec<(usize, Phase, bool, bool)>,
+    /// The names of the nodes a re-created pod of the agents' template would land on
+    /// ([`selfdestruct_decision::model::OwnPod::would_land_on`]) in the node view of
+    /// version `.0`, sorted, once each, and their own version: a new one only when that
+    /// list (or the template) changed ([`Engine::usable_version`]).
+    usable: Option<(u64, Template, Vec<String>, u64)>,
+    usable_versions: u64,
     /// The siblings of the last view, and what they were built from: the replicas scaled
     /// away, and per placeholder its incarnation and state.
     siblings: Rc<Vec<Sibling>>,
@@ -249,6 +263,8 @@ impl<'a> Engine<'a> {
             view: None,
             nodes_view: None,
             nodes_version: 0,
+            usable: None,
+            usable_versions: 0,
             node_keys: Vec::new(),
             siblings: Rc::new(Vec::new()),
             // Unlike any `absent`: the first view builds the siblings.
@@ -812,6 +828,7 @@ impl<'a> Engine<'a> {
             let record_draw = self.agent_rng.uniform();
             let setup: &Setup = self.setup;
             let policy = &setup.policy;
+            let version = self.usable_version(p, &view);
             let Some(agent) = self.placeholders[p].agent.as_mut() else {
                 return;
             };
@@ -820,7 +837,7 @@ impl<'a> Engine<'a> {
                 &view.nodes,
                 &view.siblings,
                 Some(&view.placed),
-                Some(view.version),
+                version,
                 policy,
                 draw,
             );
@@ -857,6 +874,51 @@ impl<'a> Engine<'a> {
             }
         }
         self.violation(format!("agent {p} kept moving without settling"));
+    }
+
+    /// The version of the nodes placeholder `p`'s agent would note usable in `view`
+    /// ([`selfdestruct_decision::Memory::observe_nodes`]): the same version means the
+    /// same names, so an agent that observed it already holds exactly these names and
+    /// observing again changes nothing. Found once per node view for every agent of
+    /// the same template (all of them, in a run), not once per agent.
+    fn usable_version(&mut self, p: usize, view: &View) -> Option<u64> {
+        let own = &self.placeholders[p].agent.as_ref()?.own;
+        let template_is = |t: &Template| {
+            t.0 == own.tolerations && t.1 == own.node_selector && t.2 == own.affinity
+        };
+        if let Some((nodes, template, _, version)) = &self.usable
+            && *nodes == view.version
+            && template_is(template)
+        {
+            return Some(*version);
+        }
+        let mut names: Vec<&str> = (view.nodes.iter())
+            .filter(|n| own.would_land_on(n))
+            .map(|n| n.name.as_str())
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        let version = match &mut self.usable {
+            Some((nodes, template, known, version))
+                if template_is(template)
+                    && known.iter().map(String::as_str).eq(names.iter().copied()) =>
+            {
+                *nodes = view.version;
+                *version
+            }
+            _ => {
+                self.usable_versions += 1;
+                let template = (
+                    own.tolerations.clone(),
+                    own.node_selector.clone(),
+                    own.affinity.clone(),
+                );
+                let names = names.into_iter().map(str::to_string).collect();
+                self.usable = Some((view.version, template, names, self.usable_versions));
+                self.usable_versions
+            }
+        };
+        Some(version)
     }
 
     fn set_wake(&mut self, p: usize, wake: Option<Ms>) {

@@ -174,11 +174,11 @@ impl Agent {
     }
 
     /// [`Agent::decide`], with `placed` the [`SiblingNodes`] of `nodes` and `siblings`
-    /// (shared by every agent deciding on that view), and `version` the version of
-    /// `nodes` (a new version for every change of the node view): the same decision.
-    /// The node view is observed only when its version changed, because observing the
-    /// same nodes again changes nothing (the memory then holds exactly the usable
-    /// nodes, and nothing else writes that record).
+    /// (shared by every agent deciding on that view), and `version` a version of the
+    /// nodes of `nodes` this agent would note usable (a new version whenever those
+    /// names may have changed): the same decision. The node view is observed only when
+    /// that version changed, because observing the same usable nodes again changes
+    /// nothing (the memory then holds exactly them, and nothing else writes that record).
     #[allow(clippy::too_many_arguments)]
     pub fn decide_in(
         &mut self,
