@@ -410,13 +410,10 @@ impl<'a> Snapshot<'a> {
     /// view (deleted, or outside the node selector), says nothing about a node. One
     /// pass over the nodes, one lookup among the old ones per sibling. `None`: the
     /// rule does not apply (no sibling or node view, or no schedule time).
-    fn witnesses(&self, placed: Option<&SiblingNodes>) -> Option<Vec<&'a Sibling>> {
+    fn witnesses(&self) -> Option<Vec<&'a Sibling>> {
         let (siblings, nodes) = (self.siblings?, self.nodes?);
         let scheduled = self.own.scheduled_at?;
         let own_node = self.own.node_name.as_deref();
-        if let Some(placed) = placed.filter(|p| p.fits(nodes, siblings)) {
-            return Some(placed.witnesses(siblings, self.own, scheduled));
-        }
         // The old nodes, sorted for lookups: a handful of names, one lookup per sibling.
         let mut old: Vec<&str> = nodes
             .iter()
@@ -493,15 +490,25 @@ impl<'a> Snapshot<'a> {
                 Reject::ImagesMissing(missing)
             });
         }
-        if let Some(witnesses) = witnesses.get_or_init(|| self.witnesses(placed)) {
-            // The node could take a pod from when it became Ready and, as far as this
-            // agent saw, schedulable (a startup taint or a cordon lifted later moves no
-            // Kubernetes time). A caller that keeps no record counts from Ready.
-            let usable = self
-                .memory
+        // The node could take a pod from when it became Ready and, as far as this
+        // agent saw, schedulable (a startup taint or a cordon lifted later moves no
+        // Kubernetes time). A caller that keeps no record counts from Ready.
+        let usable = || {
+            self.memory
                 .usable_since
                 .get(&node.name)
-                .map_or(since, |t| since.max(*t));
+                .map_or(since, |t| since.max(*t))
+        };
+        if let Some((nodes, siblings)) = self.nodes.zip(self.siblings)
+            && let Some(placed) = placed.filter(|p| p.fits(nodes, siblings))
+        {
+            if let Some(s) = placed.full_witness(siblings, own, scheduled, usable(), &node.name) {
+                return Err(Reject::Full {
+                    sibling: s.name.clone(),
+                });
+            }
+        } else if let Some(witnesses) = witnesses.get_or_init(|| self.witnesses()) {
+            let usable = usable();
             let placed_on_older = witnesses.iter().find(|s| {
                 s.created.is_some_and(|c| c > usable)
                     && s.node_name.as_deref().is_some_and(|n| n != node.name)
@@ -662,6 +669,8 @@ pub struct SiblingNodes {
     /// pod among the siblings compares numbers first.
     name_hash: Vec<u64>,
     uid_hash: Vec<u64>,
+    /// The positions of the siblings with a creation time, newest first.
+    newest_first: Vec<u32>,
 }
 
 /// The 64-bit FNV-1a hash of `s`: a fixed, cheap function (no per-process key), only
@@ -699,6 +708,11 @@ impl SiblingNodes {
                     .map_or(u32::MAX, |i| i as u32)
             })
             .collect();
+        let mut newest_first: Vec<u32> = (siblings.iter().zip(0u32..))
+            .filter(|(s, _)| s.created.is_some())
+            .map(|(_, i)| i)
+            .collect();
+        newest_first.sort_unstable_by_key(|i| std::cmp::Reverse(siblings[*i as usize].created));
         SiblingNodes {
             nodes: (nodes.as_ptr() as usize, nodes.len()),
             siblings: (siblings.as_ptr() as usize, siblings.len()),
@@ -710,6 +724,7 @@ impl SiblingNodes {
             names: names.into_iter().map(str::to_string).collect(),
             name_hash: siblings.iter().map(|s| fnv1a(&s.name)).collect(),
             uid_hash: siblings.iter().map(|s| fnv1a(&s.uid)).collect(),
+            newest_first,
         }
     }
 
@@ -719,14 +734,27 @@ impl SiblingNodes {
             && self.siblings == (siblings.as_ptr() as usize, siblings.len())
     }
 
-    /// The siblings that can show a new node full ([`Snapshot::witnesses`]) for the own
-    /// pod `own`, scheduled at `scheduled`.
-    fn witnesses<'a>(
+    /// Of the siblings [`Snapshot::witnesses`] lists for the own pod `own` (scheduled at
+    /// `scheduled`), the first, in the view's order, created after `usable` and placed
+    /// on a node not named `node`: the sibling that shows `node` full
+    /// ([`Reject::Full`]). Only the siblings created after `usable` are looked at,
+    /// newest first: mostly none.
+    fn full_witness<'a>(
         &self,
         siblings: &'a [Sibling],
         own: &OwnPod,
         scheduled: SystemTime,
-    ) -> Vec<&'a Sibling> {
+        usable: SystemTime,
+        node: &str,
+    ) -> Option<&'a Sibling> {
+        let after = |i: usize| siblings[i].created.is_some_and(|c| c > usable);
+        if !self
+            .newest_first
+            .first()
+            .is_some_and(|i| after(*i as usize))
+        {
+            return None;
+        }
         let own_node = own
             .node_name
             .as_deref()
@@ -739,20 +767,22 @@ impl SiblingNodes {
             (self.name_hash[i] == name && s.name == own.name)
                 || (!own.uid.is_empty() && self.uid_hash[i] == uid && s.uid == own.uid)
         };
-        let mut witnesses = Vec::with_capacity(siblings.len());
-        witnesses.extend(
-            siblings
-                .iter()
-                .zip(self.created.iter().zip(&self.node))
-                .enumerate()
-                .filter(|(i, (s, (c, n)))| {
-                    s.created.is_some()
-                        && (c.is_some_and(|c| c < scheduled) || own_node.is_some_and(|o| o == **n))
-                        && !is_self(*i, s)
-                })
-                .map(|(_, (s, _))| s),
-        );
-        witnesses
+        let mut first: Option<usize> = None;
+        for i in self.newest_first.iter().map(|i| *i as usize) {
+            if !after(i) {
+                break;
+            }
+            if first.is_some_and(|f| f < i) {
+                continue;
+            }
+            let s = &siblings[i];
+            let on_old = self.created[i].is_some_and(|c| c < scheduled)
+                || own_node.is_some_and(|o| o == self.node[i]);
+            if on_old && !is_self(i, s) && s.node_name.as_deref().is_some_and(|n| n != node) {
+                first = Some(i);
+            }
+        }
+        first.map(|i| &siblings[i])
     }
 }
 
@@ -808,3 +838,6 @@ fn evaluate_placed<'a>(s: &Snapshot<'a>, placed: Option<&SiblingNodes>) -> Evalu
         },
     })
 }
+
+#[cfg(test)]
+mod tests;
