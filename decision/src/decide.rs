@@ -650,9 +650,9 @@ pub fn decide_placed(s: &Snapshot, placed: &SiblingNodes) -> Decision {
     evaluate_placed(s, Some(placed)).decision
 }
 
-/// Where each sibling of a view is placed, as the full rule reads it, and the siblings
+/// Where each sibling of a view is placed, as the full rule reads it, and the siblings'
 /// names and uids hashed: built once per view and shared by every snapshot of that view
-/// ([`decide_placed`]), so that each evaluation compares numbers, not names.
+/// ([`decide_placed`]), so that each evaluation compares mostly numbers, not names.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SiblingNodes {
     /// The slices it was built from (address and length), to recognise them.
@@ -661,10 +661,6 @@ pub struct SiblingNodes {
     /// Per sibling: the earliest creation time of the view's nodes of its node's name
     /// (`None`: no such node, or no time).
     created: Vec<Option<SystemTime>>,
-    /// Per sibling: its node's name as an index into `names` (`u32::MAX`: no node).
-    node: Vec<u32>,
-    /// The names of the siblings' nodes, sorted, once each.
-    names: Vec<String>,
     /// Per sibling: [`fnv1a`] of its name, and of its uid, so that looking for the own
     /// pod among the siblings compares numbers first.
     name_hash: Vec<u64>,
@@ -693,21 +689,6 @@ impl SiblingNodes {
                     .or_insert(c);
             }
         }
-        let mut names: Vec<&str> = siblings
-            .iter()
-            .filter_map(|s| s.node_name.as_deref())
-            .collect();
-        names.sort_unstable();
-        names.dedup();
-        let node = siblings
-            .iter()
-            .map(|s| {
-                s.node_name
-                    .as_deref()
-                    .and_then(|n| names.binary_search(&n).ok())
-                    .map_or(u32::MAX, |i| i as u32)
-            })
-            .collect();
         let mut newest_first: Vec<u32> = (siblings.iter().zip(0u32..))
             .filter(|(s, _)| s.created.is_some())
             .map(|(_, i)| i)
@@ -720,8 +701,6 @@ impl SiblingNodes {
                 .iter()
                 .map(|s| by_created.get(s.node_name.as_deref()?).copied())
                 .collect(),
-            node,
-            names: names.into_iter().map(str::to_string).collect(),
             name_hash: siblings.iter().map(|s| fnv1a(&s.name)).collect(),
             uid_hash: siblings.iter().map(|s| fnv1a(&s.uid)).collect(),
             newest_first,
@@ -755,11 +734,7 @@ impl SiblingNodes {
         {
             return None;
         }
-        let own_node = own
-            .node_name
-            .as_deref()
-            .and_then(|n| self.names.binary_search_by(|m| m.as_str().cmp(n)).ok())
-            .map(|i| i as u32);
+        let own_node = own.node_name.as_deref();
         // The own pod: its name, or its uid when it has one ([`Snapshot::is_self`]),
         // the hashes compared first.
         let (name, uid) = (fnv1a(&own.name), fnv1a(&own.uid));
@@ -777,7 +752,7 @@ impl SiblingNodes {
             }
             let s = &siblings[i];
             let on_old = self.created[i].is_some_and(|c| c < scheduled)
-                || own_node.is_some_and(|o| o == self.node[i]);
+                || own_node.is_some_and(|o| s.node_name.as_deref() == Some(o));
             if on_old && !is_self(i, s) && s.node_name.as_deref().is_some_and(|n| n != node) {
                 first = Some(i);
             }
