@@ -738,15 +738,12 @@ impl<'a> Engine<'a> {
         }
         // The node view changes far less often than the siblings do: it is rebuilt only
         // when an existing node's phase, image or gate changed, or the set changed.
-        let mut keys = self.node_keys.iter();
-        let same = self.nodes_view.is_some()
-            && self
-                .nodes
-                .iter()
-                .enumerate()
+        let keys = || {
+            (self.nodes.iter().enumerate())
                 .filter(|(_, n)| n.exists())
-                .all(|(i, n)| keys.next() == Some(&(i, n.phase, n.image, n.gated)))
-            && keys.next().is_none();
+                .map(|(i, n)| (i, n.phase, n.image, n.gated))
+        };
+        let same = self.nodes_view.is_some() && keys().eq(self.node_keys.iter().copied());
         if !same {
             let nodes: Vec<NodeSummary> = self
                 .nodes
@@ -754,13 +751,7 @@ impl<'a> Engine<'a> {
                 .filter(|n| n.exists())
                 .map(|n| n.summary(system_time))
                 .collect();
-            self.node_keys = self
-                .nodes
-                .iter()
-                .enumerate()
-                .filter(|(_, n)| n.exists())
-                .map(|(i, n)| (i, n.phase, n.image, n.gated))
-                .collect();
+            self.node_keys = keys().collect();
             self.nodes_version += 1;
             self.nodes_view = Some(Rc::new(nodes));
         }
