@@ -529,46 +529,71 @@ impl<'a> Snapshot<'a> {
         &self,
         placed: Option<&SiblingNodes>,
     ) -> (Option<Trigger>, Option<SystemTime>, Vec<FullNode<'a>>) {
-        let mut full = Vec::new();
+        self.read_verdicts(&self.node_verdicts(placed))
+    }
+
+    /// [`Snapshot::node_trigger`], from the verdicts of the view's nodes.
+    fn read_verdicts(
+        &self,
+        verdicts: &NodeVerdicts,
+    ) -> (Option<Trigger>, Option<SystemTime>, Vec<FullNode<'a>>) {
+        let nodes = self.nodes.unwrap_or_default();
+        let trigger = (verdicts.best)
+            .and_then(|(i, since)| Some((nodes.get(i)?, since)))
+            .map(|(node, since)| Trigger::NewNode {
+                node: node.name.clone(),
+                ready_for: self.now.duration_since(since).unwrap_or_default(),
+                images_pulled: !self.policy.required_images.is_empty(),
+            });
+        let full = (verdicts.full.iter())
+            .filter_map(|(i, sibling)| {
+                Some(FullNode {
+                    node: nodes.get(*i)?,
+                    sibling: sibling.clone(),
+                })
+            })
+            .collect();
+        (trigger, verdicts.next, full)
+    }
+
+    /// The verdict on each node of the view, as [`Snapshot::node_trigger`] reads them.
+    fn node_verdicts(&self, placed: Option<&SiblingNodes>) -> NodeVerdicts {
+        let mut verdicts = NodeVerdicts::default();
         if !self.policy.move_to_new_nodes {
-            return (None, None, full);
+            return verdicts;
         }
         let Some(nodes) = self.nodes else {
-            return (None, None, full);
+            return verdicts;
         };
         let witnesses = OnceCell::new();
-        let (mut best, mut next): (Option<(Duration, &NodeSummary)>, Option<SystemTime>) =
-            (None, None);
+        let mut best: Option<(Duration, usize, SystemTime)> = None;
         // A node created before the own pod was scheduled (or with no schedule time) is
         // rejected before the full rule whatever else holds (own node, not Ready, not
         // newer: none of which counts here): skipped without comparing its name.
         let scheduled = self.own.scheduled_at;
-        for node in nodes {
+        for (i, node) in nodes.iter().enumerate() {
             if scheduled.is_none_or(|s| node.created.is_none_or(|c| c < s)) {
                 continue;
             }
             match self.verdict(node, &witnesses, placed) {
                 Ok(ready_for) => {
-                    let better = best.is_none_or(|(d, b)| {
-                        ready_for > d || (ready_for == d && node.name < b.name)
+                    let better = best.is_none_or(|(d, b, _)| {
+                        ready_for > d || (ready_for == d && node.name < nodes[b].name)
                     });
                     if better {
-                        best = Some((ready_for, node));
+                        let since = self.now.checked_sub(ready_for).unwrap_or(self.now);
+                        best = Some((ready_for, i, since));
                     }
                 }
                 Err(Reject::Settling { until }) => {
-                    next = Some(next.map_or(until, |n| n.min(until)))
+                    verdicts.next = Some(verdicts.next.map_or(until, |n| n.min(until)))
                 }
-                Err(Reject::Full { sibling }) => full.push(FullNode { node, sibling }),
+                Err(Reject::Full { sibling }) => verdicts.full.push((i, sibling)),
                 Err(_) => {}
             }
         }
-        let trigger = best.map(|(ready_for, node)| Trigger::NewNode {
-            node: node.name.clone(),
-            ready_for,
-            images_pulled: !self.policy.required_images.is_empty(),
-        });
-        (trigger, next, full)
+        verdicts.best = best.map(|(_, i, since)| (i, since));
+        verdicts
     }
 
     /// Until when `min_age` holds node moves back (`None`: old enough, or start unknown).
@@ -608,6 +633,30 @@ impl<'a> Snapshot<'a> {
         }
         None
     }
+}
+
+/// What the node trigger found in a view ([`node_verdicts`]), by the nodes' positions in
+/// it: what a caller keeps while it knows that the view has changed nothing the verdicts
+/// read ([`evaluate_verdicts`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NodeVerdicts {
+    /// The node to move towards (Ready longest, then by name), and since when it is Ready.
+    pub best: Option<(usize, SystemTime)>,
+    /// The earliest time a settling node will count.
+    pub next: Option<SystemTime>,
+    /// The nodes found full, and the sibling that showed each.
+    pub full: Vec<(usize, String)>,
+}
+
+/// The verdicts [`decide_placed`] reaches on the nodes of `s`, with `placed` as there.
+pub fn node_verdicts(s: &Snapshot, placed: &SiblingNodes) -> NodeVerdicts {
+    s.node_verdicts(Some(placed))
+}
+
+/// [`evaluate`], with the verdicts on the nodes found before: the same evaluation as long
+/// as they are [`node_verdicts`] of `s`.
+pub fn evaluate_verdicts<'a>(s: &Snapshot<'a>, verdicts: &NodeVerdicts) -> Evaluation<'a> {
+    evaluate_from(s, |s| s.read_verdicts(verdicts))
 }
 
 /// A new node a sibling showed full ([`Reject::Full`]).
@@ -650,6 +699,11 @@ pub fn decide_placed(s: &Snapshot, placed: &SiblingNodes) -> Decision {
     evaluate_placed(s, Some(placed)).decision
 }
 
+/// [`evaluate`], with `placed` as in [`decide_placed`].
+pub fn evaluate_with<'a>(s: &Snapshot<'a>, placed: &SiblingNodes) -> Evaluation<'a> {
+    evaluate_placed(s, Some(placed))
+}
+
 /// Where each sibling of a view is placed, as the full rule reads it, and the siblings'
 /// names and uids hashed: built once per view and shared by every snapshot of that view
 /// ([`decide_placed`]), so that each evaluation compares mostly numbers, not names.
@@ -667,6 +721,11 @@ pub struct SiblingNodes {
     uid_hash: Vec<u64>,
     /// The positions of the siblings with a creation time, newest first.
     newest_first: Vec<u32>,
+}
+
+/// The order of [`SiblingNodes::newest_first`]: the latest creation first, then by position.
+fn newest_first_key(siblings: &[Sibling], i: u32) -> (std::cmp::Reverse<Option<SystemTime>>, u32) {
+    (std::cmp::Reverse(siblings[i as usize].created), i)
 }
 
 /// The 64-bit FNV-1a hash of `s`: a fixed, cheap function (no per-process key), only
@@ -693,7 +752,7 @@ impl SiblingNodes {
             .filter(|(s, _)| s.created.is_some())
             .map(|(_, i)| i)
             .collect();
-        newest_first.sort_unstable_by_key(|i| std::cmp::Reverse(siblings[*i as usize].created));
+        newest_first.sort_unstable_by_key(|i| newest_first_key(siblings, *i));
         SiblingNodes {
             nodes: (nodes.as_ptr() as usize, nodes.len()),
             siblings: (siblings.as_ptr() as usize, siblings.len()),
@@ -705,6 +764,48 @@ impl SiblingNodes {
             uid_hash: siblings.iter().map(|s| fnv1a(&s.uid)).collect(),
             newest_first,
         }
+    }
+
+    /// [`SiblingNodes::new`] of `nodes` and `siblings`, from `self` built of the same
+    /// nodes and of as many siblings, which differed from `siblings` only at the positions
+    /// `changed`: only those are looked up again (the simulator changes a sibling or two
+    /// between views).
+    pub fn with_changes(
+        &self,
+        nodes: &[NodeSummary],
+        siblings: &[Sibling],
+        changed: &[usize],
+    ) -> SiblingNodes {
+        if self.created.len() != siblings.len() {
+            return SiblingNodes::new(nodes, siblings);
+        }
+        let mut changed = changed.to_vec();
+        changed.sort_unstable();
+        changed.dedup();
+        let mut next = self.clone();
+        next.nodes = (nodes.as_ptr() as usize, nodes.len());
+        next.siblings = (siblings.as_ptr() as usize, siblings.len());
+        next.newest_first
+            .retain(|i| changed.binary_search(&(*i as usize)).is_err());
+        for i in changed {
+            let s = &siblings[i];
+            next.created[i] = s.node_name.as_deref().and_then(|name| {
+                (nodes.iter())
+                    .filter(|n| n.name == name)
+                    .filter_map(|n| n.created)
+                    .min()
+            });
+            next.name_hash[i] = fnv1a(&s.name);
+            next.uid_hash[i] = fnv1a(&s.uid);
+            if s.created.is_some() {
+                let i = i as u32;
+                let key = newest_first_key(siblings, i);
+                let at =
+                    (next.newest_first).partition_point(|j| newest_first_key(siblings, *j) < key);
+                next.newest_first.insert(at, i);
+            }
+        }
+        next
     }
 
     /// Whether it was built from these very slices.
@@ -727,11 +828,9 @@ impl SiblingNodes {
         node: &str,
     ) -> Option<&'a Sibling> {
         let after = |i: usize| siblings[i].created.is_some_and(|c| c > usable);
-        if !self
-            .newest_first
-            .first()
-            .is_some_and(|i| after(*i as usize))
-        {
+        // The siblings created after `usable` lead `newest_first`.
+        let count = self.newest_first.partition_point(|i| after(*i as usize));
+        if count == 0 {
             return None;
         }
         let own_node = own.node_name.as_deref();
@@ -742,26 +841,36 @@ impl SiblingNodes {
             (self.name_hash[i] == name && s.name == own.name)
                 || (!own.uid.is_empty() && self.uid_hash[i] == uid && s.uid == own.uid)
         };
-        let mut first: Option<usize> = None;
-        for i in self.newest_first.iter().map(|i| *i as usize) {
-            if !after(i) {
-                break;
-            }
-            if first.is_some_and(|f| f < i) {
-                continue;
-            }
+        let witness = |i: usize| {
             let s = &siblings[i];
             let on_old = self.created[i].is_some_and(|c| c < scheduled)
                 || own_node.is_some_and(|o| s.node_name.as_deref() == Some(o));
-            if on_old && !is_self(i, s) && s.node_name.as_deref().is_some_and(|n| n != node) {
-                first = Some(i);
-            }
-        }
+            on_old && !is_self(i, s) && s.node_name.as_deref().is_some_and(|n| n != node)
+        };
+        // The first in the view's order: among few such siblings, the least position of
+        // those that are witnesses; among many, the first witness in the view's order.
+        let first = if 4 * count <= siblings.len() {
+            (self.newest_first[..count].iter())
+                .map(|i| *i as usize)
+                .filter(|i| witness(*i))
+                .min()
+        } else {
+            (0..siblings.len()).find(|i| after(*i) && witness(*i))
+        };
         first.map(|i| &siblings[i])
     }
 }
 
 fn evaluate_placed<'a>(s: &Snapshot<'a>, placed: Option<&SiblingNodes>) -> Evaluation<'a> {
+    evaluate_from(s, |s| s.node_trigger(placed))
+}
+
+/// The evaluation, with `node_trigger` the node trigger, the earliest time a settling node
+/// will count and the nodes found full ([`Snapshot::node_trigger`]).
+fn evaluate_from<'a>(
+    s: &Snapshot<'a>,
+    node_trigger: impl FnOnce(&Snapshot<'a>) -> (Option<Trigger>, Option<SystemTime>, Vec<FullNode<'a>>),
+) -> Evaluation<'a> {
     if s.memory.finished || s.own.terminating {
         return Evaluation {
             decision: Decision::Wait {
@@ -775,7 +884,7 @@ fn evaluate_placed<'a>(s: &Snapshot<'a>, placed: Option<&SiblingNodes>) -> Evalu
         (Some(l), Some(start)) if !l.is_zero() => Some((later(start, l), l)),
         _ => None,
     };
-    let (node_trigger, next_settled, full) = s.node_trigger(placed);
+    let (node_trigger, next_settled, full) = node_trigger(s);
     let decided = |decision| Evaluation { decision, full };
     let lifetime_trigger = deadline
         .filter(|(at, _)| *at <= s.now)

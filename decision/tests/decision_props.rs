@@ -521,6 +521,31 @@ fn the_indexed_full_rule_agrees_with_a_scan_of_every_node() {
                     "{:#?}",
                     w
                 );
+                // Built from a view whose siblings differed at every third position (other
+                // creation times, nodes, names): updated there, it is the one built anew.
+                let (nodes, siblings) = (nodes.unwrap_or_default(), siblings.unwrap_or_default());
+                let changed: Vec<usize> = (0..siblings.len()).step_by(3).collect();
+                let before: Vec<Sibling> = (siblings.iter().enumerate())
+                    .map(|(i, s)| match i % 3 {
+                        0 => Sibling {
+                            name: format!("{}-before", s.name),
+                            uid: format!("{}-before", s.uid),
+                            created: s.created.map(|c| c - Duration::from_secs(1 + i as u64)),
+                            node_name: (i % 2 == 0)
+                                .then(|| nodes.get(i % nodes.len().max(1)))
+                                .flatten()
+                                .map(|n| n.name.clone()),
+                            ..s.clone()
+                        },
+                        _ => s.clone(),
+                    })
+                    .collect();
+                prop_assert_eq!(
+                    SiblingNodes::new(nodes, &before).with_changes(nodes, siblings, &changed),
+                    SiblingNodes::new(nodes, siblings),
+                    "{:#?}",
+                    w
+                );
                 let looked = w.policy.move_to_new_nodes && !w.memory.finished && !w.own.terminating;
                 let reported: Vec<(&str, String)> = evaluation
                     .full

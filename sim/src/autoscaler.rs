@@ -18,12 +18,12 @@
 //! A CapacityBuffer's chunks are Pending pods to scale-up as long as they fit nowhere, and
 //! scale-down keeps a node unless all chunks still fit on the nodes that stay.
 
-use crate::cluster::{Node, Phase};
+use crate::cluster::{Node, NodeSet, Phase};
 use crate::scenario::{AutoscalerConfig, Ms, Resources};
 
 /// How many nodes to add for `pending` Pending pods of size `pod`.
 pub fn nodes_to_add(
-    nodes: &[Node],
+    nodes: &(impl NodeSet + ?Sized),
     pending: u64,
     pod: &Resources,
     node: &Resources,
@@ -33,9 +33,9 @@ pub fn nodes_to_add(
         return 0;
     }
     let upcoming: u64 = nodes
-        .iter()
-        .filter(|n| matches!(n.phase, Phase::Provisioning | Phase::Ready))
-        .map(|n| n.free().fits_times(pod))
+        .live()
+        .filter(|(_, n)| matches!(n.phase, Phase::Provisioning | Phase::Ready))
+        .map(|(_, n)| n.free().fits_times(pod))
         .sum();
     let unplaced = pending.saturating_sub(upcoming);
     if unplaced == 0 {
@@ -43,38 +43,43 @@ pub fn nodes_to_add(
     }
     let per_node = node.fits_times(pod).max(1);
     let want = unplaced.div_ceil(per_node);
-    let existing = nodes.iter().filter(|n| n.exists()).count() as u64;
+    let existing = nodes.live().count() as u64;
     let room = u64::from(cfg.max_nodes).saturating_sub(existing);
     u32::try_from(want.min(room)).unwrap_or(u32::MAX)
 }
 
 /// How many nodes to add for `pending` Pending pods that each need a whole empty node
 /// (node-sized balloons): one per pod beyond the empty nodes Ready or being provisioned.
-pub fn nodes_for_whole_node_pods(nodes: &[Node], pending: u64, cfg: &AutoscalerConfig) -> u32 {
+pub fn nodes_for_whole_node_pods(
+    nodes: &(impl NodeSet + ?Sized),
+    pending: u64,
+    cfg: &AutoscalerConfig,
+) -> u32 {
     let empty = nodes
-        .iter()
-        .filter(|n| {
+        .live()
+        .filter(|(_, n)| {
             matches!(n.phase, Phase::Provisioning | Phase::Ready) && n.used == Resources::default()
         })
         .count() as u64;
-    let existing = nodes.iter().filter(|n| n.exists()).count() as u64;
+    let existing = nodes.live().count() as u64;
     let room = u64::from(cfg.max_nodes).saturating_sub(existing);
     u32::try_from(pending.saturating_sub(empty).min(room)).unwrap_or(u32::MAX)
 }
 
 /// Where the autoscaler's snapshot holds `chunks` injected chunk pods of size `pod`: first fit
-/// over the Ready nodes (gated or not) in creation order, then the booting ones. Per node.
-pub fn chunks_per_node(nodes: &[Node], chunks: u64, pod: &Resources) -> Vec<u64> {
+/// over the Ready nodes (gated or not) in creation order, then the booting ones. Per node that
+/// exists, in index order.
+pub fn chunks_per_node(nodes: &(impl NodeSet + ?Sized), chunks: u64, pod: &Resources) -> Vec<u64> {
     let mut left = chunks;
-    let mut out = vec![0; nodes.len()];
+    let mut out = vec![0; nodes.live().count()];
     for phase in [Phase::Ready, Phase::Provisioning] {
-        for (i, n) in nodes.iter().enumerate() {
+        for (k, (_, n)) in nodes.live().enumerate() {
             if left == 0 {
                 return out;
             }
             if n.phase == phase {
                 let take = n.free().fits_times(pod).min(left);
-                out[i] = take;
+                out[k] = take;
                 left -= take;
             }
         }
@@ -91,18 +96,24 @@ pub fn chunks_per_node(nodes: &[Node], chunks: u64, pod: &Resources) -> Vec<u64>
 /// within `unremovable_recheck`; the removal is then simulated: a user pod (a bare pod) blocks it,
 /// and its placeholders and the buffer's chunks must fit on the nodes that stay. A node that fails
 /// the simulation is unremovable for `unremovable_recheck` (`--unremovable-node-recheck-timeout`).
-pub fn scale_down(
-    nodes: &mut [Node],
+pub fn scale_down<N>(
+    nodes: &mut N,
     pod: &Resources,
     cfg: &AutoscalerConfig,
     now: Ms,
     last_scale_up: Option<Ms>,
     any_pending: bool,
     reserve: u64,
-) -> Vec<usize> {
-    let mut slots: Vec<u64> = nodes
+) -> Vec<usize>
+where
+    N: NodeSet + std::ops::IndexMut<usize, Output = Node> + ?Sized,
+{
+    // The nodes that exist, by index; the per-node lists below go by position in it.
+    let live: Vec<usize> = nodes.live().map(|(i, _)| i).collect();
+    let mut slots: Vec<u64> = live
         .iter()
-        .map(|n| {
+        .map(|&i| {
+            let n = &nodes[i];
             if n.takes_placeholders() {
                 n.free().fits_times(pod)
             } else {
@@ -110,18 +121,19 @@ pub fn scale_down(
             }
         })
         .collect();
-    let chunks_on = chunks_per_node(nodes, reserve, pod);
-    for n in nodes.iter_mut() {
+    let chunks_on = chunks_per_node(&*nodes, reserve, pod);
+    for &i in &live {
+        let n = &mut nodes[i];
         if n.unremovable_until.is_some_and(|t| now >= t) {
             n.unremovable_until = None;
         }
     }
-    let mut candidates: Vec<usize> = (0..nodes.len())
-        .filter(|&i| {
-            let n = &nodes[i];
+    let mut candidates: Vec<usize> = (0..live.len())
+        .filter(|&k| {
+            let n = &nodes[live[k]];
             let chunks = Resources {
-                cpu_m: pod.cpu_m * chunks_on[i],
-                mem_mib: pod.mem_mib * chunks_on[i],
+                cpu_m: pod.cpu_m * chunks_on[k],
+                mem_mib: pod.mem_mib * chunks_on[k],
             };
             n.phase == Phase::Ready
                 && !n.gated
@@ -129,20 +141,21 @@ pub fn scale_down(
                 && n.utilisation_with(&chunks) < cfg.utilisation
         })
         .collect();
-    candidates.sort_by_key(|&i| (nodes[i].placeholders, i));
-    let mut unneeded = vec![false; nodes.len()];
+    candidates.sort_by_key(|&k| (nodes[live[k]].placeholders, k));
+    let mut unneeded = vec![false; live.len()];
     for &c in &candidates {
-        if nodes[c].users > 0 {
-            nodes[c].unremovable_until = Some(now + cfg.unremovable_recheck);
+        let node = &mut nodes[live[c]];
+        if node.users > 0 {
+            node.unremovable_until = Some(now + cfg.unremovable_recheck);
             continue;
         }
-        let mut need = u64::from(nodes[c].placeholders);
-        let available: u64 = (0..nodes.len())
+        let mut need = u64::from(node.placeholders);
+        let available: u64 = (0..live.len())
             .filter(|&j| j != c && !unneeded[j])
             .map(|j| slots[j])
             .sum();
         if need + reserve > available {
-            nodes[c].unremovable_until = Some(now + cfg.unremovable_recheck);
+            node.unremovable_until = Some(now + cfg.unremovable_recheck);
             continue;
         }
         unneeded[c] = true;
@@ -158,8 +171,9 @@ pub fn scale_down(
             }
         }
     }
-    for (i, n) in nodes.iter_mut().enumerate() {
-        if unneeded[i] {
+    for (k, &i) in live.iter().enumerate() {
+        let n = &mut nodes[i];
+        if unneeded[k] {
             n.unneeded_since.get_or_insert(now);
         } else {
             n.unneeded_since = None;
@@ -169,11 +183,10 @@ pub fn scale_down(
     if cooling || any_pending {
         return Vec::new();
     }
-    let mut active = nodes
-        .iter()
-        .filter(|n| matches!(n.phase, Phase::Provisioning | Phase::Ready))
+    let mut active = (live.iter())
+        .filter(|&&i| matches!(nodes[i].phase, Phase::Provisioning | Phase::Ready))
         .count();
-    let mut ripe: Vec<usize> = (0..nodes.len())
+    let mut ripe: Vec<usize> = (live.iter().copied())
         .filter(|&i| {
             nodes[i]
                 .unneeded_since

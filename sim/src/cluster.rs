@@ -30,6 +30,99 @@ pub enum Phase {
     Removed,
 }
 
+/// Nodes by index, of which every pass over the cluster walks those not removed, in index
+/// order ([`NodeSet::live`]).
+pub trait NodeSet: std::ops::Index<usize, Output = Node> {
+    /// The nodes not removed, with their indices, in index order.
+    fn live(&self) -> impl Iterator<Item = (usize, &Node)>;
+}
+
+impl NodeSet for [Node] {
+    fn live(&self) -> impl Iterator<Item = (usize, &Node)> {
+        self.iter().enumerate().filter(|(_, n)| n.exists())
+    }
+}
+
+impl NodeSet for Vec<Node> {
+    fn live(&self) -> impl Iterator<Item = (usize, &Node)> {
+        self.as_slice().live()
+    }
+}
+
+/// A run's nodes: every node added, by index (a removed node keeps its place, so that
+/// indices hold), and the indices of those not removed. A month's replay adds about a
+/// thousand nodes, of which a few dozen exist at a time: the passes over the cluster
+/// walk those only.
+#[derive(Clone, Debug, Default)]
+pub struct Nodes {
+    all: Vec<Node>,
+    live: Vec<usize>,
+}
+
+impl Nodes {
+    /// Adds `node`; returns its index.
+    pub fn push(&mut self, node: Node) -> usize {
+        let i = self.all.len();
+        if node.exists() {
+            self.live.push(i);
+        }
+        self.all.push(node);
+        i
+    }
+
+    /// Node `i` is gone at `now`.
+    pub fn remove(&mut self, i: usize, now: Ms) {
+        let node = &mut self.all[i];
+        node.phase = Phase::Removed;
+        node.removed_at = Some(now);
+        self.live.retain(|&j| j != i);
+    }
+
+    /// How many nodes were added.
+    pub fn len(&self) -> usize {
+        self.all.len()
+    }
+
+    /// Whether none was.
+    pub fn is_empty(&self) -> bool {
+        self.all.is_empty()
+    }
+
+    /// How many nodes exist.
+    pub fn count(&self) -> usize {
+        self.live.len()
+    }
+
+    /// Every node added, removed ones included.
+    pub fn all(&self) -> &[Node] {
+        &self.all
+    }
+
+    /// The nodes, for the results.
+    pub fn into_vec(self) -> Vec<Node> {
+        self.all
+    }
+}
+
+impl std::ops::Index<usize> for Nodes {
+    type Output = Node;
+    fn index(&self, i: usize) -> &Node {
+        &self.all[i]
+    }
+}
+
+impl std::ops::IndexMut<usize> for Nodes {
+    fn index_mut(&mut self, i: usize) -> &mut Node {
+        &mut self.all[i]
+    }
+}
+
+impl NodeSet for Nodes {
+    fn live(&self) -> impl Iterator<Item = (usize, &Node)> {
+        self.live.iter().map(|&i| (i, &self.all[i]))
+    }
+}
+
 /// A node.
 #[derive(Clone, Debug)]
 pub struct Node {
@@ -216,14 +309,14 @@ impl Node {
 /// The ImageLocality score every registered node holding the user image gets (the same for
 /// each: it depends on the image's spread over the Node objects, Ready or draining; a node still
 /// booting is no Node yet).
-fn warm_score(nodes: &[Node], image_mib: u64) -> f64 {
+fn warm_score(nodes: &(impl NodeSet + ?Sized), image_mib: u64) -> f64 {
     let registered = nodes
-        .iter()
-        .filter(|n| matches!(n.phase, Phase::Ready | Phase::Draining))
+        .live()
+        .filter(|(_, n)| matches!(n.phase, Phase::Ready | Phase::Draining))
         .count();
     let holders = nodes
-        .iter()
-        .filter(|n| matches!(n.phase, Phase::Ready | Phase::Draining) && n.image)
+        .live()
+        .filter(|(_, n)| matches!(n.phase, Phase::Ready | Phase::Draining) && n.image)
         .count();
     image_locality(image_mib, holders, registered) as f64
 }
@@ -232,10 +325,14 @@ fn warm_score(nodes: &[Node], image_mib: u64) -> f64 {
 /// scored MostAllocated at weight 121 plus ImageLocality at weight 11 (`jupyterhub/values.yaml`,
 /// `scheduling.userScheduler.plugins`; an image of `image_mib` MiB): the fullest node that fits,
 /// unless a warm node is within about 9 points of it. Ties go to the older node.
-pub fn most_allocated(nodes: &[Node], req: &Resources, image_mib: u64) -> Option<usize> {
+pub fn most_allocated(
+    nodes: &(impl NodeSet + ?Sized),
+    req: &Resources,
+    image_mib: u64,
+) -> Option<usize> {
     let warm = warm_score(nodes, image_mib);
     let mut best: Option<(usize, f64)> = None;
-    for (i, n) in nodes.iter().enumerate() {
+    for (i, n) in nodes.live() {
         if n.takes_users() && n.fits(req) {
             let image = if n.image { warm } else { 0.0 };
             let score = 121.0 * 100.0 * n.allocated_with(req) + 11.0 * image;
@@ -269,10 +366,14 @@ pub fn image_locality(size_mib: u64, holders: usize, registered: usize) -> u64 {
 /// an image of `image_mib` MiB; ties go to the older node. The Node objects are the registered
 /// nodes (Ready or draining; a node still booting is no Node yet). The other default score plugins
 /// (NodeResourcesBalancedAllocation, TaintToleration, ...) score every node about alike here.
-pub fn least_allocated_for_users(nodes: &[Node], req: &Resources, image_mib: u64) -> Option<usize> {
+pub fn least_allocated_for_users(
+    nodes: &(impl NodeSet + ?Sized),
+    req: &Resources,
+    image_mib: u64,
+) -> Option<usize> {
     let warm = warm_score(nodes, image_mib);
     let mut best: Option<(usize, f64)> = None;
-    for (i, n) in nodes.iter().enumerate() {
+    for (i, n) in nodes.live() {
         if n.takes_users() && n.fits(req) {
             let image = if n.image { warm } else { 0.0 };
             let score = 100.0 * (1.0 - n.allocated_with(req)) + image;
@@ -286,7 +387,7 @@ pub fn least_allocated_for_users(nodes: &[Node], req: &Resources, image_mib: u64
 
 /// Picks the node for a user with the users' scorer.
 pub fn place_user(
-    nodes: &[Node],
+    nodes: &(impl NodeSet + ?Sized),
     req: &Resources,
     placement: UserPlacement,
     image_mib: u64,
@@ -307,13 +408,13 @@ pub fn place_user(
 /// The nodes' allocation plays no part. `starts[n]` holds the start times of the placeholders on
 /// node `n`, newest first. Returns the node and the number of victims.
 pub fn preemption_node(
-    nodes: &[Node],
+    nodes: &(impl NodeSet + ?Sized),
     req: &Resources,
     placeholder: &Resources,
     starts: &[Vec<Ms>],
 ) -> Option<(usize, usize)> {
     let mut best: Option<(usize, usize, Ms)> = None;
-    for (i, n) in nodes.iter().enumerate() {
+    for (i, n) in nodes.live() {
         if !n.takes_users() || n.placeholders == 0 {
             continue;
         }
@@ -339,9 +440,14 @@ pub fn preemption_node(
 
 /// Picks the node for a placeholder: LeastAllocated, plus (with `spreading`
 /// = Some(weight)) the default PodTopologySpread score over placeholders per node.
-pub fn least_allocated(nodes: &[Node], req: &Resources, spreading: Option<f64>) -> Option<usize> {
-    let feasible: Vec<usize> = (0..nodes.len())
-        .filter(|&i| nodes[i].takes_placeholders() && nodes[i].fits(req))
+pub fn least_allocated(
+    nodes: &(impl NodeSet + ?Sized),
+    req: &Resources,
+    spreading: Option<f64>,
+) -> Option<usize> {
+    let feasible: Vec<usize> = (nodes.live())
+        .filter(|(_, n)| n.takes_placeholders() && n.fits(req))
+        .map(|(i, _)| i)
         .collect();
     let (max, min) = feasible.iter().fold((0u32, u32::MAX), |(hi, lo), &i| {
         (hi.max(nodes[i].placeholders), lo.min(nodes[i].placeholders))

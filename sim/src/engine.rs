@@ -6,15 +6,18 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::rc::Rc;
+use std::time::SystemTime;
 
 use selfdestruct_decision::model::{NodeSummary, NodeTerm, Sibling, Toleration};
-use selfdestruct_decision::{Decision, Outcome, SiblingNodes, Trigger};
+use selfdestruct_decision::{Decision, Hold, NodeVerdicts, Outcome, SiblingNodes, Trigger};
 
 use crate::autoscaler;
-use crate::cluster::{self, Node, Phase, User};
+use crate::cluster::{self, Node, NodeSet, Nodes, Phase, User};
 use crate::metrics::{Log, MoveReason, MoveRecord, Sample, Summary, summarise};
 use crate::peers;
-use crate::placeholders::{Agent, Placeholder, PodState, sim_ms_ceil, system_time};
+use crate::placeholders::{
+    Agent, Known, Placeholder, PodState, Settled, Verdicts, sim_ms_ceil, system_time,
+};
 use crate::random::{Random, Stream};
 use crate::scenario::{Arrival, HOUR, MIN, Ms, Resources, SEC, Scenario, Setup};
 
@@ -25,6 +28,21 @@ const PREEMPTION_DELAY: Ms = SEC;
 const DRAIN_LIMIT: Ms = 12 * HOUR;
 /// Full recount of the per-node counters every this often (when checking).
 const RECOUNT_EVERY: Ms = 10 * MIN;
+
+/// How a view's siblings changed since the view before, as far as a [`Settled`]
+/// decision reads them.
+#[derive(Debug, Default)]
+struct SiblingChange {
+    /// The placed siblings that left (their pods re-created), by replica.
+    gone: Vec<usize>,
+    /// The nodes siblings were placed on (bound): each node's name and creation time in
+    /// the view (the earliest of that name's, as the full rule reads it).
+    placed: Vec<(String, Option<SystemTime>)>,
+}
+
+/// How many views' sibling changes are kept ([`Engine::same_decision`]); an agent
+/// that last decided on an older view decides again.
+const SIBLING_CHANGES: usize = 64;
 
 /// The result of one run.
 #[derive(Clone, Debug)]
@@ -132,11 +150,21 @@ enum Event {
 struct View {
     nodes: Rc<Vec<NodeSummary>>,
     siblings: Rc<Vec<Sibling>>,
-    /// The siblings' nodes, looked up once for every agent.
-    placed: SiblingNodes,
+    /// The siblings' nodes, looked up once for every agent that decides on this view
+    /// ([`View::placed`]).
+    placed: std::cell::OnceCell<SiblingNodes>,
     /// Changes with `nodes` only (not with the siblings): the usable nodes
     /// ([`Engine::usable_version`]) are found again only on a new version.
     version: u64,
+    /// Counts the views built.
+    number: u64,
+}
+
+impl View {
+    fn placed(&self) -> &SiblingNodes {
+        self.placed
+            .get_or_init(|| SiblingNodes::new(&self.nodes, &self.siblings))
+    }
 }
 
 /// What [`selfdestruct_decision::model::OwnPod::would_land_on`] reads of the own pod:
@@ -155,7 +183,7 @@ struct Engine<'a> {
     now: Ms,
     queue: BinaryHeap<Reverse<(Ms, u64, Event)>>,
     seq: u64,
-    nodes: Vec<Node>,
+    nodes: Nodes,
     users: Vec<User>,
     pending_users: VecDeque<usize>,
     placeholders: Vec<Placeholder>,
@@ -182,6 +210,13 @@ struct Engine<'a> {
     siblings: Rc<Vec<Sibling>>,
     siblings_absent: Vec<bool>,
     sibling_keys: Vec<Option<(u32, PodState)>>,
+    /// The views built, and of the last few ([`SIBLING_CHANGES`]) how their siblings
+    /// changed since the view before: `None` when the list was rebuilt (replicas scaled).
+    views: u64,
+    sibling_changes: VecDeque<(u64, Option<SiblingChange>)>,
+    /// The last view's siblings' nodes, if looked up, and its node version: the next
+    /// view with the same nodes updates them where its siblings changed.
+    last_placed: Option<(u64, SiblingNodes)>,
     last_scale_up: Option<Ms>,
     last_recount: Ms,
     log: Log,
@@ -244,7 +279,7 @@ impl<'a> Engine<'a> {
             now: 0,
             queue: BinaryHeap::new(),
             seq: 0,
-            nodes: Vec::new(),
+            nodes: Nodes::default(),
             users: arrivals
                 .iter()
                 .map(|a| User {
@@ -270,6 +305,9 @@ impl<'a> Engine<'a> {
             // Unlike any `absent`: the first view builds the siblings.
             siblings_absent: vec![true; pods + 1],
             sibling_keys: Vec::new(),
+            views: 0,
+            sibling_changes: VecDeque::new(),
+            last_placed: None,
             last_scale_up: None,
             last_recount: 0,
             log: Log::default(),
@@ -357,7 +395,7 @@ impl<'a> Engine<'a> {
                 self.check_invariants();
             }
             if (self.sc.warmup..end).contains(&self.now) {
-                let existing = self.nodes.iter().filter(|n| n.exists()).count() as u32;
+                let existing = self.nodes.count() as u32;
                 self.log.peak_nodes = self.log.peak_nodes.max(existing);
             }
             if self.stop.reached(self.delayed, self.cold) {
@@ -373,7 +411,7 @@ impl<'a> Engine<'a> {
             &self.setup.name,
             self.setup.replicas,
             &self.users,
-            &self.nodes,
+            self.nodes.all(),
             &self.log,
             self.sc.warmup,
             end,
@@ -385,7 +423,7 @@ impl<'a> Engine<'a> {
             stopped_at,
             log: self.log,
             users: self.users,
-            nodes: self.nodes,
+            nodes: self.nodes.into_vec(),
         }
     }
 
@@ -439,9 +477,7 @@ impl<'a> Engine<'a> {
                         node.name
                     ));
                 }
-                let node = &mut self.nodes[n];
-                node.phase = Phase::Removed;
-                node.removed_at = Some(self.now);
+                self.nodes.remove(n, self.now);
                 self.view_dirty = true;
             }
             Event::Recreate(p) => {
@@ -538,9 +574,11 @@ impl<'a> Engine<'a> {
                 self.schedule();
             } else if self.view_dirty {
                 self.view_dirty = false;
-                self.view = None;
+                self.last_placed = (self.view.take())
+                    .and_then(Rc::into_inner)
+                    .and_then(|v| Some((v.version, v.placed.into_inner()?)));
                 for p in 0..self.placeholders.len() {
-                    if self.placeholders[p].agent.is_some() {
+                    if self.placeholders[p].agent.is_some() && !self.same_decision(p) {
                         self.step_agent(p);
                     }
                 }
@@ -738,18 +776,11 @@ impl<'a> Engine<'a> {
         }
         // The node view changes far less often than the siblings do: it is rebuilt only
         // when an existing node's phase, image or gate changed, or the set changed.
-        let keys = || {
-            (self.nodes.iter().enumerate())
-                .filter(|(_, n)| n.exists())
-                .map(|(i, n)| (i, n.phase, n.image, n.gated))
-        };
+        let keys = || (self.nodes.live()).map(|(i, n)| (i, n.phase, n.image, n.gated));
         let same = self.nodes_view.is_some() && keys().eq(self.node_keys.iter().copied());
         if !same {
-            let nodes: Vec<NodeSummary> = self
-                .nodes
-                .iter()
-                .filter(|n| n.exists())
-                .map(|n| n.summary(system_time))
+            let nodes: Vec<NodeSummary> = (self.nodes.live())
+                .map(|(_, n)| n.summary(system_time))
                 .collect();
             self.node_keys = keys().collect();
             self.nodes_version += 1;
@@ -759,8 +790,14 @@ impl<'a> Engine<'a> {
         let version = self.nodes_version;
         // The siblings: only the entries of placeholders whose pod changed are rebuilt (in
         // place, once the last view is dropped), unless the replicas changed.
-        let names: Vec<&str> = self.nodes.iter().map(|n| n.name.as_str()).collect();
+        let nodes_all = self.nodes.all();
+        let name = |i: usize| nodes_all[i].name.clone();
+        let mut change: Option<SiblingChange> = Some(SiblingChange::default());
+        // The positions in the list that changed (`None`: all).
+        let mut changed: Option<Vec<usize>> = Some(Vec::new());
         if self.siblings_absent != self.absent {
+            change = None;
+            changed = None;
             self.siblings_absent.clone_from(&self.absent);
             self.sibling_keys = vec![None; self.placeholders.len()];
             self.siblings = Rc::new(
@@ -768,7 +805,7 @@ impl<'a> Engine<'a> {
                     .iter()
                     .zip(&self.absent)
                     .filter(|(_, gone)| !**gone)
-                    .map(|(p, _)| p.sibling(|i| names[i].to_string()))
+                    .map(|(p, _)| p.sibling(name))
                     .collect(),
             );
             for (p, ph) in self.placeholders.iter().enumerate() {
@@ -783,19 +820,53 @@ impl<'a> Engine<'a> {
                 }
                 let key = Some((ph.incarnation, ph.state));
                 if self.sibling_keys[p] != key {
-                    list[j] = ph.sibling(|i| names[i].to_string());
+                    let new = ph.sibling(name);
+                    let old = &list[j];
+                    if let Some(c) = change.as_mut() {
+                        let other = old.uid != new.uid
+                            || old.node_name != new.node_name
+                            || old.created != new.created;
+                        if old.node_name.is_some() && other {
+                            c.gone.push(p);
+                        }
+                        if let Some(name) = new.node_name.as_deref()
+                            && other
+                        {
+                            let created = (nodes.iter())
+                                .filter(|n| n.name == name)
+                                .filter_map(|n| n.created)
+                                .min();
+                            c.placed.push((name.to_string(), created));
+                        }
+                    }
+                    list[j] = new;
                     self.sibling_keys[p] = key;
+                    if let Some(c) = changed.as_mut() {
+                        c.push(j);
+                    }
                 }
                 j += 1;
             }
         }
         let siblings = Rc::clone(&self.siblings);
-        let placed = SiblingNodes::new(&nodes, &siblings);
+        let placed = std::cell::OnceCell::new();
+        if let Some((v, last)) = self.last_placed.take()
+            && v == version
+            && let Some(changed) = changed
+        {
+            let _ = placed.set(last.with_changes(&nodes, &siblings, &changed));
+        }
+        self.views += 1;
+        if self.sibling_changes.len() == SIBLING_CHANGES {
+            self.sibling_changes.pop_front();
+        }
+        self.sibling_changes.push_back((self.views, change));
         let v = Rc::new(View {
             nodes,
             siblings,
             placed,
             version,
+            number: self.views,
         });
         self.view = Some(Rc::clone(&v));
         v
@@ -811,6 +882,107 @@ impl<'a> Engine<'a> {
     }
 
     /// Lets placeholder `p`'s agent decide (with the real decision function) and act.
+    /// Whether placeholder `p`'s agent, [`Settled`] since its last decision, would decide
+    /// the same again on the current view: then that decision stands, with the draws and
+    /// the count of a decision made ([`Engine::step_agent`]). With `check`, it is made
+    /// anyway and compared.
+    fn same_decision(&mut self, p: usize) -> bool {
+        let view = self.view();
+        let now = self.now;
+        let Some(settled) = self.placeholders[p]
+            .agent
+            .as_ref()
+            .filter(|a| a.wake.is_none_or(|w| w > now))
+            .and_then(|a| a.settled.as_ref())
+        else {
+            return false;
+        };
+        if settled.nodes != view.version
+            || self
+                .sibling_changes
+                .front()
+                .is_none_or(|c| c.0 > settled.view + 1)
+        {
+            return false;
+        }
+        let mut changes = (self.sibling_changes.iter().rev()).take_while(|c| c.0 > settled.view);
+        let unaffected = match &settled.busy {
+            None => changes.all(|c| {
+                (c.1.as_ref())
+                    .is_some_and(|c| c.gone.iter().all(|g| !settled.witnesses.contains(g)))
+            }),
+            Some(busy) => {
+                changes.all(|c| c.1.as_ref().is_some_and(|c| c.placed.is_empty()))
+                    && first_busy(&view.siblings, &self.placeholders[p].name) == Some(busy)
+            }
+        };
+        if !unaffected {
+            return false;
+        }
+        let draw = self.agent_rng.uniform();
+        let _record_draw = self.agent_rng.uniform();
+        self.log.decide_calls += 1;
+        self.log.same_decisions += 1;
+        let check = self.check;
+        let policy = &self.setup.policy;
+        let Some(agent) = self.placeholders[p].agent.as_mut() else {
+            return false;
+        };
+        if check {
+            let mut again = agent.clone();
+            let (decision, _) = again.decide_in(
+                now,
+                &view.nodes,
+                &view.siblings,
+                Verdicts::Placed(view.placed()),
+                agent.observed,
+                policy,
+                draw,
+            );
+            let expected = (agent.settled.as_ref()).map(|s| s.decision.clone());
+            if Some(&decision) != expected.as_ref() || again.memory != agent.memory {
+                let what =
+                    format!("agent {p} left out a changed decision: {expected:?}, {decision:?}");
+                self.violation(what);
+                return false;
+            }
+        }
+        if let Some(s) = agent.settled.as_mut() {
+            s.view = view.number;
+        }
+        true
+    }
+
+    /// The verdicts on the nodes placeholder `p`'s agent found last, when they hold on
+    /// `view` ([`Known`]).
+    fn known_verdicts(&self, p: usize, view: &View) -> Option<NodeVerdicts> {
+        let agent = self.placeholders[p].agent.as_ref()?;
+        let known = agent.verdicts.as_ref()?;
+        let now = system_time(self.now);
+        if known.nodes != view.version
+            || known.found.next.is_some_and(|t| now >= t)
+            || self
+                .sibling_changes
+                .front()
+                .is_none_or(|c| c.0 > known.view + 1)
+        {
+            return None;
+        }
+        let own = &agent.own;
+        let old = |(name, created): &(String, Option<SystemTime>)| {
+            own.node_name.as_deref() == Some(name.as_str())
+                || created.zip(own.scheduled_at).is_some_and(|(c, s)| c < s)
+        };
+        let hold = (self.sibling_changes.iter().rev())
+            .take_while(|c| c.0 > known.view)
+            .all(|c| {
+                c.1.as_ref().is_some_and(|c| {
+                    c.gone.iter().all(|g| !known.witnesses.contains(g)) && !c.placed.iter().any(old)
+                })
+            });
+        hold.then(|| known.found.clone())
+    }
+
     fn step_agent(&mut self, p: usize) {
         for _ in 0..8 {
             let view = self.view();
@@ -820,19 +992,68 @@ impl<'a> Engine<'a> {
             let setup: &Setup = self.setup;
             let policy = &setup.policy;
             let version = self.usable_version(p, &view);
+            let known = self.known_verdicts(p, &view);
+            let check = self.check && known.is_some();
             let Some(agent) = self.placeholders[p].agent.as_mut() else {
                 return;
             };
-            let decision = agent.decide_in(
+            let fresh = check.then(|| {
+                let mut again = agent.clone();
+                let placed = Verdicts::Placed(view.placed());
+                again.decide_in(
+                    now,
+                    &view.nodes,
+                    &view.siblings,
+                    placed,
+                    version,
+                    policy,
+                    draw,
+                )
+            });
+            let verdicts = match known {
+                Some(found) => {
+                    self.log.verdicts_reused += 1;
+                    Verdicts::Known(found)
+                }
+                None => Verdicts::Placed(view.placed()),
+            };
+            let (decision, found) = agent.decide_in(
                 now,
                 &view.nodes,
                 &view.siblings,
-                Some(&view.placed),
+                verdicts,
                 version,
                 policy,
                 draw,
             );
+            let witnesses: Option<Vec<usize>> = (found.iter())
+                .flat_map(|f| f.full.iter())
+                .map(|(_, w)| Placeholder::ordinal(w))
+                .collect();
+            let witnesses = witnesses.map(|mut w| {
+                w.sort_unstable();
+                w.dedup();
+                w
+            });
+            agent.verdicts = found
+                .zip(witnesses.clone())
+                .map(|(found, witnesses)| Known {
+                    found,
+                    view: view.number,
+                    nodes: view.version,
+                    witnesses,
+                });
+            if let Some((want, _)) = fresh
+                && want != decision
+            {
+                let what = format!("agent {p} decided on stale verdicts: {decision:?}, {want:?}");
+                self.violation(what);
+            }
+            let Some(agent) = self.placeholders[p].agent.as_mut() else {
+                return;
+            };
             self.log.decide_calls += 1;
+            agent.settled = None;
             match decision {
                 Decision::Move { trigger } => {
                     // Asked only for a move (it reads every replica).
@@ -858,7 +1079,26 @@ impl<'a> Engine<'a> {
                     self.set_wake(p, Some(sim_ms_ceil(at)));
                     return;
                 }
-                Decision::Wait { until, .. } => {
+                Decision::Wait { until, hold } => {
+                    let busy = match &hold {
+                        None | Some(Hold::Finished) => Some(None),
+                        Some(Hold::SiblingBusy(name)) if until.is_none() => {
+                            Some(Some(name.clone()))
+                        }
+                        _ => None,
+                    };
+                    if let Some(busy) = busy
+                        && let Some(witnesses) = witnesses
+                        && let Some(agent) = self.placeholders[p].agent.as_mut()
+                    {
+                        agent.settled = Some(Settled {
+                            decision: Decision::Wait { until, hold },
+                            view: view.number,
+                            nodes: view.version,
+                            witnesses,
+                            busy,
+                        });
+                    }
                     self.set_wake(p, until.map(sim_ms_ceil));
                     return;
                 }
@@ -932,7 +1172,7 @@ impl<'a> Engine<'a> {
             Trigger::Lifetime { .. } => MoveReason::Lifetime,
             Trigger::NewNode { node, .. } => MoveReason::NewNode {
                 node: node.clone(),
-                image_on_node: self.nodes.iter().any(|n| &n.name == node && n.image),
+                image_on_node: self.nodes.all().iter().any(|n| &n.name == node && n.image),
             },
         };
         self.log_move_for(p, reason);
@@ -967,7 +1207,7 @@ impl<'a> Engine<'a> {
             .collect();
         let input = peers::ScanInput {
             now: self.now,
-            nodes: &self.nodes,
+            nodes: self.nodes.all(),
             started: &started,
             config: &self.sc.peers,
         };
@@ -1028,7 +1268,7 @@ impl<'a> Engine<'a> {
                 cfg,
             ) + autoscaler::nodes_for_whole_node_pods(&self.nodes, whole_node, cfg)
         };
-        let existing = self.nodes.iter().filter(|n| n.exists()).count() as u32;
+        let existing = self.nodes.count() as u32;
         let add = add.min(cfg.max_nodes.saturating_sub(existing));
         let pending = user_sized + whole_node + unplaced_chunks;
         for _ in 0..add {
@@ -1049,7 +1289,7 @@ impl<'a> Engine<'a> {
                 gate,
             );
             let ready_at = node.ready_at;
-            self.nodes.push(node);
+            let i = self.nodes.push(node);
             self.push(ready_at, Event::NodeReady(i));
             self.view_dirty = true;
         }
@@ -1103,7 +1343,7 @@ impl<'a> Engine<'a> {
         let pod = self.sc.user;
         let ph = self.placeholder_size;
         let mut bad = Vec::new();
-        for n in &self.nodes {
+        for n in self.nodes.all() {
             let pods = u64::from(n.users + n.placeholders);
             let want = Resources {
                 cpu_m: u64::from(n.users) * pod.cpu_m + u64::from(n.placeholders) * ph.cpu_m,
@@ -1152,7 +1392,7 @@ impl<'a> Engine<'a> {
             }
         }
         let mut bad = Vec::new();
-        for (i, n) in self.nodes.iter().enumerate() {
+        for (i, n) in self.nodes.all().iter().enumerate() {
             if n.users != users[i] || n.placeholders != phs[i] {
                 bad.push(format!(
                     "{} counts {}/{} users/placeholders, holds {}/{}",
@@ -1171,7 +1411,7 @@ impl<'a> Engine<'a> {
             users_pending: self.pending_users.len() as u32,
             ..Sample::default()
         };
-        for n in self.nodes.iter().filter(|n| n.exists()) {
+        for (_, n) in self.nodes.live() {
             s.nodes += 1;
             s.warm_nodes += u32::from(n.image && n.phase != Phase::Provisioning);
             s.users += n.users;
@@ -1180,6 +1420,14 @@ impl<'a> Engine<'a> {
         s.placeholders_pending = self.placeholders.len() as u32 - s.placeholders;
         self.log.samples.push(s);
     }
+}
+
+/// The first sibling, in the view's order, that is Pending or terminating and is not named
+/// `own`: the one [`Hold::SiblingBusy`] names.
+fn first_busy<'a>(siblings: &'a [Sibling], own: &str) -> Option<&'a String> {
+    (siblings.iter())
+        .find(|s| (s.pending || s.terminating) && s.name != own)
+        .map(|s| &s.name)
 }
 
 fn node_name(i: usize) -> String {
@@ -1277,12 +1525,13 @@ mod tests {
             let view = e.view();
             let rebuilt: Vec<NodeSummary> = e
                 .nodes
+                .all()
                 .iter()
                 .filter(|n| n.exists())
                 .map(|n| n.summary(system_time))
                 .collect();
             assert_eq!(*view.nodes, rebuilt, "t={t}");
-            let names: Vec<&str> = e.nodes.iter().map(|n| n.name.as_str()).collect();
+            let names: Vec<&str> = e.nodes.all().iter().map(|n| n.name.as_str()).collect();
             let siblings: Vec<Sibling> = e
                 .placeholders
                 .iter()
@@ -1316,7 +1565,7 @@ mod tests {
                         draw: 0.5,
                     };
                     assert_eq!(
-                        selfdestruct_decision::decide_placed(&snapshot, &view.placed),
+                        selfdestruct_decision::decide_placed(&snapshot, view.placed()),
                         selfdestruct_decision::decide(&snapshot),
                         "t={t} {}",
                         p.name
@@ -1330,6 +1579,29 @@ mod tests {
             "{versions} node views in {steps} steps"
         );
         assert!(decided > 1000, "{decided}");
+    }
+
+    /// An agent's decision is left out only when it would be its last one, and made on
+    /// earlier verdicts on the nodes only while they hold: with `check`, every decision
+    /// left out is made anyway and compared (a violation when it differs, or when the
+    /// memory changed), and every decision on earlier verdicts is made on fresh ones too.
+    /// The burst scenario (a wave of users preempts placeholders, whose replacements may
+    /// land where their pods were, within one view) for every row that runs the agent.
+    #[test]
+    fn a_decision_is_left_out_or_reuses_verdicts_only_when_it_would_be_the_same() {
+        let sc = Scenario::burst();
+        let rows = crate::scenario::standard_rows(&sc, setup(Peer::Selfdestruct, 1));
+        let arrivals = sc.arrivals(1);
+        for row in rows.iter().filter(|r| r.runs_agent()) {
+            let run = simulate(&sc, row, &arrivals, 1, true);
+            assert_eq!(run.log.violations, Vec::<String>::new(), "{}", row.name);
+            let (left_out, reused) = (run.log.same_decisions, run.log.verdicts_reused);
+            assert!(
+                left_out > 0 && reused > 0,
+                "{}: {left_out}, {reused}",
+                row.name
+            );
+        }
     }
 
     #[test]

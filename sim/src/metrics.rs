@@ -77,6 +77,12 @@ pub struct Log {
     pub scale_downs: Vec<Ms>,
     /// Calls of `selfdestruct_decision::decide`.
     pub decide_calls: u64,
+    /// Of those, the decisions known to be the agent's last one, left out
+    /// (`Engine::same_decision`).
+    pub same_decisions: u64,
+    /// Decisions made on the verdicts on the nodes found for an earlier one
+    /// (`selfdestruct_sim::placeholders::Known`).
+    pub verdicts_reused: u64,
     /// Most nodes existing at once during the measured window.
     pub peak_nodes: u32,
     /// Invariant violations (empty in a correct run).

@@ -15,7 +15,7 @@
 //! report ask of a peer: a new peer is a variant with its rows there, and its arms here. The
 //! functions below are the peers' rules, free of the event loop, so they are tested alone.
 
-use crate::cluster::{Node, Phase};
+use crate::cluster::{Node, NodeSet, Phase};
 use crate::metrics::MoveReason;
 use crate::scenario::{Ms, Peer, PeerConfig, Resources, Scenario, dur};
 
@@ -156,16 +156,16 @@ pub fn balloons_for(replicas: u32, pods_per_node: u64) -> u32 {
 
 /// Chunks of size `chunk` that fit into the free space of the nodes the autoscaler counts for
 /// a buffer: Ready (with or without a startup taint) and still booting.
-pub fn chunks_that_fit(nodes: &[Node], chunk: &Resources) -> u64 {
+pub fn chunks_that_fit(nodes: &(impl NodeSet + ?Sized), chunk: &Resources) -> u64 {
     nodes
-        .iter()
-        .filter(|n| matches!(n.phase, Phase::Provisioning | Phase::Ready))
-        .map(|n| n.free().fits_times(chunk))
+        .live()
+        .filter(|(_, n)| matches!(n.phase, Phase::Provisioning | Phase::Ready))
+        .map(|(_, n)| n.free().fits_times(chunk))
         .sum()
 }
 
 /// The buffer's chunks that fit nowhere: the autoscaler treats them as Pending pods.
-pub fn unplaced_chunks(nodes: &[Node], chunks: u32, chunk: &Resources) -> u64 {
+pub fn unplaced_chunks(nodes: &(impl NodeSet + ?Sized), chunks: u32, chunk: &Resources) -> u64 {
     u64::from(chunks).saturating_sub(chunks_that_fit(nodes, chunk))
 }
 

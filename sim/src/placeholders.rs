@@ -6,7 +6,8 @@ use std::time::{Duration, SystemTime};
 
 use selfdestruct_decision::model::{NodeSummary, OwnPod, Sibling, Toleration};
 use selfdestruct_decision::{
-    Decision, Memory, Outcome, Policy, SiblingNodes, Snapshot, decide, decide_placed,
+    Decision, Memory, NodeVerdicts, Outcome, Policy, SiblingNodes, Snapshot, evaluate,
+    evaluate_verdicts, node_verdicts,
 };
 
 use crate::cluster::STARTUP_TAINT;
@@ -60,6 +61,9 @@ pub enum PodState {
     },
 }
 
+/// Replica `N` is `placeholder-N`.
+const NAME_PREFIX: &str = "placeholder-";
+
 /// One StatefulSet replica.
 #[derive(Clone, Debug)]
 pub struct Placeholder {
@@ -77,11 +81,16 @@ impl Placeholder {
     /// Replica `i`, Pending since `now`.
     pub fn new(i: usize, now: Ms) -> Placeholder {
         Placeholder {
-            name: format!("placeholder-{i}"),
+            name: format!("{NAME_PREFIX}{i}"),
             incarnation: 0,
             state: PodState::Pending { created: now },
             agent: None,
         }
+    }
+
+    /// The replica named `name` ([`Placeholder::new`]).
+    pub fn ordinal(name: &str) -> Option<usize> {
+        name.strip_prefix(NAME_PREFIX)?.parse().ok()
     }
 
     /// The current pod's uid.
@@ -120,6 +129,65 @@ pub struct Agent {
     pub generation: u64,
     /// The version of the node view last observed ([`Agent::decide_in`]).
     pub observed: Option<u64>,
+    /// Set after a decision to wait with nothing to move for: what a later view must
+    /// change for the same decision not to follow ([`Settled`]).
+    pub settled: Option<Settled>,
+    /// The verdicts on the nodes of the view of the last decision ([`Known`]).
+    pub verdicts: Option<Known>,
+}
+
+/// The verdicts on the nodes of a view, and what a later view must change for them not to
+/// hold: the nodes (a new node version), the clock (the first settling node's time), a
+/// witness leaving (its pod re-created: a full node may then take the pod), or a sibling
+/// placed on a node old to this pod (a new witness: a node may be found full). Siblings
+/// added, Pending or terminating, or placed on newer nodes, change no verdict.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Known {
+    /// The verdicts.
+    pub found: NodeVerdicts,
+    /// The view they were found on ([`crate::engine`]'s count of views), and its node
+    /// version.
+    pub view: u64,
+    pub nodes: u64,
+    /// The witnesses of the nodes found full ([`Placeholder::ordinal`]).
+    pub witnesses: Vec<usize>,
+}
+
+/// Where [`Agent::decide_in`] takes the verdicts on the nodes from.
+pub enum Verdicts<'a> {
+    /// Scans the view ([`selfdestruct_decision::decide`]).
+    Scan,
+    /// Looks the siblings' nodes up in the view's [`SiblingNodes`].
+    Placed(&'a SiblingNodes),
+    /// Found before, and known to hold ([`Known`]).
+    Known(NodeVerdicts),
+}
+
+/// An agent's last decision was to wait, and a later view with the same nodes brings the
+/// same decision while it changes nothing that decision read:
+/// - with no trigger (no node to move to, no lifetime reached, none held back) or
+///   finished: the decision reads the siblings only through the full rule, which then
+///   rejected every node that reached it, each for a sibling (its witness), and the clock
+///   only through the wait's end. A sibling added, placed, pending or terminating adds
+///   witnesses or matters only with a trigger, and a witness that stays keeps its node
+///   full: until the wait's end, the same decision unless a witness left (its pod
+///   re-created);
+/// - held back by a busy sibling (`busy`), with no end: the trigger stays (only a sibling
+///   placed can show its node full; time only adds triggers, and ends the backoff and the
+///   move cap, which then did not hold), so the same decision while no sibling is placed
+///   and the first busy sibling stays the same.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Settled {
+    /// The decision.
+    pub decision: Decision,
+    /// The view it was made on ([`crate::engine`]'s count of views), and that view's
+    /// node version.
+    pub view: u64,
+    pub nodes: u64,
+    /// The witnesses ([`Placeholder::ordinal`]).
+    pub witnesses: Vec<usize>,
+    /// The busy sibling named, when held back by one.
+    pub busy: Option<String>,
 }
 
 impl Agent {
@@ -158,6 +226,8 @@ impl Agent {
             wake: None,
             generation: 0,
             observed: None,
+            settled: None,
+            verdicts: None,
         }
     }
 
@@ -170,26 +240,28 @@ impl Agent {
         policy: &Policy,
         draw: f64,
     ) -> Decision {
-        self.decide_in(now, nodes, siblings, None, None, policy, draw)
+        (self.decide_in(now, nodes, siblings, Verdicts::Scan, None, policy, draw)).0
     }
 
-    /// [`Agent::decide`], with `placed` the [`SiblingNodes`] of `nodes` and `siblings`
-    /// (shared by every agent deciding on that view), and `version` a version of the
-    /// nodes of `nodes` this agent would note usable (a new version whenever those
-    /// names may have changed): the same decision. The node view is observed only when
-    /// that version changed, because observing the same usable nodes again changes
-    /// nothing (the memory then holds exactly them, and nothing else writes that record).
+    /// [`Agent::decide`], with the verdicts on the nodes from `verdicts` (the
+    /// [`SiblingNodes`] of `nodes` and `siblings`, shared by every agent deciding on that
+    /// view, or verdicts known to hold), and `version` a version of the nodes of `nodes`
+    /// this agent would note usable (a new version whenever those names may have changed):
+    /// the same decision. The node view is observed only when that version changed,
+    /// because observing the same usable nodes again changes nothing (the memory then
+    /// holds exactly them, and nothing else writes that record). With the decision, the
+    /// verdicts it read (none when scanned).
     #[allow(clippy::too_many_arguments)]
     pub fn decide_in(
         &mut self,
         now: Ms,
         nodes: &[NodeSummary],
         siblings: &[Sibling],
-        placed: Option<&SiblingNodes>,
+        verdicts: Verdicts,
         version: Option<u64>,
         policy: &Policy,
         draw: f64,
-    ) -> Decision {
+    ) -> (Decision, Option<NodeVerdicts>) {
         let now = system_time(now);
         if version.is_none() || version != self.observed {
             self.memory.observe_nodes(now, &self.own, Some(nodes));
@@ -205,12 +277,16 @@ impl Agent {
             memory: &self.memory,
             draw,
         };
-        let decision = match placed {
-            Some(placed) => decide_placed(&snapshot, placed),
-            None => decide(&snapshot),
+        let (decision, verdicts) = match verdicts {
+            Verdicts::Scan => (evaluate(&snapshot).decision, None),
+            Verdicts::Placed(placed) => {
+                let found = node_verdicts(&snapshot, placed);
+                (evaluate_verdicts(&snapshot, &found).decision, Some(found))
+            }
+            Verdicts::Known(found) => (evaluate_verdicts(&snapshot, &found).decision, Some(found)),
         };
         self.memory.apply(now, &decision);
-        decision
+        (decision, verdicts)
     }
 
     /// Records the eviction's outcome as the agent does.

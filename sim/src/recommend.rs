@@ -420,9 +420,16 @@ fn search(
                 let Ok(mut chains) = state.lock() else { return };
                 loop {
                     // The next run: the first chain with a seed left to hand out, starting its
-                    // next count when it has none running.
+                    // next count when it has none running. First the chains others wait for,
+                    // then those with the agent (the longest runs), then the rest: the long
+                    // searches start early and the short ones fill in around them.
                     let mut job = None;
-                    for c in 0..chains.len() {
+                    let mut order: Vec<usize> = (0..chains.len()).collect();
+                    order.sort_by_key(|&c| {
+                        let awaited = chains.iter().any(|o| o.after == Some(c));
+                        (!awaited, !chains[c].setup.runs_agent(), c)
+                    });
+                    for c in order {
                         if let Some(twin) = chains[c].after {
                             if !chains[twin].over {
                                 continue;
