@@ -4,16 +4,18 @@
 Reads the bench's per-group log (target/coldstart-logs/runN-SLUG-why.jsonl: every change of
 each node's room, every placeholder binding, every user binding with the room the observer saw
 then) and the simulator's users of the same trace (target/coldstart-sim-users-PLACEMENT.json,
-`simulate --users-out`). Usage: why.py RUN SLUG ROW PLACEMENT (e.g. why.py 0 buffer-ma buffer
-most-allocated). Times are simulated seconds of the trace's day.
+`simulate --users-out`). Usage: why.py RUN SLUG ROW PLACEMENT [LOGS [SIMUSERS]] (e.g. why.py 0 buffer-ma buffer
+most-allocated; LOGS defaults to target/coldstart-logs, SIMUSERS to
+target/coldstart-sim-users-PLACEMENT.json). Times are simulated seconds of the trace's day.
 """
 import json
 import sys
 
 run, slug, row, placement = sys.argv[1:5]
-root = sys.argv[5] if len(sys.argv) > 5 else "."
-evs = [json.loads(l) for l in open(f"{root}/target/coldstart-logs/run{run}-{slug}-why.jsonl")]
-sim = {r["row"]: r for r in json.load(open(f"{root}/target/coldstart-sim-users-{placement}.json"))}[row]
+logs = sys.argv[5] if len(sys.argv) > 5 else "target/coldstart-logs"
+simfile = sys.argv[6] if len(sys.argv) > 6 else f"target/coldstart-sim-users-{placement}.json"
+evs = [json.loads(l) for l in open(f"{logs}/run{run}-{slug}-why.jsonl")]
+sim = {r["row"]: r for r in json.load(open(simfile))}[row]
 snodes = {n["name"]: n for n in sim["nodes"]}
 
 
@@ -36,12 +38,19 @@ def room_summary(room):
             "pending_ph": room["pending"][1], "soft": soft}
 
 
-# Node first seen, from the room log.
-seen = {}
+# Node first seen, Ready and warm, from the room log.
+seen, ready_at, warm_at, gone_at = {}, {}, {}, {}
 for e in evs:
     if e["ev"] == "room" and e["room"]:
-        for name in e["room"]["nodes"]:
+        for name, (warm, ready, *_rest) in e["room"]["nodes"].items():
             seen.setdefault(name, e["t"])
+            if ready:
+                ready_at.setdefault(name, e["t"])
+            if warm:
+                warm_at.setdefault(name, e["t"])
+        for name in seen:
+            if name not in e["room"]["nodes"]:
+                gone_at.setdefault(name, e["t"])
 # The room just before each time, to find the trigger of a node: the last time the free room
 # on Ready and booting nodes fell below the buffer (4 chunks) or a pod went Pending before it.
 rooms = [(e["t"], room_summary(e["room"])) for e in evs if e["ev"] == "room" and e["room"]]
@@ -87,9 +96,19 @@ for i in sorted(real_cold - sim_cold):
           f"(created {n.get('created')}, ready {n.get('ready')}, image {n.get('image')}) "
           f"delayed {u['delayed']} preempted {u['preempted']}")
 print()
-print("real nodes: seen, trigger;  sim nodes: created")
-print("  real:", [(n, t, trigger(t)) for n, t in sorted(seen.items(), key=lambda x: x[1])])
-print("  sim: ", [(n["name"], n["created"], n["ready"]) for n in sim["nodes"]])
+print("nodes in order of creation: real seen / Ready / warm / gone (its trigger) against sim created / Ready / warm / removed")
+real_nodes = sorted(seen.items(), key=lambda x: x[1])
+for k in range(max(len(real_nodes), len(sim["nodes"]))):
+    r = real_nodes[k] if k < len(real_nodes) else None
+    m = sim["nodes"][k] if k < len(sim["nodes"]) else None
+    rs = (f"{r[0]} {r[1]:.0f} / {ready_at.get(r[0], 0):.0f} / {warm_at.get(r[0], 0):.0f} / {gone_at.get(r[0])} (trigger {trigger(r[1])})"
+          if r else "-")
+    ms = f"{m['name']} {m['created']:.0f} / {m['ready']:.0f} / {m['image']:.0f} / {m['removed']}" if m else "-"
+    lag = ""
+    if r and m and k > 0:
+        lag = (f"  real-sim: seen {r[1] - m['created']:+.0f} ready {ready_at.get(r[0], 0) - m['ready']:+.0f}"
+               f" warm {warm_at.get(r[0], 0) - m['image']:+.0f}")
+    print(f"  {k:2} {rs:60} | {ms}{lag}")
 phb = [e for e in evs if e["ev"] == "ph_bind"]
 if phb:
     print()
