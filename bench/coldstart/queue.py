@@ -17,20 +17,21 @@ log, factor = sys.argv[1], float(sys.argv[2])
 t_re = re.compile(r"^[IWE]\d{4} (\d\d:\d\d:\d\d\.\d+)")
 unsched = re.compile(r"Pod ([^/ ]+)/\S+ is unschedulable")
 scale = re.compile(r"Scale-up: setting group (\S+) size to (\d+)")
-groups_per_loop = []
+salvo_groups = []  # node groups resized in each salvo (--salvo-scale-up)
+in_salvo = None
 first_seen = {}  # group -> first unschedulable since its last scale-up
 waits = {}
-loop_groups = set()
 for line in open(log, errors="replace"):
     m = t_re.match(line)
     if not m:
         continue
     t = datetime.strptime(m.group(1), "%H:%M:%S.%f")
     t = t.hour * 3600 + t.minute * 60 + t.second + t.microsecond / 1e6
-    if "Autoscaler loop triggered" in line or "Starting main loop" in line:
-        if loop_groups:
-            groups_per_loop.append(len(loop_groups))
-        loop_groups = set()
+    if "Starting scale up salvo" in line:
+        in_salvo = set()
+    elif "Finished scale up salvo" in line and in_salvo is not None:
+        salvo_groups.append(len(in_salvo))
+        in_salvo = None
     u = unsched.search(line)
     if u:
         first_seen.setdefault(u.group(1), t)
@@ -38,7 +39,8 @@ for line in open(log, errors="replace"):
     s = scale.search(line)
     if s:
         g = s.group(1)
-        loop_groups.add(g)
+        if in_salvo is not None:
+            in_salvo.add(g)
         if g in first_seen:
             waits.setdefault(g, []).append((t - first_seen.pop(g)) * factor)
 
@@ -49,7 +51,8 @@ def q(v, p):
 
 
 allw = [w for v in waits.values() for w in v]
-print(f"scale-ups {len(allw)}; groups resized per loop that resized any: max {max(groups_per_loop or [0])}")
+print(f"scale-ups {len(allw)}" + (f"; salvos {len(salvo_groups)}, groups resized in one: max "
+      f"{max(salvo_groups)}" if salvo_groups else "; no salvo (one node group a loop)"))
 print(f"wait (simulated s) from a group's first unschedulable pod to its scale-up: "
       f"p50 {q(allw, .5):.0f}, p90 {q(allw, .9):.0f}, max {q(allw, 1):.0f}")
 for g, v in sorted(waits.items()):
