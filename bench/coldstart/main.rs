@@ -426,9 +426,9 @@ fn room_of(
             .copied()
             .unwrap_or_default();
         let soft = taints_of(n).iter().any(|t| t.ends_with("PreferNoSchedule"));
-        let e = out
-            .entry(g.clone())
-            .or_insert_with(|| json!({"nodes": {}, "pending": pending.get(g).copied().unwrap_or_default()}));
+        let e = out.entry(g.clone()).or_insert_with(
+            || json!({"nodes": {}, "pending": pending.get(g).copied().unwrap_or_default()}),
+        );
         e["nodes"][name] = json!([
             has_image(n, USER_IMAGE),
             node_ready(n),
@@ -1000,9 +1000,10 @@ async fn run_real(
                         }
                     }
                     // Placeholders newly bound (or re-created and bound): where, warm or not.
-                    for p in all_pods.iter().filter(|p| {
-                        label(p, "app.kubernetes.io/component") == Some("placeholder")
-                    }) {
+                    for p in all_pods
+                        .iter()
+                        .filter(|p| label(p, "app.kubernetes.io/component") == Some("placeholder"))
+                    {
                         let uid = p.metadata.uid.clone().unwrap_or_default();
                         let Some(nn) = p.spec.as_ref().and_then(|s| s.node_name.clone()) else {
                             continue;
@@ -1011,7 +1012,9 @@ async fn run_real(
                             ph_nodes.insert(uid, nn.clone());
                             let ns_ = p.metadata.namespace.clone().unwrap_or_default();
                             let n = by_name.get(&nn);
-                            w.entry(ns_).or_default().push(json!({"t": t_sim, "ev": "ph_bind",
+                            w.entry(ns_)
+                                .or_default()
+                                .push(json!({"t": t_sim, "ev": "ph_bind",
                                 "pod": p.metadata.name, "node": nn,
                                 "warm": n.is_some_and(|n| has_image(n, USER_IMAGE)),
                                 "taints": n.map(|n| taints_of(n)).unwrap_or_default()}));
@@ -1035,7 +1038,8 @@ async fn run_real(
                             let first_seen = seen.lock().unwrap().get(&nn).map(|s| {
                                 (
                                     round2((s.seen.max(start) - start).as_secs_f64() * f),
-                                    s.ready.map(|r| round2((r.max(start) - start).as_secs_f64() * f)),
+                                    s.ready
+                                        .map(|r| round2((r.max(start) - start).as_secs_f64() * f)),
                                 )
                             });
                             why.lock().unwrap().entry(ns_.clone()).or_default().push(json!({
