@@ -265,6 +265,10 @@ struct Args {
     /// An event's count applies this long before it starts
     #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = duration, help_heading = "Schedule")]
     schedule_lead_time: Duration,
+    /// Write every row's users, nodes and scale-ups of the first seed to this JSON file (the
+    /// real-stack bench's per-user comparison: why each user started cold)
+    #[arg(long, value_name = "FILE", hide = true, conflicts_with = "recommend")]
+    users_out: Option<PathBuf>,
 }
 
 fn schedule_baseline(s: &str) -> Result<Baseline, String> {
@@ -1001,6 +1005,13 @@ fn main() -> ExitCode {
     }
     let elapsed = started.elapsed();
     let summaries: Vec<_> = results.iter().map(|r| r.summary.clone()).collect();
+    if let Some(path) = &args.users_out {
+        let out = report::users_json(&sc, &rows, seeds[0], &arrivals[0], args.check);
+        if let Err(e) = std::fs::write(path, out) {
+            eprintln!("simulate: cannot write {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+    }
     if args.json {
         println!("{}", report::json(&sc, &seeds, &rows, &results));
     } else {

@@ -573,6 +573,47 @@ pub fn sweep_header(sc: &Scenario) -> String {
     )
 }
 
+/// Every row's users, nodes and scale-ups on one seed, as JSON (times in seconds from the
+/// start of the replayed day): the real-stack bench compares, user by user, why a user started
+/// cold (`bench/coldstart`, `simulate --users-out`).
+pub fn users_json(
+    sc: &Scenario,
+    rows: &[Setup],
+    seed: u64,
+    arrivals: &[crate::scenario::Arrival],
+    check: bool,
+) -> String {
+    let s = |t: u64| t as f64 / 1000.0;
+    let out: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|row| {
+            let run = crate::engine::simulate(sc, row, arrivals, seed, check);
+            let users: Vec<serde_json::Value> = run
+                .users
+                .iter()
+                .map(|u| {
+                    serde_json::json!({"arrival": s(u.arrival), "bound": u.bound_at.map(s),
+                        "node": u.node.map(|n| run.nodes[n].name.clone()), "cold": u.cold,
+                        "delayed": u.delayed, "preempted": u.preempted})
+                })
+                .collect();
+            let nodes: Vec<serde_json::Value> = run
+                .nodes
+                .iter()
+                .map(|n| {
+                    serde_json::json!({"name": n.name, "created": s(n.created),
+                        "ready": s(n.ready_at), "image": s(n.image_at),
+                        "removed": n.removed_at.map(s)})
+                })
+                .collect();
+            let ups: Vec<(f64, u32)> = run.log.scale_ups.iter().map(|&(t, n)| (s(t), n)).collect();
+            serde_json::json!({"row": row.name, "users": users, "nodes": nodes,
+                "scale_ups": ups, "preemptions": run.log.preemptions.iter().map(|&t| s(t)).collect::<Vec<_>>()})
+        })
+        .collect();
+    serde_json::to_string(&out).unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

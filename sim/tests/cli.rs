@@ -306,3 +306,66 @@ fn the_real_stack_benchs_timers_set_the_scenario() {
     assert_eq!(sc["gate_lag"], 15_000);
     assert_eq!(sc["image_size_mib"], 2_048);
 }
+
+/// `--users-out` (the real-stack bench's per-user comparison) writes each row's users and nodes:
+/// as many users as the run had, cold exactly where the summary counts cold, and a cold user bound
+/// to a node before its image was there.
+#[test]
+fn users_out_lists_every_user_and_why_it_was_cold() {
+    let dir = std::env::temp_dir().join(format!("simulate-users-out-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("users.json");
+    let mut args = QUICK.to_vec();
+    let p = path.display().to_string();
+    args.extend([
+        "--only",
+        "static,buffer",
+        "--warmup",
+        "0",
+        "--json",
+        "--users-out",
+        &p,
+    ]);
+    let out = simulate(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("--users-out's file"))
+            .expect("its JSON");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(rows.len(), 2);
+    for r in &rows {
+        let summary = v["rows"]
+            .as_array()
+            .expect("rows")
+            .iter()
+            .find(|s| s["results"]["policy"] == r["row"])
+            .expect("the row in the table");
+        let seed0 = &summary["per_seed"][0];
+        let users = r["users"].as_array().expect("users");
+        let nodes = r["nodes"].as_array().expect("nodes");
+        let cold: Vec<&serde_json::Value> = users.iter().filter(|u| u["cold"] == true).collect();
+        assert_eq!(users.len() as u64, seed0["users"].as_u64().expect("users"));
+        assert_eq!(cold.len() as u64, seed0["cold"].as_u64().expect("cold"));
+        let added: u64 = r["scale_ups"]
+            .as_array()
+            .expect("scale-ups")
+            .iter()
+            .map(|s| s[1].as_u64().expect("nodes added"))
+            .sum();
+        let provisioned = nodes.iter().filter(|n| n["ready"] != n["created"]).count();
+        assert_eq!(added, provisioned as u64);
+        assert!(added > 0, "the test wants a run that scales up");
+        for u in cold {
+            let n = nodes
+                .iter()
+                .find(|n| n["name"] == u["node"])
+                .expect("a cold user's node");
+            assert!(u["bound"].as_f64() < n["image"].as_f64(), "{u} on {n}");
+        }
+    }
+}
