@@ -445,16 +445,12 @@ pub fn least_allocated(
     req: &Resources,
     spreading: Option<f64>,
 ) -> Option<usize> {
-    let feasible: Vec<usize> = (nodes.live())
-        .filter(|(_, n)| n.takes_placeholders() && n.fits(req))
-        .map(|(i, _)| i)
-        .collect();
-    let (max, min) = feasible.iter().fold((0u32, u32::MAX), |(hi, lo), &i| {
-        (hi.max(nodes[i].placeholders), lo.min(nodes[i].placeholders))
+    let feasible = || (nodes.live()).filter(|(_, n)| n.takes_placeholders() && n.fits(req));
+    let (max, min) = feasible().fold((0u32, u32::MAX), |(hi, lo), (_, n)| {
+        (hi.max(n.placeholders), lo.min(n.placeholders))
     });
     let mut best: Option<(usize, f64)> = None;
-    for &i in &feasible {
-        let n = &nodes[i];
+    for (i, n) in feasible() {
         let mut score = 100.0 * (1.0 - n.allocated_with(req));
         if let Some(weight) = spreading {
             // The scheduler's normalisation: the node with the fewest matching pods scores 100.

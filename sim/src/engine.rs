@@ -228,6 +228,9 @@ struct Engine<'a> {
     loop_gen: u64,
     /// Per placeholder: the scheduler has marked its current (Pending) pod unschedulable.
     unschedulable: Vec<bool>,
+    /// A placeholder may be Pending: false once the scheduler found none, until one is
+    /// re-created (the scheduler runs on every arrival and every session's end).
+    placeholders_pending: bool,
     /// Scheduled replicas over time (empty: `setup.replicas` throughout).
     steps: &'a [(Ms, u32)],
     /// Per placeholder: scaled away by the schedule (no pod, not a sibling).
@@ -315,6 +318,7 @@ impl<'a> Engine<'a> {
             known_ready: Vec::new(),
             loop_gen: 0,
             unschedulable: vec![false; pods],
+            placeholders_pending: true,
             steps,
             absent: (0..pods).map(|i| i >= first).collect(),
             stop: Stop::NEVER,
@@ -485,6 +489,7 @@ impl<'a> Engine<'a> {
                 if matches!(ph.state, PodState::Terminating { .. }) && !self.absent[p] {
                     ph.incarnation += 1;
                     ph.state = PodState::Pending { created: self.now };
+                    self.placeholders_pending = true;
                     self.unschedulable[p] = false;
                     self.sched_dirty = true;
                     self.view_dirty = true;
@@ -562,6 +567,7 @@ impl<'a> Engine<'a> {
                 _ => {}
             }
         }
+        self.placeholders_pending = true;
         self.sched_dirty = true;
         self.view_dirty = true;
     }
@@ -631,6 +637,9 @@ impl<'a> Engine<'a> {
                 break;
             }
         }
+        if !self.placeholders_pending {
+            return;
+        }
         let mut pending: Vec<(Ms, usize)> = self
             .placeholders
             .iter()
@@ -640,6 +649,7 @@ impl<'a> Engine<'a> {
                 _ => None,
             })
             .collect();
+        self.placeholders_pending = !pending.is_empty();
         pending.sort_unstable();
         let spreading = self.sc.default_spreading.then_some(self.sc.spread_weight);
         let mut new = false;
@@ -1361,6 +1371,12 @@ impl<'a> Engine<'a> {
             if n.phase == Phase::Removed && pods > 0 {
                 bad.push(format!("{} removed with {pods} pods", n.name));
             }
+        }
+        if !self.placeholders_pending
+            && (self.placeholders.iter().zip(&self.absent))
+                .any(|(p, gone)| !gone && matches!(p.state, PodState::Pending { .. }))
+        {
+            bad.push("a placeholder is Pending, the scheduler looks for none".into());
         }
         for p in &self.placeholders {
             if let PodState::Running { node, .. } = p.state

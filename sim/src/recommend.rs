@@ -11,7 +11,9 @@
 //!
 //! The runs go to a pool of one worker per core: each policy's next count is run as soon as its
 //! previous one is done, not when the slowest policy's is, so no core waits for a round to end.
-//! Every search is sequential in itself, so the answers do not depend on the thread timing.
+//! A free worker takes the searches others wait for first, then those of rows with the agent
+//! (the longest runs; the most placeholders first), then the rest, which fill in around them. Every search is sequential in
+//! itself, so the answers do not depend on the thread timing.
 
 use std::fmt::Write;
 use std::sync::{Condvar, Mutex};
@@ -427,7 +429,16 @@ fn search(
                     let mut order: Vec<usize> = (0..chains.len()).collect();
                     order.sort_by_key(|&c| {
                         let awaited = chains.iter().any(|o| o.after == Some(c));
-                        (!awaited, !chains[c].setup.runs_agent(), c)
+                        // More placeholders, more agents: the longer runs first.
+                        let count = (chains[c].running.as_ref().map(|r| r.replicas))
+                            .or_else(|| chains[c].search.as_ref().and_then(Search::next));
+                        let agent = chains[c].setup.runs_agent();
+                        (
+                            !awaited,
+                            !agent,
+                            std::cmp::Reverse(count.filter(|_| agent)),
+                            c,
+                        )
                     });
                     for c in order {
                         if let Some(twin) = chains[c].after {
