@@ -9,6 +9,17 @@ fn simulate(args: &[&str]) -> std::process::Output {
         .expect("runs")
 }
 
+/// Runs `simulate` with `args`, which must succeed (else its stderr is shown); its JSON output.
+fn simulate_json(args: &[&str]) -> serde_json::Value {
+    let out = simulate(args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("json")
+}
+
 const QUICK: [&str; 6] = ["--scenario", "small", "--hours", "2", "--seeds", "1"];
 
 #[test]
@@ -291,13 +302,7 @@ fn the_real_stack_benchs_timers_set_the_scenario() {
         "--image-size-gib",
         "2",
     ]);
-    let out = simulate(&args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let v = simulate_json(&args);
     let sc = &v["scenario"];
     assert_eq!(sc["autoscaler"]["scan"], 15_000);
     assert_eq!(sc["autoscaler"]["delay_after_add"], 1_200_000);
@@ -326,13 +331,7 @@ fn users_out_lists_every_user_and_why_it_was_cold() {
         "--users-out",
         &p,
     ]);
-    let out = simulate(&args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let v = simulate_json(&args);
     let rows: Vec<serde_json::Value> =
         serde_json::from_str(&std::fs::read_to_string(&path).expect("--users-out's file"))
             .expect("its JSON");
