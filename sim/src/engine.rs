@@ -891,7 +891,6 @@ impl<'a> Engine<'a> {
             .all(|(p, gone)| *gone || matches!(p.state, PodState::Running { .. }))
     }
 
-    /// Lets placeholder `p`'s agent decide (with the real decision function) and act.
     /// Whether placeholder `p`'s agent, [`Settled`] since its last decision, would decide
     /// the same again on the current view: then that decision stands, with the draws and
     /// the count of a decision made ([`Engine::step_agent`]). With `check`, it is made
@@ -993,6 +992,7 @@ impl<'a> Engine<'a> {
         hold.then(|| known.found.clone())
     }
 
+    /// Lets placeholder `p`'s agent decide (with the real decision function) and act.
     fn step_agent(&mut self, p: usize) {
         for _ in 0..8 {
             let view = self.view();
