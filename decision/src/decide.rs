@@ -699,11 +699,6 @@ pub fn decide_placed(s: &Snapshot, placed: &SiblingNodes) -> Decision {
     evaluate_placed(s, Some(placed)).decision
 }
 
-/// [`evaluate`], with `placed` as in [`decide_placed`].
-pub fn evaluate_with<'a>(s: &Snapshot<'a>, placed: &SiblingNodes) -> Evaluation<'a> {
-    evaluate_placed(s, Some(placed))
-}
-
 /// Where each sibling of a view is placed, as the full rule reads it, and the siblings'
 /// names and uids hashed: built once per view and shared by every snapshot of that view
 /// ([`decide_placed`]), so that each evaluation compares mostly numbers, not names.
