@@ -898,11 +898,12 @@ impl<'a> Engine<'a> {
     fn same_decision(&mut self, p: usize) -> bool {
         let view = self.view();
         let now = self.now;
-        let Some(settled) = self.placeholders[p]
+        // The witnesses of the settled decision: those of the verdicts it was made on.
+        let Some((settled, witnesses)) = self.placeholders[p]
             .agent
             .as_ref()
             .filter(|a| a.wake.is_none_or(|w| w > now))
-            .and_then(|a| a.settled.as_ref())
+            .and_then(|a| Some((a.settled.as_ref()?, &a.verdicts.as_ref()?.witnesses)))
         else {
             return false;
         };
@@ -917,8 +918,7 @@ impl<'a> Engine<'a> {
         let mut changes = (self.sibling_changes.iter().rev()).take_while(|c| c.0 > settled.view);
         let unaffected = match &settled.busy {
             None => changes.all(|c| {
-                (c.1.as_ref())
-                    .is_some_and(|c| c.gone.iter().all(|g| !settled.witnesses.contains(g)))
+                (c.1.as_ref()).is_some_and(|c| c.gone.iter().all(|g| !witnesses.contains(g)))
             }),
             Some(busy) => {
                 changes.all(|c| c.1.as_ref().is_some_and(|c| c.placed.is_empty()))
@@ -1045,14 +1045,12 @@ impl<'a> Engine<'a> {
                 w.dedup();
                 w
             });
-            agent.verdicts = found
-                .zip(witnesses.clone())
-                .map(|(found, witnesses)| Known {
-                    found,
-                    view: view.number,
-                    nodes: view.version,
-                    witnesses,
-                });
+            agent.verdicts = found.zip(witnesses).map(|(found, witnesses)| Known {
+                found,
+                view: view.number,
+                nodes: view.version,
+                witnesses,
+            });
             if let Some((want, _)) = fresh
                 && want != decision
             {
@@ -1098,14 +1096,13 @@ impl<'a> Engine<'a> {
                         _ => None,
                     };
                     if let Some(busy) = busy
-                        && let Some(witnesses) = witnesses
                         && let Some(agent) = self.placeholders[p].agent.as_mut()
+                        && agent.verdicts.is_some()
                     {
                         agent.settled = Some(Settled {
                             decision: Decision::Wait { until, hold },
                             view: view.number,
                             nodes: view.version,
-                            witnesses,
                             busy,
                         });
                     }

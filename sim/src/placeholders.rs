@@ -184,9 +184,8 @@ pub struct Settled {
     /// node version.
     pub view: u64,
     pub nodes: u64,
-    /// The witnesses ([`Placeholder::ordinal`]).
-    pub witnesses: Vec<usize>,
-    /// The busy sibling named, when held back by one.
+    /// The busy sibling named, when held back by one. (The witnesses are those of the
+    /// agent's [`Known`] verdicts, found with this decision.)
     pub busy: Option<String>,
 }
 
