@@ -106,6 +106,14 @@ struct Args {
     /// "quick" or "full".
     #[arg(long, default_value = "quick")]
     form: String,
+    /// Seeds of the simulator's side (its spread comes from the node delays' spread and the
+    /// agents' jitter).
+    #[arg(long, default_value_t = 12)]
+    sim_seeds: u32,
+    /// Re-run only the simulator's side against the real runs already in `--out` (their
+    /// measured delays), replacing its sim entries of the same rows, placements and form.
+    #[arg(long)]
+    sim_only: bool,
     /// Write the first run's timeline of `--plot-row` (the first placement) beside the
     /// simulator's to this SVG.
     #[arg(long)]
@@ -524,9 +532,11 @@ fn main() {
         .ok()
         .and_then(|t| serde_json::from_str::<Vec<Value>>(&t).ok())
         .unwrap_or_default();
-    // A new run replaces the file's entries of the same rows, placements and form only.
+    // A new run replaces the file's entries of the same rows, placements and form only
+    // (with `--sim-only`, its sim entries only).
     out.retain(|r| {
         r["form"] != args.form.as_str()
+            || (args.sim_only && r["source"] == "real")
             || !groups
                 .iter()
                 .any(|g| r["row"] == g.row.as_str() && r["placement"] == g.placement.as_str())
@@ -535,7 +545,7 @@ fn main() {
     let mut per_run: BTreeMap<String, Vec<RowResult>> = BTreeMap::new();
     let mut loads = Vec::new();
     let mut timeline = BTreeMap::new();
-    for run in 0..args.runs {
+    for run in 0..if args.sim_only { 0 } else { args.runs } {
         let t0 = Instant::now();
         let l0 = loadavg();
         let (res, samples) = block_on(run_real(&args, &groups, &trace, window_s, run));
@@ -624,7 +634,8 @@ fn main() {
             "wall_min": round2(wall.elapsed().as_secs_f64() / 60.0), "load": loads}));
     }
     for p in &args.placement {
-        out.extend(run_sim(&args, p, window_s));
+        let delays = measured_delays(&args, &out, p);
+        out.extend(run_sim(&args, p, window_s, &delays));
     }
     out.sort_by_key(|r| {
         (
@@ -643,7 +654,7 @@ fn main() {
         serde_json::to_string_pretty(&out).expect("json") + "\n",
     )
     .expect("write the results");
-    if let Some(plot) = &args.plot {
+    if let Some(plot) = args.plot.as_ref().filter(|_| !args.sim_only) {
         write_plot(&args, &groups, &timeline, plot);
     }
     eprintln!(
@@ -1219,10 +1230,62 @@ fn timers(f: f64) -> Timers {
     }
 }
 
+/// The node delays the simulator is given: the nominal boot and pull plus the stand-in
+/// kubelet's lateness as the real runs of this placement and form measured it (the median
+/// over their rows of each row's p50), and the relative spread that gives a uniform delay the
+/// measured p50-to-p90 width (p90 - p50 = 0.4 × spread × delay), the mean of boot's and
+/// pull's. Without real runs: the nominal delays, no spread.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Delays {
+    ready_s: f64,
+    pull_s: f64,
+    spread: f64,
+}
+
+fn measured_delays(args: &Args, out: &[Value], placement: &str) -> Delays {
+    let lags: Vec<&Value> = out
+        .iter()
+        .filter(|r| {
+            r["source"] == "real"
+                && r["placement"] == placement
+                && r["form"] == args.form.as_str()
+                && args.rows.iter().any(|row| r["row"] == row.as_str())
+        })
+        .map(|r| &r["lag"])
+        .collect();
+    delays_from(args.node_ready_s, args.image_pull_s, &lags)
+}
+
+fn delays_from(ready_s: f64, pull_s: f64, lags: &[&Value]) -> Delays {
+    let median = |key: &str, q: &str| {
+        let v: Vec<f64> = lags.iter().filter_map(|l| l[key][q].as_f64()).collect();
+        (!v.is_empty()).then(|| quantile(&v, 0.5))
+    };
+    let (Some(b50), Some(b90), Some(i50), Some(i90)) = (
+        median("boot_late_s", "p50"),
+        median("boot_late_s", "p90"),
+        median("image_late_s", "p50"),
+        median("image_late_s", "p90"),
+    ) else {
+        return Delays {
+            ready_s,
+            pull_s,
+            spread: 0.0,
+        };
+    };
+    let (ready, pull) = (ready_s + b50.max(0.0), pull_s + i50.max(0.0));
+    let spread = ((b90 - b50).max(0.0) / (0.4 * ready) + (i90 - i50).max(0.0) / (0.4 * pull)) / 2.0;
+    Delays {
+        ready_s: round2(ready),
+        pull_s: round2(pull),
+        spread: round2(spread.min(0.9)),
+    }
+}
+
 /// The same trace through `simulate`, with the same delays in simulated time: the real
 /// stack's timers times the factor (the autoscaler's whole seconds, its fixed 2 s hold on
-/// very new pods, the gate's lag).
-fn run_sim(args: &Args, placement: &str, window_s: f64) -> Vec<Value> {
+/// very new pods, the gate's lag), and the node delays the real runs measured.
+fn run_sim(args: &Args, placement: &str, window_s: f64, delays: &Delays) -> Vec<Value> {
     let f = args.factor;
     let t = timers(f);
     let sim_s = |real_s: f64| format!("{}ms", (real_s * f * 1000.0).round() as u64);
@@ -1234,7 +1297,7 @@ fn run_sim(args: &Args, placement: &str, window_s: f64) -> Vec<Value> {
         "--warmup".into(),
         "0".into(),
         "--seeds".into(),
-        args.runs.to_string(),
+        args.sim_seeds.to_string(),
         "--replicas".into(),
         args.replicas.to_string(),
         "--node-cpu".into(),
@@ -1246,13 +1309,13 @@ fn run_sim(args: &Args, placement: &str, window_s: f64) -> Vec<Value> {
         "--user-mem-gib".into(),
         "4".into(),
         "--node-ready".into(),
-        format!("{}s", args.node_ready_s),
+        format!("{}ms", (delays.ready_s * 1000.0).round() as u64),
         "--image-pull".into(),
-        format!("{}s", args.image_pull_s),
+        format!("{}ms", (delays.pull_s * 1000.0).round() as u64),
         "--image-size-gib".into(),
         args.image_size_gib.to_string(),
         "--delay-spread".into(),
-        "0".into(),
+        delays.spread.to_string(),
         "--min-nodes".into(),
         "1".into(),
         "--max-nodes".into(),
@@ -1311,13 +1374,13 @@ fn run_sim(args: &Args, placement: &str, window_s: f64) -> Vec<Value> {
         root().join(format!("target/coldstart-sim-{placement}.json")),
         &o.stdout,
     );
-    sim_rows(args, placement, &v, window_s)
+    sim_rows(args, placement, &v, window_s, delays)
 }
 
 /// The simulator's rows. It replays whole UTC days: its node-hours cover 24 h, of which
 /// the hours after `window_s` are the cluster left at the end (1 initial node, plus those
 /// added, minus those removed) standing idle; those are taken off.
-fn sim_rows(args: &Args, placement: &str, v: &Value, window_s: f64) -> Vec<Value> {
+fn sim_rows(args: &Args, placement: &str, v: &Value, window_s: f64, delays: &Delays) -> Vec<Value> {
     let list = v["rows"].as_array().cloned().unwrap_or_default();
     let mut out = Vec::new();
     for row in &args.rows {
@@ -1354,6 +1417,9 @@ fn sim_rows(args: &Args, placement: &str, v: &Value, window_s: f64) -> Vec<Value
             "evictions_per_hour": round2(ev), "users": mean("users"),
             "preemptions": round2(mean("preemptions_per_hour") * 24.0),
             "runs": per.len(), "per_run": {"cold": col("cold"), "waited": col("delayed")},
+            "spread": {"cold": [quantile(&col("cold"), 0.0), quantile(&col("cold"), 1.0)]},
+            "delays": {"node_ready_s": delays.ready_s, "image_pull_s": delays.pull_s,
+                "spread": delays.spread},
             "form": args.form, "factor": args.factor}));
     }
     out

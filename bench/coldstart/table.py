@@ -21,13 +21,25 @@ def fmt(x):
 
 
 def ratio(p, row):
-    """The real ratio to static (its range over the runs) and the simulator's."""
-    r, s, rs, ss = cell(p, row, "real"), cell(p, row, "sim"), cell(p, "static", "real"), cell(p, "static", "sim")
-    rr = fmt(r["cold"] / rs["cold"]) if r and rs and rs["cold"] else "-"
-    if r and rs and row != "static" and r["cold"] and all(rs["per_run"]["cold"]):
-        q = [a / b for a, b in zip(r["per_run"]["cold"], rs["per_run"]["cold"])]
-        rr += " (%g-%g)" % (round(min(q), 2), round(max(q), 2))
-    return rr, fmt(s["cold"] / ss["cold"]) if s and ss and ss["cold"] else "-"
+    """The real ratio to static and the simulator's, each with its range over the runs (each
+    run's row against the same run's static; the simulator's seeds likewise)."""
+    out = []
+    for src in ["real", "sim"]:
+        r, st = cell(p, row, src), cell(p, "static", src)
+        rr = fmt(r["cold"] / st["cold"]) if r and st and st["cold"] else "-"
+        if r and st and row != "static" and r["cold"] and len(r["per_run"]["cold"]) > 1 and all(st["per_run"]["cold"]):
+            q = [a / b for a, b in zip(r["per_run"]["cold"], st["per_run"]["cold"])]
+            rr += " (%g-%g)" % (round(min(q), 2), round(max(q), 2))
+        out.append(rr)
+    return out
+
+
+def runs(r):
+    """A count's mean and, over several runs, its range."""
+    if not r:
+        return "-"
+    v = r["per_run"]["cold"]
+    return fmt(round(r["cold"], 1)) + (" (%g-%g)" % (min(v), max(v)) if len(v) > 1 and min(v) != max(v) else "")
 
 
 if peers:
@@ -37,7 +49,7 @@ if peers:
         cells = []
         for p in ["most-allocated", "least-allocated"]:
             r, s = cell(p, row, "real"), cell(p, row, "sim")
-            cells += [fmt(r and round(r["cold"], 1)), fmt(s and s["cold"]), *ratio(p, row)]
+            cells += [fmt(r and round(r["cold"], 1)), runs(s), *ratio(p, row)]
         print(f"| {row} | " + " | ".join(cells) + " |")
     sys.exit(0)
 
@@ -53,16 +65,9 @@ for p in ["most-allocated", "least-allocated"]:
         r, s = cell(p, row, "real"), cell(p, row, "sim")
         if not r and not s:
             continue
-        runs = r["per_run"]["cold"] if r else []
-        spread = ", ".join("%g" % c for c in runs)
-        ratio_r = r["cold"] / rs["cold"] if r and rs and rs["cold"] else None
-        ratio_s = s["cold"] / ss["cold"] if s and ss and ss["cold"] else None
-        # the ratio's spread over the real runs (each run's row against the same run's static)
-        rr = ""
-        if r and rs and len(runs) > 1 and all(rs["per_run"]["cold"]):
-            q = [a / b for a, b in zip(runs, rs["per_run"]["cold"])]
-            rr = " (%g-%g)" % (round(min(q), 2), round(max(q), 2))
-        print(f"| {row} | {fmt(r and r['cold'])} ({spread}) | {fmt(s and s['cold'])} | {fmt(ratio_r)}{rr} | {fmt(ratio_s)} | "
+        spread = ", ".join("%g" % c for c in (r["per_run"]["cold"] if r else []))
+        ratio_r, ratio_s = ratio(p, row)
+        print(f"| {row} | {fmt(r and r['cold'])} ({spread}) | {runs(s)} | {ratio_r} | {ratio_s} | "
               f"{fmt(r and r['waited'])} | {fmt(s and s['waited'])} | {fmt(r and r['node_hours'])} | {fmt(s and s['node_hours'])} | "
               f"{fmt(r and r['evictions_per_hour'])} | {fmt(s and s['evictions_per_hour'])} |")
         order[row] = (r and r["cold"], s and s["cold"])
