@@ -1,11 +1,14 @@
 """Markdown tables of bench/results/real-stack.json (docs/benchmarks.md, docs/peers.md):
-python3 bench/coldstart/table.py [FORM]  (run from the repository root; FORM: quick or full)."""
+python3 bench/coldstart/table.py [FORM]  (run from the repository root; FORM: quick, full,
+peers or readme)."""
 import json, sys
 
 form = sys.argv[1] if len(sys.argv) > 1 else "quick"
 # "peers": docs/peers.md's one table of cold starts (both placements side by side), full form.
 peers = form == "peers"
-form = "full" if peers else form
+# "readme": the README's one sentence of real-stack figures, full form.
+readme = form == "readme"
+form = "full" if peers or readme else form
 rows = ["static", "new-node", "gate", "gate+new-node", "buffer", "buffer+gate"]
 data = [r for r in json.load(open("bench/results/real-stack.json")) if r.get("form") == form]
 
@@ -41,6 +44,28 @@ def runs(r):
     v = r["per_run"]["cold"]
     return fmt(round(r["cold"], 1)) + (" (%g-%g)" % (min(v), max(v)) if len(v) > 1 and min(v) != max(v) else "")
 
+
+if readme:
+    # The README's sentence of real-stack figures (tests/bench_docs.rs checks the README holds it).
+    ps = ["most-allocated", "least-allocated"]
+
+    def both(row, src, f):
+        return " and ".join(fmt(f(cell(p, row, src), cell(p, "static", src))) for p in ps)
+
+    def cold(row):
+        return both(row, "real", lambda r, s: round(r["cold"], 1))
+
+    def rat(row, src):
+        return both(row, src, lambda r, s: r["cold"] / s["cold"])
+
+    def waited(row):
+        return both(row, "real", lambda r, s: round(r["waited"], 1))
+
+    print(f"the buffer {cold('buffer')} cold starts ({rat('buffer', 'real')} of static's {cold('static')}; "
+          f"the simulator {rat('buffer', 'sim')}), `new-node` {cold('new-node')} ({rat('new-node', 'real')}; "
+          f"the simulator {rat('new-node', 'sim')}), the gate rows 0, with {waited('gate')} users waited "
+          f"against static's {waited('static')} and the buffer's {waited('buffer')}")
+    sys.exit(0)
 
 if peers:
     print("| row | most-allocated: real | sim | ratio real | ratio sim | least-allocated: real | sim | ratio real | ratio sim |")
