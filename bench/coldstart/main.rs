@@ -496,6 +496,11 @@ struct NodeSeen {
     old: bool,
 }
 
+/// The least and the greatest of `v`, as a JSON pair (the runs' or seeds' spread).
+fn range(v: &[f64]) -> Value {
+    json!([quantile(v, 0.0), quantile(v, 1.0)])
+}
+
 /// The `q` quantile of `v` (0 when empty).
 fn quantile(v: &[f64], q: f64) -> f64 {
     let mut v = v.to_vec();
@@ -598,12 +603,6 @@ fn main() {
         let n = rs.len() as f64;
         let col = |k: fn(&RowResult) -> f64| rs.iter().map(k).collect::<Vec<f64>>();
         let mean = |v: &[f64]| v.iter().sum::<f64>() / n;
-        let spread = |v: &[f64]| {
-            json!([
-                v.iter().copied().fold(f64::INFINITY, f64::min),
-                v.iter().copied().fold(f64::NEG_INFINITY, f64::max)
-            ])
-        };
         let cold = col(|r| r.cold as f64);
         let waited = col(|r| r.waited as f64);
         let nh = col(|r| round2(r.node_hours));
@@ -621,7 +620,7 @@ fn main() {
             "bind_s_p90": round2(quantile(&rs.iter().flat_map(|r| r.bind_s.clone()).collect::<Vec<_>>(), 0.9)),
             "runs": rs.len(),
             "per_run": {"cold": cold, "waited": waited, "node_hours": nh, "evictions_per_hour": ev},
-            "spread": {"cold": spread(&cold), "waited": spread(&waited)},
+            "spread": {"cold": range(&cold), "waited": range(&waited)},
             // The stand-in kubelet's lateness, measured in each run (see RowResult).
             "lag": {
                 "image_late_s": lag(rs, |r| &r.image_late_s),
@@ -1417,7 +1416,7 @@ fn sim_rows(args: &Args, placement: &str, v: &Value, window_s: f64, delays: &Del
             "evictions_per_hour": round2(ev), "users": mean("users"),
             "preemptions": round2(mean("preemptions_per_hour") * 24.0),
             "runs": per.len(), "per_run": {"cold": col("cold"), "waited": col("delayed")},
-            "spread": {"cold": [quantile(&col("cold"), 0.0), quantile(&col("cold"), 1.0)]},
+            "spread": {"cold": range(&col("cold"))},
             "delays": {"node_ready_s": delays.ready_s, "image_pull_s": delays.pull_s,
                 "spread": delays.spread},
             "form": args.form, "factor": args.factor}));

@@ -84,7 +84,6 @@ for p in ["most-allocated", "least-allocated"]:
     print(f"\n{p} ({form}):\n")
     print("| row | cold real (runs) | cold sim | cold/static real | cold/static sim | waited real | waited sim | node-h real | node-h sim | evict/h real | evict/h sim |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
-    rs, ss = cell(p, "static", "real"), cell(p, "static", "sim")
     order = {}
     for row in rows:
         r, s = cell(p, row, "real"), cell(p, row, "sim")
