@@ -898,16 +898,18 @@ impl<'a> Engine<'a> {
     fn same_decision(&mut self, p: usize) -> bool {
         let view = self.view();
         let now = self.now;
-        // The witnesses of the settled decision: those of the verdicts it was made on.
-        let Some((settled, witnesses)) = self.placeholders[p]
+        // The node version and the witnesses of the settled decision: those of the verdicts
+        // it was made on.
+        let Some((settled, known)) = self.placeholders[p]
             .agent
             .as_ref()
             .filter(|a| a.wake.is_none_or(|w| w > now))
-            .and_then(|a| Some((a.settled.as_ref()?, &a.verdicts.as_ref()?.witnesses)))
+            .and_then(|a| Some((a.settled.as_ref()?, a.verdicts.as_ref()?)))
         else {
             return false;
         };
-        if settled.nodes != view.version
+        let witnesses = &known.witnesses;
+        if known.nodes != view.version
             || self
                 .sibling_changes
                 .front()
@@ -1102,7 +1104,6 @@ impl<'a> Engine<'a> {
                         agent.settled = Some(Settled {
                             decision: Decision::Wait { until, hold },
                             view: view.number,
-                            nodes: view.version,
                             busy,
                         });
                     }

@@ -180,12 +180,11 @@ pub enum Verdicts<'a> {
 pub struct Settled {
     /// The decision.
     pub decision: Decision,
-    /// The view it was made on ([`crate::engine`]'s count of views), and that view's
-    /// node version.
+    /// The last view it stood on ([`crate::engine`]'s count of views).
     pub view: u64,
-    pub nodes: u64,
-    /// The busy sibling named, when held back by one. (The witnesses are those of the
-    /// agent's [`Known`] verdicts, found with this decision.)
+    /// The busy sibling named, when held back by one. (The node version and the witnesses
+    /// are those of the agent's [`Known`] verdicts, found with this decision: a decision
+    /// that finds new verdicts ends the settling.)
     pub busy: Option<String>,
 }
 
