@@ -5,7 +5,8 @@
 
 use std::time::Duration;
 
-use http::{Request, StatusCode};
+use http::header::{ACCEPT, CONTENT_TYPE, RETRY_AFTER};
+use http::{HeaderValue, Request, StatusCode};
 use http_body_util::BodyExt;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use k8s_openapi::api::policy::v1::{Eviction, PodDisruptionBudget};
@@ -45,19 +46,15 @@ pub(crate) enum ApiError {
     /// of `Failure`: its code).
     #[error("HTTP {code} {reason}: {message}")]
     Status {
-        /// HTTP status code.
         code: u16,
-        /// `Status.reason`.
         reason: String,
         /// `Status.message`, or the body.
         message: String,
         /// `Retry-After` header or `details.retryAfterSeconds`.
         retry_after: Option<Duration>,
     },
-    /// The request did not get an answer.
     #[error("request failed")]
     Transport(#[source] Cause),
-    /// No answer in time.
     #[error("no answer within {}s", .0.as_secs())]
     Timeout(Duration),
     /// An answer longer than the client layer reads (`connect`): refused as a
@@ -72,12 +69,7 @@ pub(crate) enum ApiError {
     Decode(#[source] Cause),
     /// A 2xx answer with another pod than the one asked for.
     #[error("unexpected answer: asked for pod {asked:?}, got {got:?}")]
-    OtherPod {
-        /// The own pod's name.
-        asked: String,
-        /// The name in the answer.
-        got: Option<String>,
-    },
+    OtherPod { asked: String, got: Option<String> },
 }
 
 impl ApiError {
@@ -89,12 +81,10 @@ impl ApiError {
         }
     }
 
-    /// A transport error caused by `e`.
     pub(crate) fn transport(e: impl std::error::Error + Send + Sync + 'static) -> Self {
         ApiError::Transport(std::sync::Arc::new(e))
     }
 
-    /// A decoding error caused by `e`.
     pub(crate) fn decode(e: impl std::error::Error + Send + Sync + 'static) -> Self {
         ApiError::Decode(std::sync::Arc::new(e))
     }
@@ -158,7 +148,6 @@ pub(crate) fn pods(namespace: &str) -> kube::core::Request {
     kube::core::Request::new(Pod::url_path(&(), Some(&segment(namespace))))
 }
 
-/// The API calls on the own pod.
 #[derive(Clone)]
 pub(crate) struct PodApi {
     client: Client,
@@ -167,7 +156,6 @@ pub(crate) struct PodApi {
 }
 
 impl PodApi {
-    /// Calls on pod `namespace/name`.
     pub(crate) fn new(client: Client, namespace: &str, name: &str) -> Self {
         PodApi {
             client,
@@ -176,12 +164,10 @@ impl PodApi {
         }
     }
 
-    /// The kube client.
     pub(crate) fn client(&self) -> &Client {
         &self.client
     }
 
-    /// Reads the own pod.
     pub(crate) async fn get(&self) -> Result<Pod, ApiError> {
         let req = pods(&self.namespace)
             .get(&segment(&self.name), &kube::api::GetParams::default())
@@ -255,10 +241,8 @@ impl PodApi {
         Ok(list.items)
     }
 
-    /// Posts an Event about the own pod (events.k8s.io/v1, kube's `Recorder`):
-    /// `action` is `Evict` or `Delete`. Each Event is new (its own note), so the
-    /// Role needs only `create`. A failure is logged and the caller goes on:
-    /// whether it was posted.
+    /// Posts an Event about the own pod ([`post_event`]): `action` is `Evict` or
+    /// `Delete`. A failure is logged and the caller goes on: whether it was posted.
     pub(crate) async fn event(
         &self,
         type_: EventType,
@@ -275,29 +259,41 @@ impl PodApi {
             uid: Some(uid.to_string()),
             ..ObjectReference::default()
         };
-        let event = Event {
-            type_,
-            reason: reason.to_string(),
-            note: Some(message.to_string()),
-            action: action.to_string(),
-            secondary: None,
+        let reporter = Reporter {
+            controller: "selfdestruct".into(),
+            instance: Some(self.name.clone()),
         };
-        let recorder = Recorder::new(
-            self.client.clone(),
-            Reporter {
-                controller: "selfdestruct".into(),
-                instance: Some(self.name.clone()),
-            },
-        );
-        let posted = recorder
-            .publish(&event, &regarding)
-            .await
-            .map_err(from_kube);
+        let event = (type_, action, reason, message);
+        let posted = post_event(&self.client, reporter, &regarding, event).await;
         if let Err(e) = &posted {
             tracing::warn!(error = %crate::logging::Chain(e), "could not post the Event (continuing)");
         }
         posted.is_ok()
     }
+}
+
+/// Posts an Event (events.k8s.io/v1, kube's `Recorder`) about `regarding`:
+/// its type, action, reason and note. Each Event is new (its own note), so the
+/// Role needs only `create`. events.k8s.io limits a note to 1 kB: it is cut there.
+pub(crate) async fn post_event(
+    client: &Client,
+    reporter: Reporter,
+    regarding: &ObjectReference,
+    (type_, action, reason, note): (EventType, &str, &str, &str),
+) -> Result<(), ApiError> {
+    let mut cut = note.len().min(1000);
+    while !note.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let event = Event {
+        type_,
+        reason: reason.to_string(),
+        note: Some(note[..cut].to_string()),
+        action: action.to_string(),
+        secondary: None,
+    };
+    let recorder = Recorder::new(client.clone(), reporter);
+    recorder.publish(&event, regarding).await.map_err(from_kube)
 }
 
 /// Sends one request built by kube's request builder (asking for JSON) and
@@ -306,15 +302,10 @@ impl PodApi {
 pub(crate) async fn request(client: &Client, req: Request<Vec<u8>>) -> Result<Vec<u8>, ApiError> {
     let has_body = !req.body().is_empty();
     let mut req = req.map(kube::client::Body::from);
-    let headers = req.headers_mut();
-    headers.insert(
-        http::header::ACCEPT,
-        http::HeaderValue::from_static("application/json"),
-    );
+    let json = HeaderValue::from_static("application/json");
+    req.headers_mut().insert(ACCEPT, json.clone());
     if has_body {
-        headers
-            .entry(http::header::CONTENT_TYPE)
-            .or_insert(http::HeaderValue::from_static("application/json"));
+        req.headers_mut().entry(CONTENT_TYPE).or_insert(json);
     }
     // The client's layer (`connect`) bounds the request, body included, by
     // [`REQUEST_TIMEOUT`].
@@ -322,7 +313,7 @@ pub(crate) async fn request(client: &Client, req: Request<Vec<u8>>) -> Result<Ve
     let status = res.status();
     let retry_after = res
         .headers()
-        .get(http::header::RETRY_AFTER)
+        .get(RETRY_AFTER)
         .and_then(|v| retry_after(v.as_bytes()));
     let body = res
         .into_body()
@@ -349,10 +340,8 @@ pub(crate) fn failure_carried(body: &[u8]) -> Option<StatusCode> {
         return None;
     }
     let code = StatusCode::from_u16(status.code).ok();
-    Some(
-        code.filter(|c| c.is_client_error() || c.is_server_error())
-            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-    )
+    let error = code.filter(|c| c.is_client_error() || c.is_server_error());
+    error.or(Some(StatusCode::INTERNAL_SERVER_ERROR))
 }
 
 /// An error of the kube client as an [`ApiError`]: the server's `Status`
@@ -383,10 +372,8 @@ fn retry_after_of(status: &Status) -> Option<Duration> {
 /// A `Retry-After` header's value in seconds (the form kube-apiserver sends);
 /// `None` for anything else, such as an HTTP date.
 pub(crate) fn retry_after(value: &[u8]) -> Option<Duration> {
-    std::str::from_utf8(value)
-        .ok()
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(Duration::from_secs)
+    let seconds = std::str::from_utf8(value).ok()?.trim().parse().ok()?;
+    Some(Duration::from_secs(seconds))
 }
 
 /// The error for a non-2xx answer: the `Status` body's reason and message (else the

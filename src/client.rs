@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context as TaskContext, Poll};
+use std::task::{Context as TaskContext, Poll, ready};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -62,7 +62,17 @@ type Building = tokio::task::JoinHandle<Result<kube::Client, ClientError>>;
 /// Starts building the client for `access` on a blocking thread: the token read
 /// (a file, or an exec plugin run within `limit`) and kube's build.
 fn start_build(access: &Access, default_namespace: &str, limit: Duration) -> Building {
-    let mut config = client_config(access, default_namespace);
+    let mut config = access.config.clone();
+    default_namespace.clone_into(&mut config.default_namespace);
+    // Every retry is the agent's own, with its backoff: kube's retry layer
+    // would also repeat a 429 eviction (the PodDisruptionBudget's "not now")
+    // out of sight of the agent's backoff and move cap.
+    config.default_retry = false;
+    // A plain http:// server has no certificate to check: without a CA kube
+    // would look for the system's roots anyway and fail in a scratch image.
+    if config.cluster_url.scheme_str() == Some("http") && config.root_cert.is_none() {
+        config.root_cert = Some(Vec::new());
+    }
     let from = access.source.clone();
     tokio::task::spawn_blocking(move || {
         let token = crate::token_file::TokenFileLayer::take_from(&mut config.auth_info, limit)
@@ -95,15 +105,14 @@ async fn finish_build(
     from: &str,
     limit: Duration,
 ) -> Result<kube::Client, ClientError> {
-    let timed_out = || ClientError::TimedOut {
-        from: from.to_string(),
-        what: "its exec credential plugin has not answered, or its token file was not read",
-    };
     // A plugin stops itself at `limit` (killed, with its own error): a little
     // longer here, for a token file's read that does not return.
     match tokio::time::timeout(limit + Duration::from_secs(1), build).await {
         Ok(Ok(built)) => built,
-        Ok(Err(_)) | Err(_) => Err(timed_out()),
+        Ok(Err(_)) | Err(_) => Err(ClientError::TimedOut {
+            from: from.to_string(),
+            what: "its exec credential plugin has not answered, or its token file was not read",
+        }),
     }
 }
 
@@ -120,22 +129,6 @@ pub(crate) async fn client_within(
 ) -> Result<kube::Client, ClientError> {
     let mut build = start_build(access, default_namespace, limit);
     finish_build(&mut build, &access.source, limit).await
-}
-
-/// kube's configuration for a client of `access`.
-fn client_config(access: &Access, default_namespace: &str) -> kube::Config {
-    let mut config = access.config.clone();
-    default_namespace.clone_into(&mut config.default_namespace);
-    // Every retry is the agent's own, with its backoff: kube's retry layer
-    // would also repeat a 429 eviction (the PodDisruptionBudget's "not now")
-    // out of sight of the agent's backoff and move cap.
-    config.default_retry = false;
-    // A plain http:// server has no certificate to check: without a CA kube
-    // would look for the system's roots anyway and fail in a scratch image.
-    if config.cluster_url.scheme_str() == Some("http") && config.root_cert.is_none() {
-        config.root_cert = Some(Vec::new());
-    }
-    config
 }
 
 /// [`client_within`] [`CREDENTIALS_TIMEOUT`], retried with backoff while an `exec`
@@ -237,17 +230,10 @@ impl<S> PaceWatches<S> {
             opened.insert(path.to_string(), (now, 0));
             return Duration::ZERO;
         };
-        // `last`: when the watch before was opened (after its own wait).
-        let cut_short = now < *last + MIN_WATCH_LIFE;
-        *short = if cut_short {
-            short.saturating_add(1)
-        } else {
-            0
-        };
-        let wait = match *short {
-            0 => Duration::ZERO,
-            n => Backoff::TRANSIENT.delay(n - 1, crate::jitter::draw()),
-        };
+        // Still held: the watch before was opened (after its own wait) within
+        // MIN_WATCH_LIFE, so it was cut short.
+        *short = short.saturating_add(1);
+        let wait = Backoff::TRANSIENT.delay(*short - 1, crate::jitter::draw());
         if *short == 1 {
             let what = if path.ends_with("/pods") {
                 "sibling pods"
@@ -295,10 +281,6 @@ fn request_key(uri: &http::Uri) -> String {
     }
 }
 
-fn is_watch(uri: &http::Uri) -> bool {
-    query(uri).any(|kv| kv == "watch=true" || kv == "watch=1")
-}
-
 /// The most bytes of a non-watch answer for one object (etcd stores objects of at
 /// most 1.5 MiB): more is refused as [`ApiError::TooLarge`], never read into memory.
 pub(crate) const MAX_OBJECT_ANSWER: usize = 4 << 20;
@@ -306,15 +288,6 @@ pub(crate) const MAX_OBJECT_ANSWER: usize = 4 << 20;
 /// The most bytes of a list page (a request with `limit=`): 100 real Nodes
 /// are about 1 MiB, 100 Nodes of 640 KiB each still fit.
 pub(crate) const MAX_LIST_ANSWER: usize = 64 << 20;
-
-/// How much of a non-watch answer to `uri` is read at most.
-fn answer_limit(uri: &http::Uri) -> usize {
-    if query(uri).any(|kv| kv.starts_with("limit=")) {
-        MAX_LIST_ANSWER
-    } else {
-        MAX_OBJECT_ANSWER
-    }
-}
 
 /// The longest line of a watch stream (one event: `{"type":...,"object":{...}}`).
 /// etcd keeps an object under 1.5 MiB (its request limit) and its JSON is at most
@@ -361,12 +334,10 @@ where
         if *this.line > MAX_WATCH_LINE {
             return Poll::Ready(None);
         }
-        let frame = match this.inner.poll_frame(cx) {
-            Poll::Ready(Some(Ok(frame))) => frame,
-            Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e.into()))),
-            Poll::Ready(None) => return Poll::Ready(None),
-            Poll::Pending => return Poll::Pending,
+        let Some(frame) = ready!(this.inner.poll_frame(cx)) else {
+            return Poll::Ready(None);
         };
+        let frame = frame.map_err(Into::into)?;
         if let Some(data) = frame.data_ref() {
             // The first piece goes on with the line before; each newline starts one.
             for (i, piece) in data.split(|&b| b == b'\n').enumerate() {
@@ -409,7 +380,8 @@ where
 
     /// Every request gets an answer within [`REQUEST_TIMEOUT`] or fails with
     /// [`ApiError::Timeout`]: a non-watch request (lists too) is read in full
-    /// in that time, and up to [`answer_limit`] bytes ([`ApiError::TooLarge`]);
+    /// in that time, and up to [`MAX_OBJECT_ANSWER`] bytes ([`MAX_LIST_ANSWER`] for
+    /// a list page; more is [`ApiError::TooLarge`]);
     /// a watch gets its response headers in that time (its stream is then
     /// kube's, ended by the watch's own timeout), and its lines are capped
     /// ([`MAX_WATCH_LINE`]). kube sets no
@@ -417,11 +389,15 @@ where
     /// a pooled connection to a dead peer, would otherwise hold the caller
     /// (the node or sibling watcher) silently for many minutes.
     fn call(&mut self, req: http::Request<ReqB>) -> Self::Future {
-        let watch = is_watch(req.uri());
+        let watch = query(req.uri()).any(|kv| kv == "watch=true" || kv == "watch=1");
         if !watch && req.method() == http::Method::GET && !self.page_allowed(req.uri()) {
             return Box::pin(async { Err(Box::new(EndlessList) as BoxError) });
         }
-        let limit = answer_limit(req.uri());
+        let limit = if query(req.uri()).any(|kv| kv.starts_with("limit=")) {
+            MAX_LIST_ANSWER
+        } else {
+            MAX_OBJECT_ANSWER
+        };
         let wait = if watch {
             self.delay(&request_key(req.uri()))
         } else {
