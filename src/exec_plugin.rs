@@ -5,8 +5,9 @@
 //! a blocking thread. It always returns by its deadline, so no thread or plugin is
 //! left behind for the next try to pile onto.
 
+use std::fs::File;
 use std::io::Read;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant, SystemTime};
@@ -59,35 +60,25 @@ struct ExecCredential {
 /// Why a plugin gave no credential.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum PluginError {
-    /// The kubeconfig names no command.
     #[error("the exec credential plugin names no command")]
     NoCommand,
-    /// It cannot be started.
     #[error("cannot start the exec credential plugin {0}")]
     Start(String, #[source] std::io::Error),
-    /// Reading its output failed.
     #[error("cannot read the answer of the exec credential plugin {0}")]
     Read(String, #[source] std::io::Error),
-    /// It did not answer in time (its process group was killed).
     #[error("the exec credential plugin {0} has not answered within {secs}s (killed)", secs = .1.as_secs())]
     TimedOut(String, Duration),
-    /// It printed more than [`MAX_OUTPUT`] (its process group was killed).
     #[error("the exec credential plugin {0} printed more than {MAX_OUTPUT} bytes (killed)")]
     TooLarge(String),
-    /// It failed.
     #[error("the exec credential plugin {command} failed ({status}): {stderr}")]
     Failed {
-        /// The command.
         command: String,
-        /// How it ended.
         status: ExitStatus,
         /// Its standard error (at most [`MAX_STDERR`] bytes).
         stderr: String,
     },
-    /// Its answer is not an `ExecCredential` with a status.
     #[error("the exec credential plugin's answer is not an ExecCredential with a status")]
     Answer(#[source] serde_json::Error),
-    /// Its answer has no status.
     #[error("the exec credential plugin's answer has no status")]
     NoStatus,
 }
@@ -131,53 +122,35 @@ pub(crate) fn run(exec: &ExecConfig, limit: Duration) -> Result<Credential, Plug
     let child = cmd
         .spawn()
         .map_err(|e| PluginError::Start(program.to_string(), e))?;
-    let mut run = Running {
-        child: Some(child),
-        program,
-    };
-    let Output {
-        stdout,
-        stderr,
-        status,
-    } = run.collect(Instant::now() + limit, limit)?;
-    match status {
-        Some(status) if !status.success() => {
-            return Err(PluginError::Failed {
-                command: program.to_string(),
-                status,
-                stderr: String::from_utf8_lossy(&stderr).trim().to_string(),
-            });
-        }
-        // `None`: reaped by PID 1's reaper first; its answer tells.
-        _ => {}
+    let (stdout, stderr, status) = Running(Some(child)).collect(program, limit)?;
+    // `None`: reaped by PID 1's reaper first; its answer tells.
+    if let Some(status) = status.filter(|s| !s.success()) {
+        return Err(PluginError::Failed {
+            command: program.to_string(),
+            status,
+            stderr: String::from_utf8_lossy(&stderr).trim().to_string(),
+        });
     }
     let answer: ExecCredential = serde_json::from_slice(&stdout).map_err(PluginError::Answer)?;
     answer.status.ok_or(PluginError::NoStatus)
 }
 
-/// What a plugin printed, and how it ended (`None`: reaped by another waiter).
-struct Output {
-    stdout: Vec<u8>,
-    stderr: Vec<u8>,
-    status: Option<ExitStatus>,
-}
-
 /// A started plugin; its process group is killed when this is dropped unfinished.
-struct Running<'a> {
-    child: Option<Child>,
-    program: &'a str,
-}
+struct Running(Option<Child>);
 
-impl Running<'_> {
-    /// Its standard output and error, read to their ends, and how it ended
-    /// (`None`: reaped by another waiter), by `deadline`.
-    fn collect(&mut self, deadline: Instant, limit: Duration) -> Result<Output, PluginError> {
-        let program = self.program.to_string();
-        let child = self.child.as_mut().expect("a running plugin");
-        let file = |fd: Option<std::os::fd::OwnedFd>| fd.map(std::fs::File::from);
+/// A plugin's standard output and error, and how it ended (`None`: reaped by
+/// another waiter).
+type Output = (Vec<u8>, Vec<u8>, Option<ExitStatus>);
+
+impl Running {
+    /// Its standard output and error, read to their ends, and how it ended,
+    /// within `limit`.
+    fn collect(mut self, program: &str, limit: Duration) -> Result<Output, PluginError> {
+        let deadline = Instant::now() + limit;
+        let child = self.0.as_mut().expect("a running plugin");
         let mut pipes = [
-            file(child.stdout.take().map(Into::into)),
-            file(child.stderr.take().map(Into::into)),
+            child.stdout.take().map(|p| File::from(OwnedFd::from(p))),
+            child.stderr.take().map(|p| File::from(OwnedFd::from(p))),
         ];
         let mut out = [Vec::new(), Vec::new()];
         let mut status = None;
@@ -188,7 +161,7 @@ impl Running<'_> {
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(PluginError::TimedOut(program, limit));
+                return Err(PluginError::TimedOut(program.to_string(), limit));
             }
             if exited.is_none() {
                 match child.try_wait() {
@@ -228,7 +201,7 @@ impl Running<'_> {
                 };
                 let read = p
                     .read(&mut buf)
-                    .map_err(|e| PluginError::Read(program.clone(), e))?;
+                    .map_err(|e| PluginError::Read(program.to_string(), e))?;
                 if read == 0 {
                     *pipe = None;
                     continue;
@@ -240,33 +213,25 @@ impl Running<'_> {
                 };
                 out[i].extend_from_slice(&buf[..keep]);
                 if out[0].len() > MAX_OUTPUT {
-                    return Err(PluginError::TooLarge(program));
+                    return Err(PluginError::TooLarge(program.to_string()));
                 }
             }
         }
-        self.child = None;
+        self.0 = None;
         let [stdout, stderr] = out;
-        Ok(Output {
-            stdout,
-            stderr,
-            status,
-        })
+        Ok((stdout, stderr, status))
     }
 }
 
 /// Which of `pipes` can be read without blocking (data or their end), waiting
 /// up to `wait_ms`.
-fn poll(pipes: &[Option<std::fs::File>; 2], wait_ms: libc::c_int) -> [bool; 2] {
+fn poll(pipes: &[Option<File>; 2], wait_ms: libc::c_int) -> [bool; 2] {
     let mut fds = pipes.each_ref().map(|p| libc::pollfd {
-        // A negative fd is skipped by poll.
+        // A negative fd is skipped by poll (which then only waits).
         fd: p.as_ref().map_or(-1, |f| f.as_raw_fd()),
         events: libc::POLLIN,
         revents: 0,
     });
-    if fds.iter().all(|f| f.fd < 0) {
-        std::thread::sleep(Duration::from_millis(wait_ms.max(0) as u64));
-        return [false; 2];
-    }
     // SAFETY: `fds` is an array of two pollfd.
     let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, wait_ms) };
     if n <= 0 {
@@ -275,9 +240,9 @@ fn poll(pipes: &[Option<std::fs::File>; 2], wait_ms: libc::c_int) -> [bool; 2] {
     fds.map(|f| f.fd >= 0 && f.revents != 0)
 }
 
-impl Drop for Running<'_> {
+impl Drop for Running {
     fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
+        if let Some(mut child) = self.0.take() {
             // The whole group: the plugin and whatever it started (and left holding its output).
             // SAFETY: a signal to the process group this plugin leads.
             unsafe {

@@ -89,13 +89,9 @@ pub(crate) enum Source {
 /// [`Identity::own_pod`] then makes the one own-pod value the agent works with.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Identity {
-    /// Pod name.
     pub(crate) name: String,
-    /// Where the name came from.
     pub(crate) name_from: Source,
-    /// Namespace.
     pub(crate) namespace: String,
-    /// Where the namespace came from.
     pub(crate) namespace_from: Source,
     /// Pod uid, if the Downward API gives it.
     pub(crate) uid: Option<String>,
@@ -111,21 +107,13 @@ pub(crate) enum NotOurs {
     #[error(
         "the pod under this name (uid {read}) is a successor, not ours (POD_UID {ours}): nothing to do"
     )]
-    OtherUid {
-        /// The Downward API's uid.
-        ours: String,
-        /// The uid as read.
-        read: String,
-    },
+    OtherUid { ours: String, read: String },
     /// Without `POD_UID`: the pod was created after this process started.
     #[error(
         "the pod under this name (uid {read}) was created after this process started: a successor, \
          not ours; doing nothing to it (set POD_UID from the Downward API: fieldPath: metadata.uid)"
     )]
-    CreatedLater {
-        /// The uid as read.
-        read: String,
-    },
+    CreatedLater { read: String },
 }
 
 impl Identity {
@@ -171,13 +159,11 @@ impl Identity {
 /// What could not be found, with the fix.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum IdentityError {
-    /// No pod name.
     #[error(
         "cannot tell the own pod's name: set POD_NAME from the Downward API \
          (env: - name: POD_NAME, valueFrom: fieldRef: fieldPath: metadata.name)"
     )]
     NoName,
-    /// No namespace.
     #[error(
         "cannot tell the own pod's namespace: set POD_NAMESPACE from the Downward API \
          (env: - name: POD_NAMESPACE, valueFrom: fieldRef: fieldPath: metadata.namespace)"
@@ -190,13 +176,9 @@ pub(crate) enum IdentityError {
          set {var} from the Downward API"
     )]
     Invalid {
-        /// "name" or "namespace".
         what: &'static str,
-        /// The variable to set instead.
         var: &'static str,
-        /// The value found.
         value: String,
-        /// Where it was found.
         from: Source,
     },
 }

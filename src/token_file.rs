@@ -41,19 +41,15 @@ const REREAD_WAIT: Duration = Duration::from_secs(5);
 /// Why no token was read.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum TokenError {
-    /// The file cannot be opened or read.
     #[error("cannot read the token file {}", .0.display())]
     Read(PathBuf, #[source] std::io::Error),
-    /// It is larger than [`MAX_BYTES`].
     #[error("the token file {} is larger than {MAX_BYTES} bytes", .0.display())]
     TooLarge(PathBuf),
     /// It holds no token usable in a header (empty, or bytes a header cannot carry).
     #[error("the token file {} holds no usable token", .0.display())]
     Unusable(PathBuf),
-    /// The plugin's token cannot be sent in a header.
     #[error("the exec credential plugin's token cannot be sent in a header")]
     UnusableToken,
-    /// The plugin gave no credential.
     #[error(transparent)]
     Plugin(#[from] PluginError),
 }
@@ -107,19 +103,15 @@ impl Source {
     }
 }
 
-/// A plugin's token as a header, and when to ask for it again.
+/// A plugin's token as a header, asked for again [`EXPIRY_MARGIN`] before it expires.
 fn from_plugin(credential: &exec_plugin::Credential) -> Result<Fresh, TokenError> {
     let token = credential.token.as_deref().and_then(bearer);
     let header = token.ok_or(TokenError::UnusableToken)?;
-    Ok((header, refresh_at(credential.expires()?)))
-}
-
-/// When to ask a plugin again for a token that expires at `expires`.
-fn refresh_at(expires: Option<SystemTime>) -> Option<Instant> {
-    let left = expires?
-        .duration_since(SystemTime::now())
-        .unwrap_or_default();
-    Some(Instant::now() + left.saturating_sub(EXPIRY_MARGIN))
+    let refresh_at = credential.expires()?.map(|t| {
+        let left = t.duration_since(SystemTime::now()).unwrap_or_default();
+        Instant::now() + left.saturating_sub(EXPIRY_MARGIN)
+    });
+    Ok((header, refresh_at))
 }
 
 struct TokenFile {
@@ -158,37 +150,33 @@ impl TokenFile {
     /// and not started again while it runs.
     async fn header(&self) -> HeaderValue {
         let mut current = self.current.lock().await;
-        let refused = self.refused.swap(false, Ordering::Relaxed);
-        let due = refused || current.refresh_at.is_some_and(|t| Instant::now() >= t);
-        let waiting_before = current.reading.is_some();
-        if due || waiting_before {
-            let source = self.source.clone();
-            let mut reading = current
-                .reading
-                .take()
-                .unwrap_or_else(|| tokio::task::spawn_blocking(move || source.read()));
+        let due = self.refused.swap(false, Ordering::Relaxed)
+            || current.refresh_at.is_some_and(|t| Instant::now() >= t);
+        let (mut reading, wait) = match current.reading.take() {
             // A read that hung before is not waited for again.
-            let wait = if waiting_before {
-                Duration::ZERO
-            } else {
-                REREAD_WAIT
-            };
-            match tokio::time::timeout(wait, &mut reading).await {
-                Ok(Ok(Ok((header, refresh_at)))) => {
-                    (current.header, current.refresh_at) = (header, refresh_at);
-                }
-                Ok(Ok(Err(e))) => {
-                    tracing::warn!(
-                        error = %crate::logging::Chain(&e),
-                        "cannot read the token again: keeping the one held"
-                    );
-                    if let Some(t) = &mut current.refresh_at {
-                        *t = Instant::now() + RELOAD;
-                    }
-                }
-                Ok(Err(_)) => {}
-                Err(_) => current.reading = Some(reading),
+            Some(reading) => (reading, Duration::ZERO),
+            None if due => {
+                let source = self.source.clone();
+                let read = tokio::task::spawn_blocking(move || source.read());
+                (read, REREAD_WAIT)
             }
+            None => return current.header.clone(),
+        };
+        match tokio::time::timeout(wait, &mut reading).await {
+            Ok(Ok(Ok((header, refresh_at)))) => {
+                (current.header, current.refresh_at) = (header, refresh_at);
+            }
+            Ok(Ok(Err(e))) => {
+                tracing::warn!(
+                    error = %crate::logging::Chain(&e),
+                    "cannot read the token again: keeping the one held"
+                );
+                if let Some(t) = &mut current.refresh_at {
+                    *t = Instant::now() + RELOAD;
+                }
+            }
+            Ok(Err(_)) => {}
+            Err(_) => current.reading = Some(reading),
         }
         current.header.clone()
     }
