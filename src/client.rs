@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context as TaskContext, Poll, ready};
 use std::time::Duration;
 
+use http_body_util::{BodyExt, Either, Full, LengthLimitError, Limited};
 use tokio::time::Instant;
 
 use selfdestruct_decision::backoff::Backoff;
@@ -312,12 +313,6 @@ pin_project_lite::pin_project! {
     }
 }
 
-impl<B> CapLines<B> {
-    pub(crate) fn new(inner: B) -> Self {
-        CapLines { inner, line: 0 }
-    }
-}
-
 impl<B> http_body::Body for CapLines<B>
 where
     B: http_body::Body<Data = bytes::Bytes>,
@@ -359,7 +354,7 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// A non-watch answer read in full within the time limit, or a watch's stream
 /// with its lines capped.
-type PacedBody<B> = http_body_util::Either<http_body_util::Full<bytes::Bytes>, CapLines<B>>;
+type PacedBody<B> = Either<Full<bytes::Bytes>, CapLines<B>>;
 
 impl<S, ReqB, B> tower::Service<http::Request<ReqB>> for PaceWatches<S>
 where
@@ -379,15 +374,14 @@ where
     }
 
     /// Every request gets an answer within [`REQUEST_TIMEOUT`] or fails with
-    /// [`ApiError::Timeout`]: a non-watch request (lists too) is read in full
-    /// in that time, and up to [`MAX_OBJECT_ANSWER`] bytes ([`MAX_LIST_ANSWER`] for
-    /// a list page; more is [`ApiError::TooLarge`]);
-    /// a watch gets its response headers in that time (its stream is then
-    /// kube's, ended by the watch's own timeout), and its lines are capped
-    /// ([`MAX_WATCH_LINE`]). kube sets no
-    /// read timeout, and a server that accepts a request and never answers, or
-    /// a pooled connection to a dead peer, would otherwise hold the caller
-    /// (the node or sibling watcher) silently for many minutes.
+    /// [`ApiError::Timeout`]: a non-watch request (lists too) is read in full in
+    /// that time, and up to [`MAX_OBJECT_ANSWER`] bytes ([`MAX_LIST_ANSWER`] for a
+    /// list page; more is [`ApiError::TooLarge`]); a watch gets its response
+    /// headers in that time (its stream is then kube's, ended by the watch's own
+    /// timeout), and its lines are capped ([`MAX_WATCH_LINE`]). kube sets no read
+    /// timeout, and a server that accepts a request and never answers, or a pooled
+    /// connection to a dead peer, would otherwise hold the caller (the node or
+    /// sibling watcher) silently for many minutes.
     fn call(&mut self, req: http::Request<ReqB>) -> Self::Future {
         let watch = query(req.uri()).any(|kv| kv == "watch=true" || kv == "watch=1");
         if !watch && req.method() == http::Method::GET && !self.page_allowed(req.uri()) {
@@ -412,21 +406,17 @@ where
             let answer = async {
                 let res = call.await.map_err(Into::into)?;
                 if watch {
-                    return Ok(res.map(|b| http_body_util::Either::Right(CapLines::new(b))));
+                    return Ok(res.map(|b| Either::Right(CapLines { inner: b, line: 0 })));
                 }
                 let (parts, body) = res.into_parts();
-                let body = http_body_util::Limited::new(body, limit);
-                let bytes = http_body_util::BodyExt::collect(body)
-                    .await
-                    .map_err(|e| -> BoxError {
-                        if e.is::<http_body_util::LengthLimitError>() {
-                            Box::new(ApiError::TooLarge { limit })
-                        } else {
-                            e
-                        }
-                    })?
-                    .to_bytes();
-                let body = http_body_util::Either::Left(http_body_util::Full::new(bytes));
+                let body = Limited::new(body, limit).collect().await.map_err(|e| {
+                    if e.is::<LengthLimitError>() {
+                        Box::new(ApiError::TooLarge { limit }) as BoxError
+                    } else {
+                        e
+                    }
+                })?;
+                let body = Either::Left(Full::new(body.to_bytes()));
                 Ok(http::Response::from_parts(parts, body))
             };
             tokio::time::timeout(REQUEST_TIMEOUT, answer)

@@ -149,9 +149,7 @@ impl Identity {
         if own.namespace.is_empty() {
             own.namespace.clone_from(&self.namespace);
         }
-        if own.node_name.is_none() {
-            own.node_name.clone_from(&self.node_name);
-        }
+        own.node_name = own.node_name.or_else(|| self.node_name.clone());
         Ok(own)
     }
 }

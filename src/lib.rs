@@ -118,6 +118,7 @@ pub fn run(cli: &Cli) -> Result<(), Error> {
         .enable_all()
         .build()
         .map_err(|e| Error::Setup("start the runtime", e))?;
+    let cannot_install = |e| Error::Setup("install signal handlers", e);
     let done = runtime.block_on(async {
         // The handlers come first: a SIGTERM while a kubeconfig is read exits 0.
         if let Task::Wrapper(cfg, program, args) = task {
@@ -141,10 +142,6 @@ pub fn run(cli: &Cli) -> Result<(), Error> {
     // Nothing is left to flush, and the runtime's shutdown would wait for tasks.
     runtime.shutdown_background();
     done
-}
-
-fn cannot_install(e: std::io::Error) -> Error {
-    Error::Setup("install signal handlers", e)
 }
 
 /// The API access, found once, unless `terminated` resolves first (`None`, logged):
