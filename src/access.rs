@@ -40,14 +40,8 @@ pub(crate) const CREDENTIALS_TIMEOUT: Duration = Duration::from_secs(30);
 #[derive(Debug, thiserror::Error)]
 pub enum KubeconfigError {
     /// It cannot be opened or read.
-    #[error("cannot read {}", .path.display())]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("cannot read {}", .0.display())]
+    Read(PathBuf, #[source] std::io::Error),
     /// It is larger than [`KUBECONFIG_MAX_BYTES`].
     #[error("{} is larger than {} bytes", .0.display(), KUBECONFIG_MAX_BYTES)]
     TooLarge(PathBuf),
@@ -59,13 +53,8 @@ pub enum KubeconfigError {
     Kube(#[from] kube::config::KubeconfigError),
     /// The current context's user is missing (kube would take it for no
     /// credentials; kubectl refuses it).
-    #[error("the user {user:?} of context {context:?} is not in users")]
-    UnknownUser {
-        /// The user's name.
-        user: String,
-        /// The current context.
-        context: String,
-    },
+    #[error("the user {0:?} of context {1:?} is not in users")]
+    UnknownUser(String, String),
     /// The in-cluster account cannot be described as a kubeconfig.
     #[error("cannot describe it as a kubeconfig")]
     Describe(#[source] serde_json::Error),
@@ -105,14 +94,8 @@ pub enum AccessError {
         source: KubeconfigError,
     },
     /// `~/.kube/config` cannot be used.
-    #[error("kubeconfig {}", .path.display())]
-    Home {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: KubeconfigError,
-    },
+    #[error("kubeconfig {}", .0.display())]
+    Home(PathBuf, #[source] KubeconfigError),
     /// In a cluster, with a token, but without the cluster's CA.
     #[error("in a cluster, but no cluster CA at {}", .0.display())]
     NoCa(PathBuf),
@@ -135,7 +118,6 @@ impl AccessError {
 
 /// API access: the kube configuration and where it came from.
 pub(crate) struct Access {
-    /// kube's client configuration.
     pub(crate) config: kube::Config,
     /// The kubeconfig context's namespace, if any (local runs).
     pub(crate) namespace: Option<String>,
@@ -149,10 +131,7 @@ pub(crate) struct Access {
 /// Reads one kubeconfig file, at most [`KUBECONFIG_MAX_BYTES`]. Blocking (a
 /// FIFO's open waits for a writer): run it on a blocking thread.
 fn read_kubeconfig(path: &Path) -> Result<Kubeconfig, KubeconfigError> {
-    let read = |source| KubeconfigError::Read {
-        path: path.to_path_buf(),
-        source,
-    };
+    let read = |e| KubeconfigError::Read(path.to_path_buf(), e);
     let file = std::fs::File::open(path).map_err(read)?;
     let meta = file.metadata().map_err(read)?;
     if meta.is_file() {
@@ -193,10 +172,7 @@ async fn from_files(paths: &[PathBuf], named: bool) -> Result<Access, Kubeconfig
     // kube takes a user that is not there for no credentials; kubectl refuses it.
     let user = context.and_then(|c| c.user.as_deref()).unwrap_or_default();
     if !user.is_empty() && !merged.auth_infos.iter().any(|a| a.name == user) {
-        return Err(KubeconfigError::UnknownUser {
-            user: user.to_string(),
-            context: current,
-        });
+        return Err(KubeconfigError::UnknownUser(user.to_string(), current));
     }
     let namespace = context.and_then(|c| c.namespace.clone());
     let config =
@@ -244,7 +220,7 @@ pub(crate) async fn discover(
     let home = env("HOME").map(|h| PathBuf::from(h).join(".kube").join("config"));
     if let Some(path) = home.filter(|p| p.is_file()) {
         let access = from_files(std::slice::from_ref(&path), false).await;
-        return access.map_err(|source| AccessError::Home { path, source });
+        return access.map_err(|e| AccessError::Home(path, e));
     }
     let host = env("KUBERNETES_SERVICE_HOST").and_then(|h| h.into_string().ok());
     let port = env("KUBERNETES_SERVICE_PORT").and_then(|p| p.into_string().ok());

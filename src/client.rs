@@ -18,43 +18,28 @@ use selfdestruct_decision::backoff::Backoff;
 use crate::access::{Access, AccessError, CREDENTIALS_TIMEOUT};
 use crate::api::{ApiError, REQUEST_TIMEOUT};
 
-/// Why no API client was built.
+/// Why no API client was built. Each error but `Access` first names where the
+/// access came from ([`Access::source`]).
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     /// There is no access (or no usable one) to build it from.
     #[error(transparent)]
     Access(#[from] AccessError),
     /// kube cannot build one (certificates, TLS).
-    #[error("{from}: no API client can be built from it")]
-    Build {
-        /// Where the access came from ([`Access::source`]).
-        from: String,
-        /// kube's error.
-        #[source]
-        source: kube::Error,
-    },
+    #[error("{0}: no API client can be built from it")]
+    Build(String, #[source] kube::Error),
     /// Not built within [`CREDENTIALS_TIMEOUT`]: an `exec` credential plugin
-    /// that does not answer, a token file not read (a FIFO, a hung mount).
+    /// that does not answer, a token file not read (a FIFO, a hung mount); then
+    /// what did not answer.
     #[error(
-        "{from}: no API client was built within {}s ({what})",
-        CREDENTIALS_TIMEOUT.as_secs()
+        "{0}: no API client was built within {secs}s ({1})",
+        secs = CREDENTIALS_TIMEOUT.as_secs()
     )]
-    TimedOut {
-        /// Where the access came from ([`Access::source`]).
-        from: String,
-        /// What did not answer.
-        what: &'static str,
-    },
+    TimedOut(String, &'static str),
     /// No token: the token file cannot be read or is too large, the exec plugin
     /// failed or answered too much.
-    #[error("{from}: no credentials")]
-    Credentials {
-        /// Where the access came from ([`Access::source`]).
-        from: String,
-        /// Why.
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
+    #[error("{0}: no credentials")]
+    Credentials(String, #[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// A client being built by [`start_build`].
@@ -79,18 +64,15 @@ fn start_build(access: &Access, default_namespace: &str, limit: Duration) -> Bui
         let token = crate::token_file::TokenFileLayer::take_from(&mut config.auth_info, limit)
             .map_err(|e| match e {
                 crate::token_file::TokenError::Plugin(p) if p.is_timeout() => {
-                    ClientError::TimedOut {
-                        from: from.clone(),
-                        what: "its exec credential plugin has not answered",
-                    }
+                    ClientError::TimedOut(
+                        from.clone(),
+                        "its exec credential plugin has not answered",
+                    )
                 }
-                e => ClientError::Credentials {
-                    from: from.clone(),
-                    source: Box::new(e),
-                },
+                e => ClientError::Credentials(from.clone(), Box::new(e)),
             })?;
         let builder = kube::client::ClientBuilder::try_from(config)
-            .map_err(|source| ClientError::Build { from, source })?;
+            .map_err(|e| ClientError::Build(from, e))?;
         // The blocking thread is in the runtime's context (the client's buffer task).
         Ok(builder
             .with_layer(&token)
@@ -110,10 +92,10 @@ async fn finish_build(
     // longer here, for a token file's read that does not return.
     match tokio::time::timeout(limit + Duration::from_secs(1), build).await {
         Ok(Ok(built)) => built,
-        Ok(Err(_)) | Err(_) => Err(ClientError::TimedOut {
-            from: from.to_string(),
-            what: "its exec credential plugin has not answered, or its token file was not read",
-        }),
+        Ok(Err(_)) | Err(_) => Err(ClientError::TimedOut(
+            from.to_string(),
+            "its exec credential plugin has not answered, or its token file was not read",
+        )),
     }
 }
 
