@@ -11,17 +11,17 @@ use http_body_util::BodyExt;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use k8s_openapi::api::policy::v1::{Eviction, PodDisruptionBudget};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, ObjectMeta, Preconditions};
-use kube::Client;
-use kube::Resource;
+use kube::api::{Api, DeleteParams, GetParams, ListParams, PostParams};
 use kube::core::Status;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Client, Resource};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
 use crate::logging::quote;
 use selfdestruct_decision::Outcome;
 
 /// Time limit of every request (a watch: until its answer starts), applied by the
-/// client's layer in `connect`.
+/// client's layer (`client.rs`).
 pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How the own pod is removed.
@@ -57,7 +57,7 @@ pub(crate) enum ApiError {
     Transport(#[source] Cause),
     #[error("no answer within {}s", .0.as_secs())]
     Timeout(Duration),
-    /// An answer longer than the client layer reads (`connect`): refused as a
+    /// An answer longer than the client layer reads (`client.rs`): refused as a
     /// transport error.
     #[error("answer refused: longer than {limit} bytes")]
     TooLarge {
@@ -170,7 +170,7 @@ impl PodApi {
 
     pub(crate) async fn get(&self) -> Result<Pod, ApiError> {
         let req = pods(&self.namespace)
-            .get(&segment(&self.name), &kube::api::GetParams::default())
+            .get(&segment(&self.name), &GetParams::default())
             .map_err(ApiError::transport)?;
         let body = request(&self.client, req).await?;
         let pod: Pod = serde_json::from_slice(&body).map_err(ApiError::decode)?;
@@ -198,30 +198,26 @@ impl PodApi {
             grace_period_seconds: grace.map(|g| i64::try_from(g.as_secs()).unwrap_or(i64::MAX)),
             ..DeleteOptions::default()
         };
-        let name = segment(&self.name);
+        let (pods, name) = (pods(&self.namespace), segment(&self.name));
         let req = match mode {
             Mode::Evict => {
+                let metadata = ObjectMeta {
+                    name: Some(self.name.clone()),
+                    namespace: Some(self.namespace.clone()),
+                    ..ObjectMeta::default()
+                };
+                let delete_options = Some(options);
                 let eviction = Eviction {
-                    metadata: ObjectMeta {
-                        name: Some(self.name.clone()),
-                        namespace: Some(self.namespace.clone()),
-                        ..ObjectMeta::default()
-                    },
-                    delete_options: Some(options),
+                    metadata,
+                    delete_options,
                 };
                 let body = serde_json::to_vec(&eviction).map_err(ApiError::decode)?;
-                pods(&self.namespace).create_subresource(
-                    "eviction",
-                    &name,
-                    &kube::api::PostParams::default(),
-                    body,
-                )
+                pods.create_subresource("eviction", &name, &PostParams::default(), body)
             }
             Mode::Delete => {
                 let body = serde_json::to_vec(&options).map_err(ApiError::decode)?;
-                pods(&self.namespace)
-                    .delete(&name, &kube::api::DeleteParams::default())
-                    .map(|r| r.map(|_| body))
+                let req = pods.delete(&name, &DeleteParams::default());
+                req.map(|r| r.map(|_| body))
             }
         }
         .map_err(ApiError::transport)?;
@@ -232,12 +228,8 @@ impl PodApi {
     /// The PodDisruptionBudgets of the own namespace (needs the optional `list` on
     /// `poddisruptionbudgets`; used only to name the budgets in a warning).
     pub(crate) async fn budgets(&self) -> Result<Vec<PodDisruptionBudget>, ApiError> {
-        let api: kube::Api<PodDisruptionBudget> =
-            kube::Api::namespaced(self.client.clone(), &self.namespace);
-        let list = api
-            .list(&kube::api::ListParams::default())
-            .await
-            .map_err(from_kube)?;
+        let api = Api::<PodDisruptionBudget>::namespaced(self.client.clone(), &self.namespace);
+        let list = api.list(&ListParams::default()).await.map_err(from_kube)?;
         Ok(list.items)
     }
 

@@ -95,11 +95,8 @@ pub(crate) fn run(exec: &ExecConfig, limit: Duration) -> Result<Credential, Plug
     let program = exec.command.as_deref().ok_or(PluginError::NoCommand)?;
     let mut cmd = Command::new(program);
     cmd.args(exec.args.iter().flatten());
-    for e in exec.env.iter().flatten() {
-        if let (Some(k), Some(v)) = (e.get("name"), e.get("value")) {
-            cmd.env(k, v);
-        }
-    }
+    let env = exec.env.iter().flatten();
+    cmd.envs(env.filter_map(|e| Some((e.get("name")?, e.get("value")?))));
     // As kube: the request's description, never interactive here (no terminal in a pod).
     let mut spec = serde_json::json!({ "interactive": false });
     if exec.provide_cluster_info
@@ -252,3 +249,6 @@ impl Drop for Running {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

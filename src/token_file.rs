@@ -227,9 +227,8 @@ impl TokenFileLayer {
             }
             (None, None) => return Ok(TokenFileLayer(None)),
         };
-        Ok(TokenFileLayer(Some(Arc::new(TokenFile::new(
-            source, fresh,
-        )))))
+        let token = TokenFile::new(source, fresh);
+        Ok(TokenFileLayer(Some(Arc::new(token))))
     }
 }
 
