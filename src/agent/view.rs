@@ -10,7 +10,7 @@ use kube::core::PartialObjectMeta;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
-use crate::candidates::{Candidates, Touched, Wake};
+use crate::candidates::Candidates;
 use crate::config::{Config, Siblings};
 use crate::watch::{self, Target, Update};
 use selfdestruct_decision::model::{NodeSummary, OwnPod, Sibling};
@@ -124,11 +124,7 @@ impl View {
                 Some(u) => self.on_node(own, u),
                 None => self.node_rx = None,
             },
-            w = recv_candidate(&mut self.candidates) => {
-                if let Some(c) = &mut self.candidates {
-                    c.handle(own, &mut self.nodes, w);
-                }
-            }
+            () = candidates_next(&mut self.candidates, own, &mut self.nodes) => {}
             u = recv(&mut self.sibling_rx) => match u {
                 Some(u) => self.on_sibling(own, u),
                 None => {
@@ -163,8 +159,7 @@ impl View {
         let applied = apply_update(&mut self.nodes, update, |n| &n.name);
         self.release_pending |= matches!(applied, Applied::Listed { .. });
         if let Some(candidates) = &mut self.candidates {
-            let touched = touched.as_deref().map_or(Touched::All, Touched::One);
-            candidates.sync(own, &mut self.nodes, touched);
+            candidates.sync(own, &mut self.nodes, touched.as_deref());
         }
         match applied {
             Applied::Listed { first: true, count } => {
@@ -267,9 +262,13 @@ fn apply_update<S>(
     }
 }
 
-async fn recv_candidate(candidates: &mut Option<Candidates>) -> Wake {
+async fn candidates_next(
+    candidates: &mut Option<Candidates>,
+    own: &OwnPod,
+    nodes: &mut Option<Vec<NodeSummary>>,
+) {
     match candidates {
-        Some(c) => c.recv().await,
+        Some(c) => c.next(own, nodes).await,
         None => std::future::pending().await,
     }
 }
