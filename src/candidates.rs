@@ -227,7 +227,8 @@ impl Candidates {
             }
         }
         for (name, e) in &self.entries {
-            if let Slot::Watched(Watched { read: Some(full), .. }) = &e.slot
+            if let Slot::Watched(w) = &e.slot
+                && let Some(full) = &w.read
                 && is_touched(name)
             {
                 show(view, name, Some(full));
@@ -436,7 +437,6 @@ impl Candidates {
             );
         }
     }
-
 }
 
 /// Lays `full` (a full read; `None`: none) over what the metadata watch knows of
