@@ -204,15 +204,14 @@ impl Candidates {
             .filter(|n| is_touched(&n.name) && own.is_candidate(n))
             .map(|n| (n.name.as_str(), n.created))
             .collect();
-        let gone: Vec<String> = self
-            .entries
-            .keys()
-            .filter(|n| is_touched(n) && !wanted.contains_key(n.as_str()))
-            .cloned()
-            .collect();
-        for name in &gone {
-            self.forget(name);
-        }
+        // No longer a candidate, or gone: forgotten, its full watch stopped.
+        self.entries.retain(|name, e| {
+            let keep = !is_touched(name) || wanted.contains_key(name.as_str());
+            if !keep && matches!(e.slot, Slot::Watched(_)) {
+                tracing::debug!(node = name, "no longer a candidate: its full watch ends");
+            }
+            keep
+        });
         // The metadata watch reported it (changed, or listed again: a list says
         // nothing of what changed): a parked node is read again, unless shown full.
         for (name, created) in wanted {
@@ -401,16 +400,6 @@ impl Candidates {
         match &mut self.entries.get_mut(name)?.slot {
             Slot::Watched(w) => Some(w),
             _ => None,
-        }
-    }
-
-    /// Forgets `name` (no longer a candidate, or gone), stopping its full watch.
-    fn forget(&mut self, name: &str) {
-        let Some(e) = self.entries.remove(name) else {
-            return;
-        };
-        if let Slot::Watched(_) = e.slot {
-            tracing::debug!(node = name, "no longer a candidate: its full watch ends");
         }
     }
 
