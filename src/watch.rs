@@ -22,7 +22,6 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use futures_util::StreamExt;
-use futures_util::stream::BoxStream;
 use kube::runtime::watcher::{self, Event, watcher};
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -201,9 +200,7 @@ pub(crate) async fn follow<K, S>(
     if !target.fields.is_empty() {
         wc = wc.fields(&target.fields);
     }
-    let start = || -> BoxStream<'static, watcher::Result<Event<K>>> {
-        watcher(api.clone(), wc.clone()).boxed()
-    };
+    let start = || watcher(api.clone(), wc.clone()).boxed();
     let mut stream = start();
     let mut state = Follower::new(&target);
     loop {
