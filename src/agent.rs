@@ -38,7 +38,9 @@ pub(crate) async fn run(cfg: Config, access: Discovered, signals: Signals) -> Re
 /// [`run`] in-process (the tests' virtual-time tier): on `client`, reading the time
 /// from `clock`, until `stop` fires; only these three differ from [`run`].
 pub async fn run_on(client: kube::Client, cfg: Config, clock: Clock, mut stop: Stop) -> Result {
-    let ready = prepare_on(&cfg, &mut stop, ApiSource::Given(client), clock).await;
+    let namespace = client.default_namespace().to_string();
+    let given = async |_: &str| Ok(client);
+    let ready = prepare_on(&cfg, &mut stop, Some(&namespace), clock, given).await;
     finish(ready, cfg, stop).await
 }
 
@@ -80,14 +82,6 @@ pub(crate) enum NotReady {
     NotOurs,
 }
 
-/// Where [`prepare`]'s API client comes from.
-enum ApiSource {
-    /// A client given (in-process tests).
-    Given(kube::Client),
-    /// The access `main` discovered, to build one from.
-    Discovered(Box<Access>),
-}
-
 /// The own pod, read once, with an API client bound to it: what the decision
 /// loop needs to start (and what the wrapper's delete on exit needs).
 #[derive(Clone)]
@@ -109,48 +103,39 @@ pub(crate) async fn prepare(
         Err(e) if e.is_missing() => return Err(NotReady::NoApi(e)),
         Err(e) => return Err(NotReady::NoClient(e.into())),
     };
-    prepare_on(
-        cfg,
-        stop,
-        ApiSource::Discovered(Box::new(access)),
-        Clock::system(),
-    )
-    .await
+    let build = async |namespace: &str| {
+        debug!(source = %access.source, server = %access.config.cluster_url, "API access");
+        let built = client_retrying(&access, namespace).await;
+        built.map_err(|e| {
+            if access.named {
+                NotReady::BadKubeconfig(e)
+            } else {
+                NotReady::NoClient(e)
+            }
+        })
+    };
+    let namespace_hint = access.namespace.as_deref();
+    prepare_on(cfg, stop, namespace_hint, Clock::system(), build).await
 }
 
-/// [`prepare`] on a client given (in-process) or built from the discovered access.
+/// [`prepare`] on a client that `client` builds (or gives, in-process) for the
+/// own namespace.
 async fn prepare_on(
     cfg: &Config,
     stop: &mut Stop,
-    source: ApiSource,
+    namespace_hint: Option<&str>,
     clock: Clock,
+    client: impl AsyncFnOnce(&str) -> Result<kube::Client, NotReady>,
 ) -> Result<Ready, NotReady> {
     let process_start = clock.now();
-    let namespace_hint = match &source {
-        ApiSource::Discovered(access) => access.namespace.as_deref(),
-        ApiSource::Given(client) => Some(client.default_namespace()),
-    };
     let id = identity::resolve(&cfg.shared.identity, identity::hostname(), namespace_hint)
         .map_err(|e| {
             error!("{e}");
             NotReady::Fatal
         })?;
-    let client = match source {
-        ApiSource::Given(client) => client,
-        ApiSource::Discovered(access) => {
-            debug!(source = %access.source, server = %access.config.cluster_url, "API access");
-            let built = tokio::select! {
-                sig = stop.terminated() => return Err(NotReady::Stopped(sig)),
-                built = client_retrying(&access, &id.namespace) => built,
-            };
-            built.map_err(|e| {
-                if access.named {
-                    NotReady::BadKubeconfig(e)
-                } else {
-                    NotReady::NoClient(e)
-                }
-            })?
-        }
+    let client = tokio::select! {
+        sig = stop.terminated() => return Err(NotReady::Stopped(sig)),
+        client = client(&id.namespace) => client?,
     };
     let api = PodApi::new(client, &id.namespace, &id.name);
     let pod = tokio::select! {

@@ -113,9 +113,18 @@ fn next_opening<'a>(
     })
 }
 
+/// A candidate's full watch, which ends when dropped.
+struct Task(JoinHandle<()>);
+
+impl Drop for Task {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// One candidate's full watch and what it last said.
 struct Watched {
-    task: JoinHandle<()>,
+    _task: Task,
     /// The node as last read in full (`None` until the first read).
     read: Option<NodeSummary>,
     /// What the last read says (`Wanted` until the first).
@@ -133,66 +142,11 @@ enum Slot {
     Parked,
 }
 
-/// A candidate.
 struct Entry {
     created: Option<SystemTime>,
     slot: Slot,
     /// A sibling showed it full: no target for good.
     shown_full: bool,
-}
-
-impl Entry {
-    fn new(created: Option<SystemTime>) -> Self {
-        Entry {
-            created,
-            slot: Slot::Waiting,
-            shown_full: false,
-        }
-    }
-
-    /// The metadata watch reported it (changed, or listed again): a parked node is
-    /// read again, unless shown full.
-    fn changed(&mut self, created: Option<SystemTime>) {
-        self.created = created;
-        if matches!(self.slot, Slot::Parked) && !self.shown_full {
-            self.slot = Slot::Waiting;
-        }
-    }
-
-    fn seat<'a>(&self, name: &'a str) -> Option<Seat<'a>> {
-        let (standing, watched) = match &self.slot {
-            Slot::Parked => return None,
-            Slot::Waiting => (Standing::Wanted, false),
-            Slot::Watched(w) => (w.standing, true),
-        };
-        let standing = if self.shown_full {
-            Standing::NoTarget
-        } else {
-            standing
-        };
-        Some(Seat {
-            name,
-            created: self.created,
-            standing,
-            watched,
-        })
-    }
-}
-
-/// Which nodes of the view a metadata update touched.
-pub(crate) enum Touched<'a> {
-    /// The whole view (a list, or the view was lost).
-    All,
-    /// One node, by name.
-    One(&'a str),
-}
-
-/// What woke the agent for the candidates ([`Candidates::recv`]).
-pub(crate) enum Wake {
-    /// An update of a candidate's full watch.
-    Update(Update<NodeSummary>),
-    /// The pace allows the next opening.
-    Pace,
 }
 
 /// The candidates' full watches.
@@ -201,7 +155,6 @@ pub(crate) struct Candidates {
     label_keys: BTreeSet<String>,
     required_images: Vec<ImageRef>,
     entries: BTreeMap<String, Entry>,
-    /// When the next candidate watch may open.
     next_open: Instant,
     /// Every candidate watch sends here (one channel: a stopped watch's last
     /// updates arrive before those of a later watch of the same name).
@@ -211,16 +164,6 @@ pub(crate) struct Candidates {
     told_forbidden: bool,
     /// There are more candidates than slots (told once per change).
     short: bool,
-}
-
-impl Drop for Candidates {
-    fn drop(&mut self) {
-        for e in self.entries.values() {
-            if let Slot::Watched(w) = &e.slot {
-                w.task.abort();
-            }
-        }
-    }
 }
 
 impl Candidates {
@@ -243,58 +186,54 @@ impl Candidates {
         }
     }
 
-    /// After the metadata view changed (`touched`): queues each node that became
-    /// a candidate (and each parked one that changed), stops the full watch of
-    /// each node that is no longer one (or left the view), and lays what the full
-    /// reads said over the view's metadata-only entries.
+    /// After the metadata view changed (`touched`: the node of that name; `None`:
+    /// the whole view, after a list or when the view was lost): queues each node
+    /// that became a candidate (and each parked one that changed), stops the full
+    /// watch of each node that is no longer one (or left the view), and lays what
+    /// the full reads said over the view's metadata-only entries.
     pub(crate) fn sync(
         &mut self,
         own: &OwnPod,
         view: &mut Option<Vec<NodeSummary>>,
-        touched: Touched<'_>,
+        touched: Option<&str>,
     ) {
-        let nodes = view.as_deref_mut().unwrap_or_default();
-        match touched {
-            Touched::All => {
-                let wanted: BTreeMap<&str, Option<SystemTime>> = nodes
-                    .iter()
-                    .filter(|n| own.is_candidate(n))
-                    .map(|n| (n.name.as_str(), n.created))
-                    .collect();
-                let gone: Vec<String> = self
-                    .entries
-                    .keys()
-                    .filter(|n| !wanted.contains_key(n.as_str()))
-                    .cloned()
-                    .collect();
-                for name in &gone {
-                    self.forget(name);
-                }
-                // A list says nothing of what changed: every parked node may have.
-                for (name, created) in wanted {
-                    self.changed(name, created);
-                }
-                for node in nodes.iter_mut() {
-                    self.overlay(node);
-                }
+        let is_touched = |name: &str| touched.is_none_or(|t| t == name);
+        let wanted: BTreeMap<&str, Option<SystemTime>> = view
+            .iter()
+            .flatten()
+            .filter(|n| is_touched(&n.name) && own.is_candidate(n))
+            .map(|n| (n.name.as_str(), n.created))
+            .collect();
+        // No longer a candidate, or gone: forgotten, its full watch stopped.
+        self.entries.retain(|name, e| {
+            let keep = !is_touched(name) || wanted.contains_key(name.as_str());
+            if !keep && matches!(e.slot, Slot::Watched(_)) {
+                tracing::debug!(node = name, "no longer a candidate: its full watch ends");
             }
-            Touched::One(name) => match nodes.iter_mut().find(|n| n.name == name) {
-                Some(node) if own.is_candidate(node) => {
-                    self.changed(name, node.created);
-                    self.overlay(node);
-                }
-                _ => self.forget(name),
-            },
+            keep
+        });
+        // The metadata watch reported it (changed, or listed again: a list says
+        // nothing of what changed): a parked node is read again, unless shown full.
+        for (name, created) in wanted {
+            let e = self.entries.entry(name.to_string()).or_insert(Entry {
+                created,
+                slot: Slot::Waiting,
+                shown_full: false,
+            });
+            e.created = created;
+            if matches!(e.slot, Slot::Parked) && !e.shown_full {
+                e.slot = Slot::Waiting;
+            }
+        }
+        for (name, e) in &self.entries {
+            if let Slot::Watched(w) = &e.slot
+                && let Some(full) = &w.read
+                && is_touched(name)
+            {
+                show(view, name, Some(full));
+            }
         }
         self.tell_shortage();
-    }
-
-    /// Queues the candidate `name`, or notes that it changed ([`Entry::changed`]).
-    fn changed(&mut self, name: &str, created: Option<SystemTime>) {
-        let entry = self.entries.entry(name.to_string());
-        entry
-            .or_insert_with(|| Entry::new(created))
-            .changed(created);
     }
 
     /// Notes the nodes a sibling showed full (`full`: the agent's report, every
@@ -307,33 +246,37 @@ impl Candidates {
         }
     }
 
-    /// The next update of a candidate watch, or the time for the next opening.
-    pub(crate) async fn recv(&mut self) -> Wake {
+    /// Waits for the next update of a candidate watch (and applies it to `view`),
+    /// or for the time of the next opening (and opens it).
+    pub(crate) async fn next(&mut self, own: &OwnPod, view: &mut Option<Vec<NodeSummary>>) {
         let due = self.plan().map(|_| self.next_open);
         tokio::select! {
             // `self` holds a sender: the channel never closes.
             u = self.rx.recv() => match u {
-                Some(u) => Wake::Update(u),
+                Some(u) => self.apply(own, view, u),
                 None => std::future::pending().await,
             },
-            () = tokio::time::sleep_until(due.unwrap_or(self.next_open)), if due.is_some() => Wake::Pace,
-        }
-    }
-
-    /// Handles what [`Candidates::recv`] returned.
-    pub(crate) fn handle(&mut self, own: &OwnPod, view: &mut Option<Vec<NodeSummary>>, wake: Wake) {
-        match wake {
-            Wake::Update(u) => self.apply(own, view, u),
-            Wake::Pace => self.open_next(view),
+            () = tokio::time::sleep_until(due.unwrap_or(self.next_open)), if due.is_some() => self.open_next(view),
         }
     }
 
     /// The next opening, by rank.
     fn plan(&self) -> Option<Opening<'_>> {
-        let seats = self
-            .entries
-            .iter()
-            .filter_map(|(name, e)| e.seat(name.as_str()));
+        let seats = self.entries.iter().filter_map(|(name, e)| {
+            let standing = match &e.slot {
+                Slot::Parked => return None,
+                _ if e.shown_full => Standing::NoTarget,
+                Slot::Waiting => Standing::Wanted,
+                Slot::Watched(w) => w.standing,
+            };
+            let watched = matches!(e.slot, Slot::Watched(_));
+            Some(Seat {
+                name,
+                created: e.created,
+                standing,
+                watched,
+            })
+        });
         next_opening(seats, MAX_CANDIDATE_WATCHES)
     }
 
@@ -364,12 +307,11 @@ impl Candidates {
         let Slot::Watched(w) = std::mem::replace(&mut e.slot, Slot::Parked) else {
             return;
         };
-        w.task.abort();
         let parked = e.shown_full || w.standing == Standing::NoTarget;
         if !parked {
             e.slot = Slot::Waiting;
         }
-        metadata_only(view, name);
+        show(view, name, None);
         tracing::debug!(
             node = name,
             for_ = to,
@@ -399,7 +341,7 @@ impl Candidates {
         ));
         tracing::debug!(node = name, "reading a new node in full");
         e.slot = Slot::Watched(Watched {
-            task,
+            _task: Task(task),
             read: None,
             standing: Standing::Wanted,
         });
@@ -426,7 +368,7 @@ impl Candidates {
             Update::Remove(name) => {
                 if let Some(w) = self.watched_mut(&name) {
                     (w.read, w.standing) = (None, Standing::Wanted);
-                    metadata_only(view, &name);
+                    show(view, &name, None);
                 }
                 return;
             }
@@ -450,9 +392,7 @@ impl Candidates {
         } else {
             Standing::NoTarget
         };
-        if let Some(node) = view.iter_mut().flatten().find(|n| n.name == full.name) {
-            lay_over(node, &full);
-        }
+        show(view, &full.name, Some(&full));
         w.read = Some(full);
     }
 
@@ -460,17 +400,6 @@ impl Candidates {
         match &mut self.entries.get_mut(name)?.slot {
             Slot::Watched(w) => Some(w),
             _ => None,
-        }
-    }
-
-    /// Forgets `name` (no longer a candidate, or gone), stopping its full watch.
-    fn forget(&mut self, name: &str) {
-        let Some(e) = self.entries.remove(name) else {
-            return;
-        };
-        if let Slot::Watched(w) = e.slot {
-            w.task.abort();
-            tracing::debug!(node = name, "no longer a candidate: its full watch ends");
         }
     }
 
@@ -497,38 +426,17 @@ impl Candidates {
             );
         }
     }
-
-    /// Lays the last full read of `node` (if it is watched) over its metadata.
-    fn overlay(&self, node: &mut NodeSummary) {
-        let read = match self.entries.get(&node.name).map(|e| &e.slot) {
-            Some(Slot::Watched(w)) => w.read.as_ref(),
-            _ => None,
-        };
-        if let Some(full) = read {
-            lay_over(node, full);
-        }
-    }
 }
 
-/// `node` (from the metadata watch) with what only `full` (a full read) knows;
-/// the metadata watch keeps the name, creation time and labels.
-fn lay_over(node: &mut NodeSummary, full: &NodeSummary) {
-    *node = NodeSummary {
-        name: std::mem::take(&mut node.name),
-        created: node.created,
-        labels: std::mem::take(&mut node.labels),
-        ..full.clone()
-    };
-}
-
-/// Leaves of the node `name` in `view` what the metadata watch knows.
-fn metadata_only(view: &mut Option<Vec<NodeSummary>>, name: &str) {
+/// Lays `full` (a full read; `None`: none) over what the metadata watch knows of
+/// the node `name` in `view`: its name, creation time and labels.
+fn show(view: &mut Option<Vec<NodeSummary>>, name: &str, full: Option<&NodeSummary>) {
     if let Some(node) = view.iter_mut().flatten().find(|n| n.name == name) {
         *node = NodeSummary {
             name: std::mem::take(&mut node.name),
             created: node.created,
             labels: std::mem::take(&mut node.labels),
-            ..NodeSummary::default()
+            ..full.cloned().unwrap_or_default()
         };
     }
 }

@@ -62,20 +62,15 @@ impl Clock {
     }
 }
 
-/// Signed milliseconds from `b` to `a`.
-fn millis_between(a: SystemTime, b: SystemTime) -> i64 {
-    let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
-    match a.duration_since(b) {
-        Ok(ahead) => ms(ahead),
-        Err(behind) => -ms(behind.duration()),
-    }
-}
-
 /// Warns when the wall clock (`wall`) is off the agent's time (`now`) by [`STEP`]
 /// more or less than when last `reported`; returns the new difference then
 /// (milliseconds, positive: the wall clock is ahead).
 fn notice_step(wall: SystemTime, now: SystemTime, reported: &AtomicI64) -> Option<i64> {
-    let off = millis_between(wall, now);
+    let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+    let off = match wall.duration_since(now) {
+        Ok(ahead) => ms(ahead),
+        Err(behind) => -ms(behind.duration()),
+    };
     let last = reported.load(Ordering::Relaxed);
     let step = off.saturating_sub(last);
     if step.unsigned_abs() < STEP.as_millis() as u64 {

@@ -85,36 +85,15 @@ pub(crate) struct CheckSettings {
     pub(crate) settings: Vec<String>,
 }
 
-/// The variables of the settings an operator gives the agent: [`AgentSettings`] and the
-/// [`SharedSettings`] but for the own pod's identity and API access ([`IdentitySettings`]:
-/// the Downward API's and the tests' internal folders), read from the structs themselves.
-fn operator_variables() -> Vec<String> {
-    let vars = |c: clap::Command| -> Vec<String> {
-        c.get_arguments()
-            .filter_map(|a| a.get_env())
-            .map(|e| e.to_string_lossy().into_owned())
-            .collect()
-    };
-    let identity = vars(IdentitySettings::augment_args(clap::Command::new(
-        "identity",
-    )));
-    let mut accepted = vars(AgentSettings::augment_args(clap::Command::new("agent")));
-    accepted.extend(
-        vars(SharedSettings::augment_args(clap::Command::new("shared")))
-            .into_iter()
-            .filter(|v| !identity.contains(v)),
-    );
-    accepted
-}
-
 /// Checks agent settings given as `VARIABLE=VALUE` exactly as the agent reads them from
 /// its environment (which is not read here): the settings as (variable, value), or the
 /// message the agent would exit 2 with, naming the variable. Only the settings an
-/// operator gives (`operator_variables`): the identity variables (`POD_NAME`,
-/// `SELFDESTRUCT_SERVICE_ACCOUNT_DIR`, ...) come from the pod, not from a setting.
+/// operator gives ([`AgentSettings`] and [`SharedSettings`], read from the structs
+/// themselves) but for the own pod's identity and API access ([`IdentitySettings`]:
+/// `POD_NAME`, `SELFDESTRUCT_SERVICE_ACCOUNT_DIR`, ... come from the pod, not from a setting).
 pub(crate) fn check_settings(settings: &[String]) -> Result<Vec<(String, String)>, Error> {
     let cli = <Cli as clap::CommandFactory>::command();
-    let accepted = operator_variables();
+    let identity = IdentitySettings::augment_args(clap::Command::new("identity"));
     let mut given: Vec<(String, String)> = Vec::new();
     let mut argv = vec!["selfdestruct".to_string()];
     for setting in settings {
@@ -125,7 +104,10 @@ pub(crate) fn check_settings(settings: &[String]) -> Result<Vec<(String, String)
             .get_arguments()
             .find(|a| a.get_env().is_some_and(|e| e == var))
             .ok_or_else(|| CheckError::Unknown(var.into()))?;
-        if !accepted.iter().any(|a| a == var) {
+        if identity
+            .get_arguments()
+            .any(|a| a.get_env() == arg.get_env())
+        {
             return Err(CheckError::NotOperators(var.into()).into());
         }
         if given.iter().any(|(v, _)| v == var) {
@@ -161,19 +143,14 @@ impl Cli {
         let gate = flags_only(Cli::command().mut_subcommands(flags_only))
             .try_get_matches_from(&argv)
             .is_ok_and(|m| matches!(m.subcommand_name(), Some("node-gate" | "schedule")));
-        let mut command = Cli::command();
-        if gate {
-            let agent = AgentSettings::augment_args(clap::Command::new("agent"));
-            let agent: Vec<_> = agent.get_arguments().map(clap::Arg::get_id).collect();
-            let shared = |a: clap::Arg| {
-                if agent.contains(&a.get_id()) {
-                    a.env(None)
-                } else {
-                    a
-                }
-            };
-            command = command.mut_args(shared);
-        }
+        let agent = AgentSettings::augment_args(clap::Command::new("agent"));
+        let command = Cli::command().mut_args(|a| {
+            if gate && agent.get_arguments().any(|x| x.get_id() == a.get_id()) {
+                a.env(None)
+            } else {
+                a
+            }
+        });
         let wrapped = argv.iter().skip(1).any(|a| a == "--");
         let cli = Cli::from_arg_matches(&command.try_get_matches_from(argv)?)?;
         Ok(Cli { wrapped, ..cli })
@@ -313,19 +290,6 @@ fn siblings(value: &str) -> Result<Siblings, String> {
     }
 }
 
-/// The grace period as the API takes it: whole seconds, rounded up. For pods, 0 is a
-/// force deletion (the object goes at once, the StatefulSet may start the successor
-/// while this container still runs), so it is sent only with `force` (as kubectl
-/// sends 1 for `--grace-period=0` without `--force`).
-pub(crate) fn whole_grace_seconds(grace: Duration, force: bool) -> Duration {
-    let secs = grace.as_secs() + u64::from(grace.subsec_nanos() > 0);
-    if secs == 0 && force {
-        Duration::ZERO
-    } else {
-        Duration::from_secs(secs.max(1))
-    }
-}
-
 /// Parses a level name (`info`) or a `RUST_LOG`-style list (`warn,selfdestruct=debug`).
 pub(crate) fn parse_level(value: &str) -> Option<LevelFilter> {
     let mut found = None;
@@ -344,11 +308,17 @@ impl Config {
     /// ([`PolicySettings::policy`]) and the grace period's force opt-in.
     pub(crate) fn from_cli(cli: &Cli) -> Result<Config, SettingError> {
         let a = &cli.agent;
+        // The grace period as the API takes it: whole seconds, rounded up. For pods, 0 is
+        // a force deletion (the object goes at once, the StatefulSet may start the
+        // successor while this container still runs), so it is sent only with
+        // `--force-delete` (as kubectl sends 1 for `--grace-period=0` without `--force`).
+        let whole_seconds = |g: Duration| {
+            let secs = g.as_secs() + u64::from(g.subsec_nanos() > 0);
+            Duration::from_secs(if a.force_delete { secs } else { secs.max(1) })
+        };
         Ok(Config {
             policy: a.policy.policy(a.images.required_images.clone())?,
-            grace_period: a
-                .grace_period
-                .map(|g| whole_grace_seconds(g, a.force_delete)),
+            grace_period: a.grace_period.map(whole_seconds),
             shared: cli.shared.clone(),
             args: a.clone(),
         })

@@ -6,9 +6,7 @@
 use std::collections::BTreeSet;
 use std::time::SystemTime;
 
-use k8s_openapi::api::core::v1::{
-    Node, NodeSelectorRequirement, Pod, Taint as K8sTaint, Toleration as K8sToleration,
-};
+use k8s_openapi::api::core::v1::{Node, NodeSelectorRequirement, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use selfdestruct_decision::images::ImageRef;
 use selfdestruct_decision::model::{
@@ -70,7 +68,12 @@ pub(crate) fn own_pod(pod: &Pod) -> OwnPod {
             .and_then(|s| s.tolerations.as_ref())
             .into_iter()
             .flatten()
-            .map(toleration)
+            .map(|t| Toleration {
+                key: t.key.clone(),
+                operator: t.operator.clone(),
+                value: t.value.clone(),
+                effect: t.effect.clone(),
+            })
             .collect(),
         terminating: meta.deletion_timestamp.is_some(),
     }
@@ -135,7 +138,11 @@ pub(crate) fn node(
                     "NoSchedule" | "NoExecute" | "PreferNoSchedule"
                 )
             })
-            .map(taint)
+            .map(|t| Taint {
+                key: t.key,
+                value: t.value,
+                effect: t.effect,
+            })
             .collect(),
         ready,
         images_present,
@@ -163,26 +170,9 @@ pub(crate) fn time_of(t: &Time) -> SystemTime {
     SystemTime::from(t.0)
 }
 
-fn toleration(t: &K8sToleration) -> Toleration {
-    Toleration {
-        key: t.key.clone(),
-        operator: t.operator.clone(),
-        value: t.value.clone(),
-        effect: t.effect.clone(),
-    }
-}
-
-fn taint(t: K8sTaint) -> Taint {
-    Taint {
-        key: t.key,
-        value: t.value,
-        effect: t.effect,
-    }
-}
-
 /// A node selector requirement as a selector requirement (an unknown operator
 /// or an unparsable Gt/Lt value matches nothing, as in the scheduler).
-pub(crate) fn requirement(r: &NodeSelectorRequirement) -> Requirement {
+fn requirement(r: &NodeSelectorRequirement) -> Requirement {
     let (key, values) = (r.key.clone(), r.values.clone().unwrap_or_default());
     let num = values.first().and_then(|v| v.parse::<i64>().ok());
     match (r.operator.as_str(), num) {

@@ -22,7 +22,6 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use futures_util::StreamExt;
-use futures_util::stream::BoxStream;
 use kube::runtime::watcher::{self, Event, watcher};
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -147,18 +146,10 @@ fn api_status(e: &watcher::Error) -> Option<(u16, String)> {
     match e {
         watcher::Error::InitialListFailed(kube::Error::Api(s))
         | watcher::Error::WatchStartFailed(kube::Error::Api(s))
-        | watcher::Error::WatchFailed(kube::Error::Api(s)) => {
-            Some((s.code, crate::logging::quote(&s.message)))
-        }
-        watcher::Error::WatchError(s) => Some((s.code, crate::logging::quote(&s.message))),
+        | watcher::Error::WatchFailed(kube::Error::Api(s))
+        | watcher::Error::WatchError(s) => Some((s.code, crate::logging::quote(&s.message))),
         _ => None,
     }
-}
-
-/// Whether the client layer stopped a list at its page limit ([`EndlessList`]).
-fn is_endless_list(e: &watcher::Error) -> bool {
-    let e: &(dyn std::error::Error + 'static) = e;
-    std::iter::successors(Some(e), |c| c.source()).any(|c| c.is::<EndlessList>())
 }
 
 /// How the watcher error `e` is handled.
@@ -199,8 +190,7 @@ pub(crate) async fn follow<K, S>(
     tokio::time::sleep(start_delay).await;
     // Each watch asks for 10-11 min (kube's default is 290 s); a watch that
     // stays silent is then re-opened within 11 minutes.
-    let timeout = WATCH_TIMEOUT.as_secs_f64() - WATCH_JITTER.as_secs_f64() * draw();
-    let timeout = u32::try_from(timeout as u64).unwrap_or(u32::MAX);
+    let timeout = (WATCH_TIMEOUT.as_secs_f64() - WATCH_JITTER.as_secs_f64() * draw()) as u32;
     let mut wc = watcher::Config::default()
         .page_size(PAGE_SIZE)
         .timeout(timeout);
@@ -210,9 +200,7 @@ pub(crate) async fn follow<K, S>(
     if !target.fields.is_empty() {
         wc = wc.fields(&target.fields);
     }
-    let start = || -> BoxStream<'static, watcher::Result<Event<K>>> {
-        watcher(api.clone(), wc.clone()).boxed()
-    };
+    let start = || watcher(api.clone(), wc.clone()).boxed();
     let mut stream = start();
     let mut state = Follower::new(&target);
     loop {
@@ -364,7 +352,10 @@ impl<S: Weigh> Follower<S> {
         }
         // An interrupted list is read again from its start.
         self.listing = None;
-        self.failed(f, error, is_endless_list(&e), now)
+        // Whether the client layer stopped a list at its page limit ([`EndlessList`]).
+        let e: &(dyn std::error::Error + 'static) = &e;
+        let endless = std::iter::successors(Some(e), |c| c.source()).any(|c| c.is::<EndlessList>());
+        self.failed(f, error, endless, now)
     }
 
     /// The backoff after a failure `f` (`endless`: a list that never ends).

@@ -177,11 +177,9 @@ impl Decider {
             .await;
         // Two budgets over the pod: a 500 that no retry can cure. Say what is
         // wrong (and once, in an Event) and retry rarely.
-        let multiple_pdbs = res
-            .as_ref()
-            .err()
-            .is_some_and(|e| crate::pdb::is_multiple_pdbs(e.code(), &e.to_string()));
-        if multiple_pdbs {
+        if let Err(e) = &res
+            && crate::pdb::is_multiple_pdbs(e.code(), &e.to_string())
+        {
             // Name the budgets if the optional permission to list them is there.
             let named = match self.api.budgets().await {
                 Ok(pdbs) => Some(crate::pdb::selecting(&pdbs, &own.labels)),
@@ -199,10 +197,9 @@ impl Decider {
             warn!(outcome = "multiple-pdbs", "{why}; retrying rarely");
             if !self.told_multiple_pdbs {
                 let reason = crate::pdb::EVENT_REASON;
-                let warning = EventType::Warning;
                 self.told_multiple_pdbs = self
                     .api
-                    .event(warning, &own.uid, action, reason, &why)
+                    .event(EventType::Warning, &own.uid, action, reason, &why)
                     .await;
             }
             return Outcome::Denied;

@@ -10,7 +10,7 @@ use kube::core::PartialObjectMeta;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
-use crate::candidates::{Candidates, Touched, Wake};
+use crate::candidates::Candidates;
 use crate::config::{Config, Siblings};
 use crate::watch::{self, Target, Update};
 use selfdestruct_decision::model::{NodeSummary, OwnPod, Sibling};
@@ -38,10 +38,9 @@ pub(super) struct View {
 impl View {
     /// Starts the watches `cfg` asks for, on `client`, for the pod `own`.
     pub(super) fn start(cfg: &Config, client: &kube::Client, own: &OwnPod, timer: bool) -> Self {
-        let release_pending = true;
         let mut view = View {
             timer,
-            release_pending,
+            release_pending: true,
             ..View::default()
         };
         // One delay for both lists: a fleet that starts together spreads out.
@@ -124,11 +123,7 @@ impl View {
                 Some(u) => self.on_node(own, u),
                 None => self.node_rx = None,
             },
-            w = recv_candidate(&mut self.candidates) => {
-                if let Some(c) = &mut self.candidates {
-                    c.handle(own, &mut self.nodes, w);
-                }
-            }
+            () = candidates_next(&mut self.candidates, own, &mut self.nodes) => {}
             u = recv(&mut self.sibling_rx) => match u {
                 Some(u) => self.on_sibling(own, u),
                 None => {
@@ -160,28 +155,30 @@ impl View {
             Update::Reset(_) | Update::Forbidden(_) => None,
             Update::Unlisted(_) => Some(String::new()),
         };
-        let applied = apply_update(&mut self.nodes, update, |n| &n.name);
-        self.release_pending |= matches!(applied, Applied::Listed { .. });
-        if let Some(candidates) = &mut self.candidates {
-            let touched = touched.as_deref().map_or(Touched::All, Touched::One);
-            candidates.sync(own, &mut self.nodes, touched);
-        }
-        match applied {
-            Applied::Listed { first: true, count } => {
-                info!(count, "watching nodes: moving to newer nodes is on")
+        match &update {
+            Update::Reset(list) if self.nodes.is_none() => {
+                info!(
+                    count = list.len(),
+                    "watching nodes: moving to newer nodes is on"
+                )
             }
-            Applied::Listed { .. } | Applied::Changed | Applied::Unlisted(_) => {}
-            Applied::Forbidden(msg) if self.timer => warn!(
+            Update::Forbidden(msg) if self.timer => warn!(
                 error = %msg,
                 "cannot list/watch nodes: moving to newer nodes is off, the lifetime timer still works; \
                  grant list/watch on nodes (rbac/node-reader) to enable it; retrying rarely"
             ),
-            Applied::Forbidden(msg) => warn!(
+            Update::Forbidden(msg) => warn!(
                 error = %msg,
                 "cannot list/watch nodes, and no SELFDESTRUCT_MAX_LIFETIME is set: this placeholder \
                  will not move until nodes can be read; grant list/watch on nodes \
                  (rbac/node-reader) or set a lifetime; retrying rarely"
             ),
+            _ => {}
+        }
+        self.release_pending |= matches!(update, Update::Reset(_));
+        apply_update(&mut self.nodes, update, |n| &n.name);
+        if let Some(candidates) = &mut self.candidates {
+            candidates.sync(own, &mut self.nodes, touched.as_deref());
         }
     }
 
@@ -193,83 +190,58 @@ impl View {
             Update::Upsert(s) => is_own(s),
             Update::Remove(_) | Update::Forbidden(_) | Update::Unlisted(_) => false,
         };
-        let applied = apply_update(&mut self.siblings, update, |s| &s.name);
-        // Listed, or failed: moves wait no longer.
-        self.siblings_loading &= matches!(applied, Applied::Changed);
-        self.release_pending |= matches!(applied, Applied::Listed { .. });
-        match applied {
-            Applied::Listed { first: true, count } => {
-                info!(
-                    count,
-                    "watching sibling placeholders: no move while one is Pending"
-                )
-            }
-            Applied::Listed { .. } | Applied::Changed => {}
-            Applied::Forbidden(msg) => warn!(
+        match &update {
+            Update::Reset(list) if self.siblings.is_none() => info!(
+                count = list.len(),
+                "watching sibling placeholders: no move while one is Pending"
+            ),
+            Update::Forbidden(msg) => warn!(
                 error = %msg,
                 "cannot list/watch sibling pods: relying on the PodDisruptionBudget alone to move one at a time"
             ),
-            Applied::Unlisted(msg) if self.siblings.is_none() => warn!(
+            Update::Unlisted(msg) if self.siblings.is_none() => warn!(
                 error = %msg,
                 "the first list of sibling pods failed: relying on the PodDisruptionBudget alone \
                  to move one at a time until a retry succeeds"
             ),
-            Applied::Unlisted(_) => {}
+            _ => {}
         }
+        // Listed, or failed: moves wait no longer.
+        self.siblings_loading &= matches!(update, Update::Upsert(_) | Update::Remove(_));
+        self.release_pending |= matches!(update, Update::Reset(_));
+        apply_update(&mut self.siblings, update, |s| &s.name);
     }
 }
 
-/// What a watch update did to a view.
-enum Applied {
-    /// A full list replaced the view (`first`: there was no view before).
-    Listed { first: bool, count: usize },
-    /// One object was added, changed or removed.
-    Changed,
-    /// The view is gone: the watch is not allowed (the message says why).
-    Forbidden(String),
-    /// The first list failed; the view is unchanged (none, unless an earlier list
-    /// arrived).
-    Unlisted(String),
-}
-
-/// Applies a watch update to a view of summaries kept by name (`None`: no view).
-fn apply_update<S>(
-    view: &mut Option<Vec<S>>,
-    update: Update<S>,
-    name: impl Fn(&S) -> &str,
-) -> Applied {
+/// Applies a watch update to a view of summaries kept by name (`None`: no view;
+/// a denied watch loses it, a failed first list leaves it as it is).
+fn apply_update<S>(view: &mut Option<Vec<S>>, update: Update<S>, name: impl Fn(&S) -> &str) {
     match update {
-        Update::Reset(list) => {
-            let first = view.is_none();
-            let count = list.len();
-            *view = Some(list);
-            Applied::Listed { first, count }
-        }
+        Update::Reset(list) => *view = Some(list),
         Update::Upsert(s) => {
             let list = view.get_or_insert_with(Vec::new);
             match list.iter_mut().find(|x| name(x) == name(&s)) {
                 Some(x) => *x = s,
                 None => list.push(s),
             }
-            Applied::Changed
         }
         Update::Remove(gone) => {
             if let Some(list) = view {
                 list.retain(|x| name(x) != gone);
             }
-            Applied::Changed
         }
-        Update::Forbidden(msg) => {
-            *view = None;
-            Applied::Forbidden(msg)
-        }
-        Update::Unlisted(msg) => Applied::Unlisted(msg),
+        Update::Forbidden(_) => *view = None,
+        Update::Unlisted(_) => {}
     }
 }
 
-async fn recv_candidate(candidates: &mut Option<Candidates>) -> Wake {
+async fn candidates_next(
+    candidates: &mut Option<Candidates>,
+    own: &OwnPod,
+    nodes: &mut Option<Vec<NodeSummary>>,
+) {
     match candidates {
-        Some(c) => c.recv().await,
+        Some(c) => c.next(own, nodes).await,
         None => std::future::pending().await,
     }
 }
