@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
+use http_body::Body as _;
 use http_body_util::{BodyExt, Empty};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
@@ -38,13 +39,12 @@ use selfdestruct_schedule::{
 };
 
 /// The most bytes of a calendar read (a URL's answer or a file).
-pub(crate) const CALENDAR_MAX_BYTES: usize = 4 << 20;
+const CALENDAR_MAX_BYTES: usize = 4 << 20;
 
 /// The most redirects a calendar URL may take.
 const MAX_REDIRECTS: usize = 5;
 
-/// The group/version of CapacityBuffers.
-pub(crate) const BUFFER_API: &str = "autoscaling.x-k8s.io/v1beta1";
+const BUFFER_API: &str = "autoscaling.x-k8s.io/v1beta1";
 
 /// How far ahead the calendar's occurrences are expanded at a time.
 const SPAN: TimeDelta = TimeDelta::days(2);
@@ -116,25 +116,15 @@ impl Target {
     }
 
     /// The URL of what is read and patched, in `namespace` (a StatefulSet's `scale`).
-    pub(crate) fn url(&self, namespace: &str) -> String {
+    fn url(&self, namespace: &str) -> String {
         let (name, api, _, plural) = self.parts();
-        let scale = matches!(self, Target::StatefulSet(_)).then_some("/scale");
-        let scale = scale.unwrap_or_default();
+        let scale = if let Target::StatefulSet(_) = self {
+            "/scale"
+        } else {
+            ""
+        };
         let (ns, name) = (segment(namespace), segment(name));
         format!("/apis/{api}/namespaces/{ns}/{plural}/{name}{scale}")
-    }
-
-    /// The object the Events are about.
-    fn reference(&self, namespace: &str, uid: Option<String>) -> ObjectReference {
-        let (name, api_version, kind, _) = self.parts();
-        ObjectReference {
-            api_version: Some(api_version.into()),
-            kind: Some(kind.into()),
-            name: Some(name.to_string()),
-            namespace: Some(namespace.to_string()),
-            uid,
-            ..ObjectReference::default()
-        }
     }
 }
 
@@ -231,7 +221,6 @@ fn at_least_1s(value: &str) -> Result<Duration, String> {
 /// The mode's validated configuration.
 #[derive(Clone, Debug)]
 pub struct ScheduleConfig {
-    /// What to scale.
     pub(crate) target: Target,
     /// The baseline, zone, lead time and bounds.
     pub(crate) schedule: Schedule,
@@ -293,10 +282,8 @@ pub(crate) async fn run(cfg: ScheduleConfig, access: Discovered, signals: Signal
             .unwrap_or_else(|| "default".into())
     };
     let cannot = "the schedule cannot scale anything";
-    on_client_or_pause(access, namespace, signals, cannot, |c, stop| {
-        run_on(cfg, c, stop)
-    })
-    .await
+    let run = |client, stop| run_on(cfg, client, stop);
+    on_client_or_pause(access, namespace, signals, cannot, run).await
 }
 
 /// The calendar as last read well, and its occurrences over a span.
@@ -309,10 +296,8 @@ struct CalendarState {
     failures: u32,
 }
 
-/// What the object had and has.
+/// What was last applied to the object, and when to look at it again.
 struct Applied {
-    /// The replicas the object has, as last read or set.
-    replicas: Option<u32>,
     /// The count in force last applied.
     count: Option<u32>,
     next_check: Instant,
@@ -321,7 +306,7 @@ struct Applied {
 }
 
 /// [`run`] on `client` until `signals` fires.
-pub(crate) async fn run_on(cfg: ScheduleConfig, client: Client, mut signals: Stop) -> Result {
+async fn run_on(cfg: ScheduleConfig, client: Client, mut signals: Stop) -> Result {
     let namespace = &client.default_namespace().to_string();
     info!(
         target = %cfg.target, namespace,
@@ -343,7 +328,6 @@ pub(crate) async fn run_on(cfg: ScheduleConfig, client: Client, mut signals: Sto
         failures: 0,
     };
     let mut obj = Applied {
-        replicas: None,
         count: None,
         next_check: start,
         failures: 0,
@@ -397,24 +381,19 @@ async fn refresh_calendar(
     cal: &mut CalendarState,
 ) {
     let read = read_calendar(source, http, cfg.settings.calendar_timeout).await;
-    let tz = cfg.schedule.tz;
     let kept = if cal.calendar.is_some() {
         "keeping the last good calendar"
     } else {
         "running on the baseline alone until it can be read"
     };
+    // A calendar refused while read is refused like one that does not parse.
     let filtered = match read {
-        Ok(f) => f,
-        Err(ReadError::Refused(e)) => {
-            error!(calendar = %source, error = %e, "calendar refused; {kept}");
-            cal.failures = 0;
-            cal.next_read = Instant::now() + cfg.settings.refresh;
-            return;
-        }
+        Ok(f) => Ok(f),
+        Err(ReadError::Refused(e)) => Err(e),
         Err(e) => {
             let wait = Backoff {
                 base: Duration::from_secs(1),
-                cap: cfg.settings.refresh.max(Duration::from_secs(1)),
+                cap: cfg.settings.refresh,
             }
             .delay(cal.failures, draw());
             cal.failures = cal.failures.saturating_add(1);
@@ -425,12 +404,12 @@ async fn refresh_calendar(
     };
     cal.failures = 0;
     cal.next_read = Instant::now() + cfg.settings.refresh;
-    let now = wall_now();
+    let (tz, now) = (cfg.schedule.tz, wall_now());
     let horizon = now + SPAN;
     // Parsing and expanding a large calendar is CPU work: off the signals' thread.
     let parsed = tokio::task::spawn_blocking(move || {
-        let c = Calendar::parse_filtered(&filtered, tz)?;
-        drop(filtered);
+        // The text is dropped once parsed.
+        let c = Calendar::parse_filtered(&filtered?, tz)?;
         let o = c.occurrences(now, horizon)?;
         Ok::<_, selfdestruct_schedule::CalendarError>((c, o))
     })
@@ -444,9 +423,7 @@ async fn refresh_calendar(
             cal.occurrences = o;
             cal.until = horizon;
         }
-        Ok(Err(e)) => {
-            error!(calendar = %source, error = %e, "calendar refused; {kept}");
-        }
+        Ok(Err(e)) => error!(calendar = %source, error = %e, "calendar refused; {kept}"),
         Err(e) => error!(calendar = %source, error = %e, "calendar parsing failed; {kept}"),
     }
     crate::malloc_trim::release_idle();
@@ -474,17 +451,13 @@ async fn expand(cfg: &ScheduleConfig, cal: &mut CalendarState, now: DateTime<Utc
 
 /// Why a calendar could not be read.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum ReadError {
-    /// No answer, or no file.
+enum ReadError {
     #[error("cannot read {0}")]
     Io(String, #[source] Box<dyn std::error::Error + Send + Sync>),
-    /// An error status.
     #[error("the server answered HTTP {0}")]
     Status(u16),
-    /// Longer than [`CALENDAR_MAX_BYTES`].
     #[error("longer than {CALENDAR_MAX_BYTES} bytes")]
     TooLarge,
-    /// Not within the calendar timeout.
     #[error("no complete answer within {}", human(*.0))]
     Timeout(Duration),
     /// Refused while read: not UTF-8, or beyond the filter's bounds.
@@ -501,22 +474,12 @@ type HttpClient = hyper_util::client::legacy::Client<
 >;
 
 /// An HTTP(S) client: the system's roots when it has any (`SSL_CERT_FILE` honoured),
-/// else the bundled Mozilla roots (the image is `scratch`).
+/// else the bundled Mozilla roots (the image is `scratch`). The crypto is rustls' one
+/// built-in provider, ring.
 fn https_client() -> HttpClient {
-    let provider = rustls::crypto::ring::default_provider();
-    let builder = hyper_rustls::HttpsConnectorBuilder::new();
-    let tls = builder
-        .with_provider_and_native_roots(provider.clone())
-        .or_else(|_| {
-            hyper_rustls::HttpsConnectorBuilder::new().with_provider_and_webpki_roots(provider)
-        })
-        .unwrap_or_else(|_| {
-            hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(
-                rustls::ClientConfig::builder()
-                    .with_root_certificates(rustls::RootCertStore::empty())
-                    .with_no_client_auth(),
-            )
-        });
+    let tls = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_native_roots()
+        .unwrap_or_else(|_| hyper_rustls::HttpsConnectorBuilder::new().with_webpki_roots());
     let connector = tls.https_or_http().enable_http1().build();
     hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .build(connector)
@@ -593,15 +556,11 @@ async fn get(mut uri: http::Uri, http: &HttpClient) -> Result<Filtered, ReadErro
         if !status.is_success() {
             return Err(ReadError::Status(status.as_u16()));
         }
-        if res
-            .headers()
-            .get(http::header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
-            .is_some_and(|n| n > CALENDAR_MAX_BYTES as u64)
-        {
+        let mut body = res.into_body();
+        // The Content-Length, when there is one.
+        if body.size_hint().lower() > CALENDAR_MAX_BYTES as u64 {
             return Err(ReadError::TooLarge);
         }
-        let mut body = res.into_body();
         let (mut filter, mut read) = (Filter::new(), 0);
         while let Some(frame) = body.frame().await {
             let frame = frame.map_err(|e| ReadError::Io(uri.to_string(), Box::new(e)))?;
@@ -644,7 +603,6 @@ async fn apply(
     match set_replicas(cfg, client, namespace, f).await {
         Ok(before) => {
             obj.failures = 0;
-            obj.replicas = Some(f.count);
             obj.count = Some(f.count);
             obj.next_check = Instant::now() + cfg.settings.refresh;
             obj.retry_at = Instant::now();
@@ -711,16 +669,21 @@ async fn set_replicas(
         .body(patch.to_string().into_bytes())
         .map_err(ApiError::transport)?;
     request(client, req).await?;
-    let uid = obj
-        .pointer("/metadata/uid")
-        .and_then(Value::as_str)
-        .map(str::to_string);
     let note = format!(
         "replicas {} -> {}: {f}",
         before.map_or_else(|| "unset".into(), |b| b.to_string()),
         f.count
     );
-    if let Err(e) = event(client, &cfg.target.reference(namespace, uid), &note).await {
+    let (name, api_version, kind, _) = cfg.target.parts();
+    let regarding = ObjectReference {
+        api_version: Some(api_version.into()),
+        kind: Some(kind.into()),
+        name: Some(name.into()),
+        namespace: Some(namespace.into()),
+        uid: obj["metadata"]["uid"].as_str().map(Into::into),
+        ..ObjectReference::default()
+    };
+    if let Err(e) = event(client, &regarding, &note).await {
         warn!(error = %Chain(&e), "cannot post the Event (needs create on events.k8s.io events)");
     }
     Ok(before)
