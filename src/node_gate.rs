@@ -88,10 +88,9 @@ fn poll_interval(value: &str) -> Result<Duration, String> {
 
 fn taint_key(value: &str) -> Result<String, String> {
     let key = Selector::parse(value).is_ok_and(|s| matches!(s.0[..], [Requirement::Exists(_)]));
-    let expected =
-        "a taint key such as startup-taint.cluster-autoscaler.kubernetes.io/images-pending";
-    key.then(|| value.to_string())
-        .ok_or_else(|| expected.to_string())
+    key.then(|| value.to_string()).ok_or_else(|| {
+        "a taint key such as startup-taint.cluster-autoscaler.kubernetes.io/images-pending".into()
+    })
 }
 
 /// A label key (the same form as a taint key), e.g. `selfdestruct.io/images-warm`; `none`

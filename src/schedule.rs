@@ -118,11 +118,8 @@ impl Target {
     /// The URL of what is read and patched, in `namespace` (a StatefulSet's `scale`).
     fn url(&self, namespace: &str) -> String {
         let (name, api, _, plural) = self.parts();
-        let scale = if let Target::StatefulSet(_) = self {
-            "/scale"
-        } else {
-            ""
-        };
+        let scale = matches!(self, Target::StatefulSet(_)).then_some("/scale");
+        let scale = scale.unwrap_or_default();
         let (ns, name) = (segment(namespace), segment(name));
         format!("/apis/{api}/namespaces/{ns}/{plural}/{name}{scale}")
     }
@@ -140,7 +137,6 @@ impl std::fmt::Display for Target {
 pub(crate) enum CalendarSource {
     /// An http(s) URL (`webcal://` read as `https://`).
     Url(http::Uri),
-    /// A file.
     File(PathBuf),
 }
 
@@ -160,13 +156,12 @@ fn target(value: &str) -> Result<Option<Target>, String> {
     let expected = "statefulset/NAME or capacitybuffer/NAME (a DNS-1123 subdomain)";
     let (kind, name) = value.split_once('/').ok_or(expected)?;
     crate::identity::subdomain(name).map_err(|_| expected.to_string())?;
-    match kind.to_ascii_lowercase().as_str() {
-        "statefulset" | "statefulsets" | "sts" => Ok(Some(Target::StatefulSet(name.into()))),
-        "capacitybuffer" | "capacitybuffers" | "cb" => {
-            Ok(Some(Target::CapacityBuffer(name.into())))
-        }
-        _ => Err(expected.to_string()),
-    }
+    let make = match kind.to_ascii_lowercase().as_str() {
+        "statefulset" | "statefulsets" | "sts" => Target::StatefulSet,
+        "capacitybuffer" | "capacitybuffers" | "cb" => Target::CapacityBuffer,
+        _ => return Err(expected.to_string()),
+    };
+    Ok(Some(make(name.into())))
 }
 
 fn baseline(value: &str) -> Result<Baseline, String> {
@@ -181,18 +176,13 @@ fn calendar_source(value: &str) -> Result<Option<CalendarSource>, String> {
     let Some((scheme, rest)) = value.split_once("://") else {
         return Ok(Some(CalendarSource::File(PathBuf::from(value))));
     };
+    let expected = "an http://, https:// or webcal:// URL or a file path";
     let url = match scheme.to_ascii_lowercase().as_str() {
         "http" | "https" => value.to_string(),
         "webcal" => format!("https://{rest}"),
-        _ => {
-            return Err(format!(
-                "an http://, https:// or webcal:// URL or a file path, not a {scheme}:// URL"
-            ));
-        }
+        _ => return Err(format!("{expected}, not a {scheme}:// URL")),
     };
-    let uri: http::Uri = url
-        .parse()
-        .map_err(|e| format!("an http://, https:// or webcal:// URL or a file path ({e})"))?;
+    let uri: http::Uri = url.parse().map_err(|e| format!("{expected} ({e})"))?;
     if uri.host().is_none() {
         return Err("a URL with a host".into());
     }
@@ -492,20 +482,18 @@ async fn read_calendar(
     http: &HttpClient,
     timeout: Duration,
 ) -> Result<Filtered, ReadError> {
-    match source {
-        CalendarSource::File(path) => {
-            let path = path.clone();
-            let read = tokio::task::spawn_blocking(move || read_file(&path));
-            match tokio::time::timeout(timeout, read).await {
-                Err(_) => Err(ReadError::Timeout(timeout)),
-                Ok(Err(e)) => Err(ReadError::Io(source.to_string(), Box::new(e))),
-                Ok(Ok(r)) => r,
+    let read = async {
+        match source {
+            CalendarSource::Url(uri) => get(uri.clone(), http).await,
+            CalendarSource::File(path) => {
+                let path = path.clone();
+                let read = tokio::task::spawn_blocking(move || read_file(&path)).await;
+                read.map_err(|e| ReadError::Io(source.to_string(), Box::new(e)))?
             }
         }
-        CalendarSource::Url(uri) => tokio::time::timeout(timeout, get(uri.clone(), http))
-            .await
-            .map_err(|_| ReadError::Timeout(timeout))?,
-    }
+    };
+    let read = tokio::time::timeout(timeout, read).await;
+    read.map_err(|_| ReadError::Timeout(timeout))?
 }
 
 /// Counts the bytes read against [`CALENDAR_MAX_BYTES`] and passes them to the filter.
@@ -534,15 +522,13 @@ fn read_file(path: &std::path::Path) -> Result<Filtered, ReadError> {
 
 async fn get(mut uri: http::Uri, http: &HttpClient) -> Result<Filtered, ReadError> {
     for _ in 0..=MAX_REDIRECTS {
+        let io = |e: Box<dyn std::error::Error + Send + Sync>| ReadError::Io(uri.to_string(), e);
         let req = http::Request::get(uri.clone())
             .header(http::header::ACCEPT, "text/calendar, */*;q=0.5")
             .header(http::header::USER_AGENT, "selfdestruct-schedule")
             .body(Empty::<Bytes>::new())
-            .map_err(|e| ReadError::Io(uri.to_string(), Box::new(e)))?;
-        let res = http
-            .request(req)
-            .await
-            .map_err(|e| ReadError::Io(uri.to_string(), Box::new(e)))?;
+            .map_err(|e| io(e.into()))?;
+        let res = http.request(req).await.map_err(|e| io(e.into()))?;
         let status = res.status();
         if status.is_redirection() {
             let location = res
@@ -563,7 +549,7 @@ async fn get(mut uri: http::Uri, http: &HttpClient) -> Result<Filtered, ReadErro
         }
         let (mut filter, mut read) = (Filter::new(), 0);
         while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(|e| ReadError::Io(uri.to_string(), Box::new(e)))?;
+            let frame = frame.map_err(|e| io(e.into()))?;
             if let Some(data) = frame.data_ref() {
                 take(&mut filter, &mut read, data)?;
             }
@@ -611,14 +597,12 @@ async fn apply(
             }
         }
         Err(e) => {
-            let denied = matches!(e.code(), Some(403 | 404));
-            let backoff = if denied {
-                Backoff {
+            let backoff = match e.code() {
+                Some(403 | 404) => Backoff {
                     base: Duration::from_secs(30),
                     cap: Duration::from_secs(300),
-                }
-            } else {
-                Backoff::TRANSIENT
+                },
+                _ => Backoff::TRANSIENT,
             };
             let mut wait = backoff.delay(obj.failures, draw());
             if let ApiError::Status {
@@ -643,7 +627,8 @@ async fn apply(
     }
 }
 
-/// GETs the object; PATCHes `spec.replicas` when it differs; returns the replicas before.
+/// GETs the object; PATCHes `spec.replicas` when it differs and posts a `Normal` Event
+/// `ScheduledScale` on the object (events.k8s.io/v1); returns the replicas before.
 async fn set_replicas(
     cfg: &ScheduleConfig,
     client: &Client,
@@ -656,9 +641,8 @@ async fn set_replicas(
         .map_err(ApiError::transport)?;
     let obj: Value =
         serde_json::from_slice(&request(client, req).await?).map_err(ApiError::decode)?;
-    let before = obj
-        .pointer("/spec/replicas")
-        .and_then(Value::as_u64)
+    let before = obj["spec"]["replicas"]
+        .as_u64()
         .map(|r| u32::try_from(r).unwrap_or(u32::MAX));
     if before == Some(f.count) {
         return Ok(before);
@@ -674,6 +658,18 @@ async fn set_replicas(
         before.map_or_else(|| "unset".into(), |b| b.to_string()),
         f.count
     );
+    // events.k8s.io limits a note to 1 kB.
+    let mut cut = note.len().min(1000);
+    while !note.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let event = Event {
+        type_: EventType::Normal,
+        reason: "ScheduledScale".into(),
+        note: Some(note[..cut].to_string()),
+        action: "Scale".into(),
+        secondary: None,
+    };
     let (name, api_version, kind, _) = cfg.target.parts();
     let regarding = ObjectReference {
         api_version: Some(api_version.into()),
@@ -683,32 +679,16 @@ async fn set_replicas(
         uid: obj["metadata"]["uid"].as_str().map(Into::into),
         ..ObjectReference::default()
     };
-    if let Err(e) = event(client, &regarding, &note).await {
-        warn!(error = %Chain(&e), "cannot post the Event (needs create on events.k8s.io events)");
+    let reporter = Reporter {
+        controller: "selfdestruct-schedule".into(),
+        instance: std::env::var("POD_NAME").ok(),
+    };
+    let recorder = Recorder::new(client.clone(), reporter);
+    if let Err(e) = recorder.publish(&event, &regarding).await {
+        warn!(error = %Chain(&from_kube(e)), "cannot post the Event (needs create on events.k8s.io events)");
     }
     Ok(before)
 }
 
-/// Posts a `Normal` Event `ScheduledScale` on the object (events.k8s.io/v1).
-async fn event(client: &Client, regarding: &ObjectReference, note: &str) -> Result<(), ApiError> {
-    // events.k8s.io limits a note to 1 kB.
-    let mut cut = note.len().min(1000);
-    while !note.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: "selfdestruct-schedule".into(),
-            instance: std::env::var("POD_NAME").ok(),
-        },
-    );
-    let event = Event {
-        type_: EventType::Normal,
-        reason: "ScheduledScale".into(),
-        note: Some(note[..cut].to_string()),
-        action: "Scale".into(),
-        secondary: None,
-    };
-    recorder.publish(&event, regarding).await.map_err(from_kube)
-}
+#[cfg(test)]
+mod tests;
