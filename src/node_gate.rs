@@ -58,9 +58,7 @@ pub(crate) struct GateSettings {
 /// The gate's validated configuration: its settings and its own node.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GateConfig {
-    /// The own node.
     pub(crate) node_name: String,
-    /// The gate's settings.
     pub(crate) gate: GateSettings,
 }
 
@@ -84,17 +82,15 @@ impl GateConfig {
     }
 }
 
-/// A duration, raised to at least 1s.
 fn poll_interval(value: &str) -> Result<Duration, String> {
     duration(value).map(|d| d.max(Duration::from_secs(1)))
 }
 
 fn taint_key(value: &str) -> Result<String, String> {
     let key = Selector::parse(value).is_ok_and(|s| matches!(s.0[..], [Requirement::Exists(_)]));
-    let expected =
-        "a taint key such as startup-taint.cluster-autoscaler.kubernetes.io/images-pending";
-    key.then(|| value.to_string())
-        .ok_or_else(|| expected.to_string())
+    key.then(|| value.to_string()).ok_or_else(|| {
+        "a taint key such as startup-taint.cluster-autoscaler.kubernetes.io/images-pending".into()
+    })
 }
 
 /// A label key (the same form as a taint key), e.g. `selfdestruct.io/images-warm`; `none`
@@ -123,17 +119,9 @@ pub(crate) struct NodeView {
     pub(crate) labels: Value,
 }
 
-impl NodeView {
-    /// Whether the node carries label `key` (any value: one set by someone else is
-    /// left as it is).
-    pub(crate) fn has_label(&self, key: &str) -> bool {
-        self.labels.get(key).is_some()
-    }
-}
-
 /// Reads the relevant parts of a Node's JSON.
 pub(crate) fn view(node: &Value, cfg: &GateConfig) -> NodeView {
-    let taints = node.pointer("/spec/taints").cloned().unwrap_or(Value::Null);
+    let taints = node["spec"]["taints"].clone();
     let gate_indices = gate_taints(&taints, &cfg.gate.taint_key);
     let names: Vec<&str> = node
         .pointer("/status/images")
@@ -152,10 +140,7 @@ pub(crate) fn view(node: &Value, cfg: &GateConfig) -> NodeView {
         .filter(|want| !names.iter().any(|n| want.matches(n)))
         .map(ToString::to_string)
         .collect();
-    let labels = node
-        .pointer("/metadata/labels")
-        .cloned()
-        .unwrap_or(Value::Null);
+    let labels = node["metadata"]["labels"].clone();
     NodeView {
         taints,
         gate_indices,
@@ -179,7 +164,7 @@ fn gate_taints(taints: &Value, key: &str) -> Vec<usize> {
 /// How many taints with the gate key a Node (as the API server returned it,
 /// e.g. in answer to the PATCH) still carries: the gate is open only at 0.
 pub(crate) fn gate_taints_left(node: &Value, key: &str) -> usize {
-    gate_taints(node.pointer("/spec/taints").unwrap_or(&Value::Null), key).len()
+    gate_taints(&node["spec"]["taints"], key).len()
 }
 
 /// The JSON patch that removes every taint with the gate key (NoSchedule and
@@ -191,7 +176,7 @@ pub(crate) fn gate_taints_left(node: &Value, key: &str) -> usize {
 /// read without labels gets its label map guarded by a `test` that it is still
 /// absent, so the `add` never replaces labels set meanwhile. `None`: nothing to do.
 pub(crate) fn gate_patch(v: &NodeView, label: Option<&str>) -> Option<Value> {
-    let label = label.filter(|k| !v.has_label(k));
+    let label = label.filter(|k| v.labels.get(k).is_none());
     if v.gate_indices.is_empty() && label.is_none() {
         return None;
     }
@@ -270,13 +255,6 @@ pub async fn run_on(cfg: GateConfig, client: Client, mut signals: Stop) -> Resul
     pause(signals.terminated()).await
 }
 
-/// The request that failed, for the log line and the retry delay.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Call {
-    Get,
-    Patch,
-}
-
 /// Where one look at the node leaves the gate.
 enum Step {
     /// The node carries no gate taint (any more).
@@ -310,7 +288,6 @@ fn is_admission_denial(message: &str) -> bool {
 /// What the gate has seen and said so far.
 struct Progress {
     started: Instant,
-    deadline: Instant,
     failures: u32,
     conflicts: u32,
     told_waiting: bool,
@@ -325,10 +302,8 @@ struct Progress {
 
 /// Steps until the own node carries no gate taint, waiting as each step says.
 async fn open_gate(cfg: &GateConfig, client: &Client) {
-    let started = Instant::now();
     let mut p = Progress {
-        started,
-        deadline: started + cfg.gate.timeout,
+        started: Instant::now(),
         failures: 0,
         conflicts: 0,
         told_waiting: false,
@@ -341,7 +316,19 @@ async fn open_gate(cfg: &GateConfig, client: &Client) {
         let wait = match step(cfg, client, &mut p).await {
             Step::Opened => return,
             Step::Wait(d) => d,
-            Step::Conflict => conflict_delay(&mut p.conflicts),
+            Step::Conflict => {
+                p.conflicts = p.conflicts.saturating_add(1);
+                // At once the first time, then 0.5-1 s doubling up to 30 s, so a taint
+                // that flaps does not make a hot loop.
+                let backoff = Backoff {
+                    base: Duration::from_secs(1),
+                    cap: Duration::from_secs(30),
+                };
+                match p.conflicts {
+                    1 => Duration::ZERO,
+                    n => backoff.delay(n - 2, draw()),
+                }
+            }
         };
         tokio::time::sleep(wait).await;
     }
@@ -353,13 +340,16 @@ async fn open_gate(cfg: &GateConfig, client: &Client) {
 /// after a fail-open the label waits for the images.
 async fn step(cfg: &GateConfig, client: &Client, p: &mut Progress) -> Step {
     let (node, taint) = (&cfg.node_name, &cfg.gate.taint_key);
-    let fail_open = Instant::now() >= p.deadline;
+    let deadline = p.started + cfg.gate.timeout;
+    let fail_open = Instant::now() >= deadline;
     let v = match get_node(client, node).await {
         Ok(n) => view(&n, cfg),
-        Err(e) => return Step::Wait(gate_error(&e, Call::Get, cfg, &mut p.failures)),
+        Err(e) => return Step::Wait(gate_error(&e, "get", cfg, &mut p.failures)),
     };
-    // The warm label, while the node lacks it.
-    let label = cfg.gate.warm_label.as_deref().filter(|k| !v.has_label(k));
+    // The warm label, while the node lacks it (with any value: one set by someone
+    // else is left as it is).
+    let label = cfg.gate.warm_label.as_deref();
+    let label = label.filter(|k| v.labels.get(k).is_none());
     if v.gate_indices.is_empty() && label.is_none() {
         if p.unverified {
             info!(%node, %taint, "gate opened: taint removed (checked by reading the node)");
@@ -378,7 +368,7 @@ async fn step(cfg: &GateConfig, client: &Client, p: &mut Progress) -> Step {
         }
         p.failures = 0;
         // Wake up for the fail-open deadline rather than up to one poll after it.
-        let left = p.deadline.saturating_duration_since(Instant::now());
+        let left = deadline.saturating_duration_since(Instant::now());
         return Step::Wait(cfg.gate.poll.min(left).max(Duration::from_millis(10)));
     }
     if ready && p.told_waiting && !p.told_fail_open {
@@ -409,20 +399,16 @@ async fn step(cfg: &GateConfig, client: &Client, p: &mut Progress) -> Step {
             info!(%node, error = %Chain(&e), attempt, "taints or labels changed meanwhile; reading the node again");
             return Step::Conflict;
         }
-        Err(e) => return Step::Wait(gate_error(&e, Call::Patch, cfg, &mut p.failures)),
+        Err(e) => return Step::Wait(gate_error(&e, "patch", cfg, &mut p.failures)),
     };
     // Done only once the answer shows no taint with the key, and the label.
     let answer = serde_json::from_slice::<Value>(&answer)
         .ok()
-        .filter(|n| n.pointer("/metadata/name").and_then(Value::as_str) == Some(node));
+        .filter(|n| n["metadata"]["name"] == *node);
     let left = answer.as_ref().map(|n| gate_taints_left(n, taint));
-    let labelled = answer.as_ref().is_some_and(|n| {
-        label.is_none_or(|k| {
-            n.pointer("/metadata/labels")
-                .and_then(|l| l.get(k))
-                .is_some()
-        })
-    });
+    let labelled = answer
+        .as_ref()
+        .is_some_and(|n| label.is_none_or(|k| n["metadata"]["labels"].get(k).is_some()));
     if left == Some(0) && labelled {
         let label = label.unwrap_or_default();
         if v.gate_indices.is_empty() {
@@ -455,34 +441,16 @@ async fn step(cfg: &GateConfig, client: &Client, p: &mut Progress) -> Step {
     Step::Conflict
 }
 
-/// The wait before reading the node again after `conflicts` conflicts in a row: at
-/// once the first time, then 0.5-1 s doubling up to 30 s, so a taint that flaps
-/// does not make a hot loop.
-fn conflict_delay(conflicts: &mut u32) -> Duration {
-    let d = match *conflicts {
-        0 => Duration::ZERO,
-        n => CONFLICT.delay(n - 1, draw()),
-    };
-    *conflicts = conflicts.saturating_add(1);
-    d
-}
-
-/// Retries after a failed `test`.
-const CONFLICT: Backoff = Backoff {
-    base: Duration::from_secs(1),
-    cap: Duration::from_secs(30),
-};
-
 /// What to do when the taint removal is refused (an admission policy's 403 or a 422).
 const REFUSED_REMEDY: &str = "the gate may only remove SELFDESTRUCT_GATE_TAINT from its own node \
     (check that NODE_NAME is spec.nodeName and that the taint key matches \
     manifests/node-gate/admission-policy.yaml); retrying";
 
-/// Logs a failed request and returns the wait before the next try. Denials (403, an
-/// admission policy's 422) are retried too (RBAC may be fixed at any time): every
-/// poll at first, doubling up to 5 minutes. Other errors, a 401 among them: 0.5-1 s
-/// doubling, at most the poll interval (at least one minute).
-fn gate_error(e: &ApiError, call: Call, cfg: &GateConfig, failures: &mut u32) -> Duration {
+/// Logs a failed request (`verb`: "get" or "patch") and returns the wait before the
+/// next try. Denials (403, an admission policy's 422) are retried too (RBAC may be
+/// fixed at any time): every poll at first, doubling up to 5 minutes. Other errors, a
+/// 401 among them: 0.5-1 s doubling, at most the poll interval (at least one minute).
+fn gate_error(e: &ApiError, verb: &str, cfg: &GateConfig, failures: &mut u32) -> Duration {
     let node = &cfg.node_name;
     let denied = match e {
         ApiError::Status { code: 401, .. } => {
@@ -499,7 +467,6 @@ fn gate_error(e: &ApiError, call: Call, cfg: &GateConfig, failures: &mut u32) ->
             true
         }
         ApiError::Status { code: 403, .. } => {
-            let verb = if call == Call::Get { "get" } else { "patch" };
             error!(
                 error = %Chain(e), node = %node,
                 "not allowed to {verb} the own node: bind the ClusterRole of manifests/node-gate (nodes get, patch) to the gate's service account; retrying"
@@ -513,7 +480,7 @@ fn gate_error(e: &ApiError, call: Call, cfg: &GateConfig, failures: &mut u32) ->
             );
             true
         }
-        ApiError::Status { code: 404, .. } if call == Call::Get => {
+        ApiError::Status { code: 404, .. } if verb == "get" => {
             error!(error = %Chain(e), node = %node, "the own node does not exist: NODE_NAME must be the pod's spec.nodeName (Downward API); retrying");
             false
         }

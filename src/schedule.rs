@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
+use http_body::Body as _;
 use http_body_util::{BodyExt, Empty};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
@@ -38,13 +39,12 @@ use selfdestruct_schedule::{
 };
 
 /// The most bytes of a calendar read (a URL's answer or a file).
-pub(crate) const CALENDAR_MAX_BYTES: usize = 4 << 20;
+const CALENDAR_MAX_BYTES: usize = 4 << 20;
 
 /// The most redirects a calendar URL may take.
 const MAX_REDIRECTS: usize = 5;
 
-/// The group/version of CapacityBuffers.
-pub(crate) const BUFFER_API: &str = "autoscaling.x-k8s.io/v1beta1";
+const BUFFER_API: &str = "autoscaling.x-k8s.io/v1beta1";
 
 /// How far ahead the calendar's occurrences are expanded at a time.
 const SPAN: TimeDelta = TimeDelta::days(2);
@@ -116,25 +116,12 @@ impl Target {
     }
 
     /// The URL of what is read and patched, in `namespace` (a StatefulSet's `scale`).
-    pub(crate) fn url(&self, namespace: &str) -> String {
+    fn url(&self, namespace: &str) -> String {
         let (name, api, _, plural) = self.parts();
         let scale = matches!(self, Target::StatefulSet(_)).then_some("/scale");
         let scale = scale.unwrap_or_default();
         let (ns, name) = (segment(namespace), segment(name));
         format!("/apis/{api}/namespaces/{ns}/{plural}/{name}{scale}")
-    }
-
-    /// The object the Events are about.
-    fn reference(&self, namespace: &str, uid: Option<String>) -> ObjectReference {
-        let (name, api_version, kind, _) = self.parts();
-        ObjectReference {
-            api_version: Some(api_version.into()),
-            kind: Some(kind.into()),
-            name: Some(name.to_string()),
-            namespace: Some(namespace.to_string()),
-            uid,
-            ..ObjectReference::default()
-        }
     }
 }
 
@@ -150,7 +137,6 @@ impl std::fmt::Display for Target {
 pub(crate) enum CalendarSource {
     /// An http(s) URL (`webcal://` read as `https://`).
     Url(http::Uri),
-    /// A file.
     File(PathBuf),
 }
 
@@ -170,13 +156,12 @@ fn target(value: &str) -> Result<Option<Target>, String> {
     let expected = "statefulset/NAME or capacitybuffer/NAME (a DNS-1123 subdomain)";
     let (kind, name) = value.split_once('/').ok_or(expected)?;
     crate::identity::subdomain(name).map_err(|_| expected.to_string())?;
-    match kind.to_ascii_lowercase().as_str() {
-        "statefulset" | "statefulsets" | "sts" => Ok(Some(Target::StatefulSet(name.into()))),
-        "capacitybuffer" | "capacitybuffers" | "cb" => {
-            Ok(Some(Target::CapacityBuffer(name.into())))
-        }
-        _ => Err(expected.to_string()),
-    }
+    let make = match kind.to_ascii_lowercase().as_str() {
+        "statefulset" | "statefulsets" | "sts" => Target::StatefulSet,
+        "capacitybuffer" | "capacitybuffers" | "cb" => Target::CapacityBuffer,
+        _ => return Err(expected.to_string()),
+    };
+    Ok(Some(make(name.into())))
 }
 
 fn baseline(value: &str) -> Result<Baseline, String> {
@@ -191,18 +176,13 @@ fn calendar_source(value: &str) -> Result<Option<CalendarSource>, String> {
     let Some((scheme, rest)) = value.split_once("://") else {
         return Ok(Some(CalendarSource::File(PathBuf::from(value))));
     };
+    let expected = "an http://, https:// or webcal:// URL or a file path";
     let url = match scheme.to_ascii_lowercase().as_str() {
         "http" | "https" => value.to_string(),
         "webcal" => format!("https://{rest}"),
-        _ => {
-            return Err(format!(
-                "an http://, https:// or webcal:// URL or a file path, not a {scheme}:// URL"
-            ));
-        }
+        _ => return Err(format!("{expected}, not a {scheme}:// URL")),
     };
-    let uri: http::Uri = url
-        .parse()
-        .map_err(|e| format!("an http://, https:// or webcal:// URL or a file path ({e})"))?;
+    let uri: http::Uri = url.parse().map_err(|e| format!("{expected} ({e})"))?;
     if uri.host().is_none() {
         return Err("a URL with a host".into());
     }
@@ -231,7 +211,6 @@ fn at_least_1s(value: &str) -> Result<Duration, String> {
 /// The mode's validated configuration.
 #[derive(Clone, Debug)]
 pub struct ScheduleConfig {
-    /// What to scale.
     pub(crate) target: Target,
     /// The baseline, zone, lead time and bounds.
     pub(crate) schedule: Schedule,
@@ -293,10 +272,8 @@ pub(crate) async fn run(cfg: ScheduleConfig, access: Discovered, signals: Signal
             .unwrap_or_else(|| "default".into())
     };
     let cannot = "the schedule cannot scale anything";
-    on_client_or_pause(access, namespace, signals, cannot, |c, stop| {
-        run_on(cfg, c, stop)
-    })
-    .await
+    let run = |client, stop| run_on(cfg, client, stop);
+    on_client_or_pause(access, namespace, signals, cannot, run).await
 }
 
 /// The calendar as last read well, and its occurrences over a span.
@@ -309,10 +286,8 @@ struct CalendarState {
     failures: u32,
 }
 
-/// What the object had and has.
+/// What was last applied to the object, and when to look at it again.
 struct Applied {
-    /// The replicas the object has, as last read or set.
-    replicas: Option<u32>,
     /// The count in force last applied.
     count: Option<u32>,
     next_check: Instant,
@@ -321,7 +296,7 @@ struct Applied {
 }
 
 /// [`run`] on `client` until `signals` fires.
-pub(crate) async fn run_on(cfg: ScheduleConfig, client: Client, mut signals: Stop) -> Result {
+async fn run_on(cfg: ScheduleConfig, client: Client, mut signals: Stop) -> Result {
     let namespace = &client.default_namespace().to_string();
     info!(
         target = %cfg.target, namespace,
@@ -343,7 +318,6 @@ pub(crate) async fn run_on(cfg: ScheduleConfig, client: Client, mut signals: Sto
         failures: 0,
     };
     let mut obj = Applied {
-        replicas: None,
         count: None,
         next_check: start,
         failures: 0,
@@ -397,24 +371,19 @@ async fn refresh_calendar(
     cal: &mut CalendarState,
 ) {
     let read = read_calendar(source, http, cfg.settings.calendar_timeout).await;
-    let tz = cfg.schedule.tz;
     let kept = if cal.calendar.is_some() {
         "keeping the last good calendar"
     } else {
         "running on the baseline alone until it can be read"
     };
+    // A calendar refused while read is refused like one that does not parse.
     let filtered = match read {
-        Ok(f) => f,
-        Err(ReadError::Refused(e)) => {
-            error!(calendar = %source, error = %e, "calendar refused; {kept}");
-            cal.failures = 0;
-            cal.next_read = Instant::now() + cfg.settings.refresh;
-            return;
-        }
+        Ok(f) => Ok(f),
+        Err(ReadError::Refused(e)) => Err(e),
         Err(e) => {
             let wait = Backoff {
                 base: Duration::from_secs(1),
-                cap: cfg.settings.refresh.max(Duration::from_secs(1)),
+                cap: cfg.settings.refresh,
             }
             .delay(cal.failures, draw());
             cal.failures = cal.failures.saturating_add(1);
@@ -425,12 +394,12 @@ async fn refresh_calendar(
     };
     cal.failures = 0;
     cal.next_read = Instant::now() + cfg.settings.refresh;
-    let now = wall_now();
+    let (tz, now) = (cfg.schedule.tz, wall_now());
     let horizon = now + SPAN;
     // Parsing and expanding a large calendar is CPU work: off the signals' thread.
     let parsed = tokio::task::spawn_blocking(move || {
-        let c = Calendar::parse_filtered(&filtered, tz)?;
-        drop(filtered);
+        // The text is dropped once parsed.
+        let c = Calendar::parse_filtered(&filtered?, tz)?;
         let o = c.occurrences(now, horizon)?;
         Ok::<_, selfdestruct_schedule::CalendarError>((c, o))
     })
@@ -444,9 +413,7 @@ async fn refresh_calendar(
             cal.occurrences = o;
             cal.until = horizon;
         }
-        Ok(Err(e)) => {
-            error!(calendar = %source, error = %e, "calendar refused; {kept}");
-        }
+        Ok(Err(e)) => error!(calendar = %source, error = %e, "calendar refused; {kept}"),
         Err(e) => error!(calendar = %source, error = %e, "calendar parsing failed; {kept}"),
     }
     crate::malloc_trim::release_idle();
@@ -474,17 +441,13 @@ async fn expand(cfg: &ScheduleConfig, cal: &mut CalendarState, now: DateTime<Utc
 
 /// Why a calendar could not be read.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum ReadError {
-    /// No answer, or no file.
+enum ReadError {
     #[error("cannot read {0}")]
     Io(String, #[source] Box<dyn std::error::Error + Send + Sync>),
-    /// An error status.
     #[error("the server answered HTTP {0}")]
     Status(u16),
-    /// Longer than [`CALENDAR_MAX_BYTES`].
     #[error("longer than {CALENDAR_MAX_BYTES} bytes")]
     TooLarge,
-    /// Not within the calendar timeout.
     #[error("no complete answer within {}", human(*.0))]
     Timeout(Duration),
     /// Refused while read: not UTF-8, or beyond the filter's bounds.
@@ -501,22 +464,12 @@ type HttpClient = hyper_util::client::legacy::Client<
 >;
 
 /// An HTTP(S) client: the system's roots when it has any (`SSL_CERT_FILE` honoured),
-/// else the bundled Mozilla roots (the image is `scratch`).
+/// else the bundled Mozilla roots (the image is `scratch`). The crypto is rustls' one
+/// built-in provider, ring.
 fn https_client() -> HttpClient {
-    let provider = rustls::crypto::ring::default_provider();
-    let builder = hyper_rustls::HttpsConnectorBuilder::new();
-    let tls = builder
-        .with_provider_and_native_roots(provider.clone())
-        .or_else(|_| {
-            hyper_rustls::HttpsConnectorBuilder::new().with_provider_and_webpki_roots(provider)
-        })
-        .unwrap_or_else(|_| {
-            hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(
-                rustls::ClientConfig::builder()
-                    .with_root_certificates(rustls::RootCertStore::empty())
-                    .with_no_client_auth(),
-            )
-        });
+    let tls = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_native_roots()
+        .unwrap_or_else(|_| hyper_rustls::HttpsConnectorBuilder::new().with_webpki_roots());
     let connector = tls.https_or_http().enable_http1().build();
     hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .build(connector)
@@ -529,20 +482,18 @@ async fn read_calendar(
     http: &HttpClient,
     timeout: Duration,
 ) -> Result<Filtered, ReadError> {
-    match source {
-        CalendarSource::File(path) => {
-            let path = path.clone();
-            let read = tokio::task::spawn_blocking(move || read_file(&path));
-            match tokio::time::timeout(timeout, read).await {
-                Err(_) => Err(ReadError::Timeout(timeout)),
-                Ok(Err(e)) => Err(ReadError::Io(source.to_string(), Box::new(e))),
-                Ok(Ok(r)) => r,
+    let read = async {
+        match source {
+            CalendarSource::Url(uri) => get(uri.clone(), http).await,
+            CalendarSource::File(path) => {
+                let path = path.clone();
+                let read = tokio::task::spawn_blocking(move || read_file(&path)).await;
+                read.map_err(|e| ReadError::Io(source.to_string(), Box::new(e)))?
             }
         }
-        CalendarSource::Url(uri) => tokio::time::timeout(timeout, get(uri.clone(), http))
-            .await
-            .map_err(|_| ReadError::Timeout(timeout))?,
-    }
+    };
+    let read = tokio::time::timeout(timeout, read).await;
+    read.map_err(|_| ReadError::Timeout(timeout))?
 }
 
 /// Counts the bytes read against [`CALENDAR_MAX_BYTES`] and passes them to the filter.
@@ -571,15 +522,13 @@ fn read_file(path: &std::path::Path) -> Result<Filtered, ReadError> {
 
 async fn get(mut uri: http::Uri, http: &HttpClient) -> Result<Filtered, ReadError> {
     for _ in 0..=MAX_REDIRECTS {
+        let io = |e: Box<dyn std::error::Error + Send + Sync>| ReadError::Io(uri.to_string(), e);
         let req = http::Request::get(uri.clone())
             .header(http::header::ACCEPT, "text/calendar, */*;q=0.5")
             .header(http::header::USER_AGENT, "selfdestruct-schedule")
             .body(Empty::<Bytes>::new())
-            .map_err(|e| ReadError::Io(uri.to_string(), Box::new(e)))?;
-        let res = http
-            .request(req)
-            .await
-            .map_err(|e| ReadError::Io(uri.to_string(), Box::new(e)))?;
+            .map_err(|e| io(e.into()))?;
+        let res = http.request(req).await.map_err(|e| io(e.into()))?;
         let status = res.status();
         if status.is_redirection() {
             let location = res
@@ -593,18 +542,14 @@ async fn get(mut uri: http::Uri, http: &HttpClient) -> Result<Filtered, ReadErro
         if !status.is_success() {
             return Err(ReadError::Status(status.as_u16()));
         }
-        if res
-            .headers()
-            .get(http::header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
-            .is_some_and(|n| n > CALENDAR_MAX_BYTES as u64)
-        {
+        let mut body = res.into_body();
+        // The Content-Length, when there is one.
+        if body.size_hint().lower() > CALENDAR_MAX_BYTES as u64 {
             return Err(ReadError::TooLarge);
         }
-        let mut body = res.into_body();
         let (mut filter, mut read) = (Filter::new(), 0);
         while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(|e| ReadError::Io(uri.to_string(), Box::new(e)))?;
+            let frame = frame.map_err(|e| io(e.into()))?;
             if let Some(data) = frame.data_ref() {
                 take(&mut filter, &mut read, data)?;
             }
@@ -644,7 +589,6 @@ async fn apply(
     match set_replicas(cfg, client, namespace, f).await {
         Ok(before) => {
             obj.failures = 0;
-            obj.replicas = Some(f.count);
             obj.count = Some(f.count);
             obj.next_check = Instant::now() + cfg.settings.refresh;
             obj.retry_at = Instant::now();
@@ -653,14 +597,12 @@ async fn apply(
             }
         }
         Err(e) => {
-            let denied = matches!(e.code(), Some(403 | 404));
-            let backoff = if denied {
-                Backoff {
+            let backoff = match e.code() {
+                Some(403 | 404) => Backoff {
                     base: Duration::from_secs(30),
                     cap: Duration::from_secs(300),
-                }
-            } else {
-                Backoff::TRANSIENT
+                },
+                _ => Backoff::TRANSIENT,
             };
             let mut wait = backoff.delay(obj.failures, draw());
             if let ApiError::Status {
@@ -685,7 +627,8 @@ async fn apply(
     }
 }
 
-/// GETs the object; PATCHes `spec.replicas` when it differs; returns the replicas before.
+/// GETs the object; PATCHes `spec.replicas` when it differs and posts a `Normal` Event
+/// `ScheduledScale` on the object (events.k8s.io/v1); returns the replicas before.
 async fn set_replicas(
     cfg: &ScheduleConfig,
     client: &Client,
@@ -698,9 +641,8 @@ async fn set_replicas(
         .map_err(ApiError::transport)?;
     let obj: Value =
         serde_json::from_slice(&request(client, req).await?).map_err(ApiError::decode)?;
-    let before = obj
-        .pointer("/spec/replicas")
-        .and_then(Value::as_u64)
+    let before = obj["spec"]["replicas"]
+        .as_u64()
         .map(|r| u32::try_from(r).unwrap_or(u32::MAX));
     if before == Some(f.count) {
         return Ok(before);
@@ -711,35 +653,16 @@ async fn set_replicas(
         .body(patch.to_string().into_bytes())
         .map_err(ApiError::transport)?;
     request(client, req).await?;
-    let uid = obj
-        .pointer("/metadata/uid")
-        .and_then(Value::as_str)
-        .map(str::to_string);
     let note = format!(
         "replicas {} -> {}: {f}",
         before.map_or_else(|| "unset".into(), |b| b.to_string()),
         f.count
     );
-    if let Err(e) = event(client, &cfg.target.reference(namespace, uid), &note).await {
-        warn!(error = %Chain(&e), "cannot post the Event (needs create on events.k8s.io events)");
-    }
-    Ok(before)
-}
-
-/// Posts a `Normal` Event `ScheduledScale` on the object (events.k8s.io/v1).
-async fn event(client: &Client, regarding: &ObjectReference, note: &str) -> Result<(), ApiError> {
     // events.k8s.io limits a note to 1 kB.
     let mut cut = note.len().min(1000);
     while !note.is_char_boundary(cut) {
         cut -= 1;
     }
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: "selfdestruct-schedule".into(),
-            instance: std::env::var("POD_NAME").ok(),
-        },
-    );
     let event = Event {
         type_: EventType::Normal,
         reason: "ScheduledScale".into(),
@@ -747,5 +670,25 @@ async fn event(client: &Client, regarding: &ObjectReference, note: &str) -> Resu
         action: "Scale".into(),
         secondary: None,
     };
-    recorder.publish(&event, regarding).await.map_err(from_kube)
+    let (name, api_version, kind, _) = cfg.target.parts();
+    let regarding = ObjectReference {
+        api_version: Some(api_version.into()),
+        kind: Some(kind.into()),
+        name: Some(name.into()),
+        namespace: Some(namespace.into()),
+        uid: obj["metadata"]["uid"].as_str().map(Into::into),
+        ..ObjectReference::default()
+    };
+    let reporter = Reporter {
+        controller: "selfdestruct-schedule".into(),
+        instance: std::env::var("POD_NAME").ok(),
+    };
+    let recorder = Recorder::new(client.clone(), reporter);
+    if let Err(e) = recorder.publish(&event, &regarding).await {
+        warn!(error = %Chain(&from_kube(e)), "cannot post the Event (needs create on events.k8s.io events)");
+    }
+    Ok(before)
 }
+
+#[cfg(test)]
+mod tests;

@@ -71,12 +71,7 @@ impl Signals {
             tokio::select! {
                 _ = self.term.recv() => return "SIGTERM",
                 _ = self.int.recv() => return "SIGINT",
-                Some(()) = async {
-                    match &mut self.child {
-                        Some(child) => child.recv().await,
-                        None => None,
-                    }
-                } => {
+                Some(()) = async { self.child.as_mut()?.recv().await } => {
                     let n = reap_zombies();
                     if n > 0 {
                         tracing::debug!(reaped = n, "reaped zombie processes");
@@ -87,10 +82,9 @@ impl Signals {
     }
 }
 
-/// Reaps every exited child. One SIGCHLD can stand for many children, so this
-/// loops until none is left. Returns how many were reaped. Only for PID 1
-/// (see the module's note): [`Signals::install`] calls it then.
-pub(crate) fn reap_zombies() -> usize {
+/// Reaps every exited child (one SIGCHLD can stand for many); returns how many.
+/// Only for PID 1 (see the module's note).
+fn reap_zombies() -> usize {
     // No child has pid 0: every reaped process counts as "other".
     reap_children(0, true).others
 }
@@ -205,14 +199,8 @@ impl WrapperSignals {
     pub(crate) async fn terminated(&mut self) -> &'static str {
         loop {
             match self.recv().await {
-                WrapperSignal::Forward(num, name)
-                    if num == libc::SIGTERM || num == libc::SIGINT =>
-                {
-                    return name;
-                }
-                WrapperSignal::Child if is_pid1() => {
-                    reap_zombies();
-                }
+                WrapperSignal::Forward(libc::SIGTERM | libc::SIGINT, name) => return name,
+                WrapperSignal::Child if is_pid1() => _ = reap_zombies(),
                 WrapperSignal::Forward(..) | WrapperSignal::Child => {}
             }
         }

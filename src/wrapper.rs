@@ -18,8 +18,7 @@ use tracing::{debug, error, info, warn};
 
 use crate::access::{Access, AccessError};
 use crate::agent::{self, NotReady, Ready};
-use crate::api::Mode;
-use crate::api::{outcome_of, rbac_hint};
+use crate::api::{Mode, outcome_of, rbac_hint};
 use crate::config::{Config, OnExit};
 use crate::error::{Error, Result};
 use crate::logging::Chain;
@@ -48,13 +47,11 @@ pub(crate) async fn run(
         .map(|a| a.to_string_lossy())
         .collect::<Vec<_>>()
         .join(" ");
-    let child = match std::process::Command::new(&program).args(&args).spawn() {
-        Ok(c) => c,
-        Err(e) => {
-            error!(command = %command, error = %e, "cannot start the command");
-            return Err(Error::Spawn(e));
-        }
-    };
+    let child = std::process::Command::new(&program)
+        .args(&args)
+        .spawn()
+        .inspect_err(|e| error!(command = %command, error = %e, "cannot start the command"))
+        .map_err(Error::Spawn)?;
     // Reaped with waitpid below, not through `Child`: as PID 1 every orphan is
     // ours too, and a reaper must not swallow the child's status.
     let pid = child.id() as libc::pid_t;
@@ -107,12 +104,8 @@ pub(crate) async fn run(
     };
     let code = signals::exit_code(status);
     if libc::WIFSIGNALED(status) {
-        info!(
-            code,
-            signal = libc::WTERMSIG(status),
-            "the child was killed by signal {}",
-            libc::WTERMSIG(status)
-        );
+        let signal = libc::WTERMSIG(status);
+        info!(code, signal, "the child was killed by signal {signal}");
     } else {
         info!(code, "the child exited with code {code}");
     }
