@@ -18,13 +18,13 @@ use http_body::Body as _;
 use http_body_util::{BodyExt, Empty};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{EventType, Reporter};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 use tracing::{error, info, warn};
 
 use crate::access::{Access, Discovered};
-use crate::api::{ApiError, from_kube, request, segment};
+use crate::api::{ApiError, post_event, request, segment};
 use crate::error::Result;
 use crate::identity::IdentitySettings;
 use crate::jitter::draw;
@@ -464,12 +464,15 @@ type HttpClient = hyper_util::client::legacy::Client<
 >;
 
 /// An HTTP(S) client: the system's roots when it has any (`SSL_CERT_FILE` honoured),
-/// else the bundled Mozilla roots (the image is `scratch`). The crypto is rustls' one
-/// built-in provider, ring.
+/// else the bundled Mozilla roots (the image is `scratch`). ring is named, as kube's
+/// client has it: no panic over which provider is the process's default.
 fn https_client() -> HttpClient {
-    let tls = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_native_roots()
-        .unwrap_or_else(|_| hyper_rustls::HttpsConnectorBuilder::new().with_webpki_roots());
+    let provider = rustls::crypto::ring::default_provider;
+    let builder = hyper_rustls::HttpsConnectorBuilder::new;
+    let tls = builder()
+        .with_provider_and_native_roots(provider())
+        .or_else(|_| builder().with_provider_and_webpki_roots(provider()))
+        .expect("ring supports TLS 1.2 and 1.3");
     let connector = tls.https_or_http().enable_http1().build();
     hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .build(connector)
@@ -658,18 +661,6 @@ async fn set_replicas(
         before.map_or_else(|| "unset".into(), |b| b.to_string()),
         f.count
     );
-    // events.k8s.io limits a note to 1 kB.
-    let mut cut = note.len().min(1000);
-    while !note.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    let event = Event {
-        type_: EventType::Normal,
-        reason: "ScheduledScale".into(),
-        note: Some(note[..cut].to_string()),
-        action: "Scale".into(),
-        secondary: None,
-    };
     let (name, api_version, kind, _) = cfg.target.parts();
     let regarding = ObjectReference {
         api_version: Some(api_version.into()),
@@ -683,9 +674,9 @@ async fn set_replicas(
         controller: "selfdestruct-schedule".into(),
         instance: std::env::var("POD_NAME").ok(),
     };
-    let recorder = Recorder::new(client.clone(), reporter);
-    if let Err(e) = recorder.publish(&event, &regarding).await {
-        warn!(error = %Chain(&from_kube(e)), "cannot post the Event (needs create on events.k8s.io events)");
+    let event = (EventType::Normal, "Scale", "ScheduledScale", note.as_str());
+    if let Err(e) = post_event(client, reporter, &regarding, event).await {
+        warn!(error = %Chain(&e), "cannot post the Event (needs create on events.k8s.io events)");
     }
     Ok(before)
 }
