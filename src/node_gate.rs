@@ -344,7 +344,7 @@ async fn step(cfg: &GateConfig, client: &Client, p: &mut Progress) -> Step {
     let fail_open = Instant::now() >= deadline;
     let v = match get_node(client, node).await {
         Ok(n) => view(&n, cfg),
-        Err(e) => return Step::Wait(gate_error(&e, "get", cfg, &mut p.failures)),
+        Err(e) => return Step::Wait(gate_error(&e, Call::Get, cfg, &mut p.failures)),
     };
     // The warm label, while the node lacks it (with any value: one set by someone
     // else is left as it is).
@@ -399,7 +399,7 @@ async fn step(cfg: &GateConfig, client: &Client, p: &mut Progress) -> Step {
             info!(%node, error = %Chain(&e), attempt, "taints or labels changed meanwhile; reading the node again");
             return Step::Conflict;
         }
-        Err(e) => return Step::Wait(gate_error(&e, "patch", cfg, &mut p.failures)),
+        Err(e) => return Step::Wait(gate_error(&e, Call::Patch, cfg, &mut p.failures)),
     };
     // Done only once the answer shows no taint with the key, and the label.
     let answer = serde_json::from_slice::<Value>(&answer)
@@ -446,11 +446,18 @@ const REFUSED_REMEDY: &str = "the gate may only remove SELFDESTRUCT_GATE_TAINT f
     (check that NODE_NAME is spec.nodeName and that the taint key matches \
     manifests/node-gate/admission-policy.yaml); retrying";
 
-/// Logs a failed request (`verb`: "get" or "patch") and returns the wait before the
-/// next try. Denials (403, an admission policy's 422) are retried too (RBAC may be
-/// fixed at any time): every poll at first, doubling up to 5 minutes. Other errors, a
-/// 401 among them: 0.5-1 s doubling, at most the poll interval (at least one minute).
-fn gate_error(e: &ApiError, verb: &str, cfg: &GateConfig, failures: &mut u32) -> Duration {
+/// The request that failed, for the log line and the retry delay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Call {
+    Get,
+    Patch,
+}
+
+/// Logs a failed request and returns the wait before the next try. Denials (403, an
+/// admission policy's 422) are retried too (RBAC may be fixed at any time): every poll
+/// at first, doubling up to 5 minutes. Other errors, a 401 among them: 0.5-1 s
+/// doubling, at most the poll interval (at least one minute).
+fn gate_error(e: &ApiError, call: Call, cfg: &GateConfig, failures: &mut u32) -> Duration {
     let node = &cfg.node_name;
     let denied = match e {
         ApiError::Status { code: 401, .. } => {
@@ -467,6 +474,7 @@ fn gate_error(e: &ApiError, verb: &str, cfg: &GateConfig, failures: &mut u32) ->
             true
         }
         ApiError::Status { code: 403, .. } => {
+            let verb = if call == Call::Get { "get" } else { "patch" };
             error!(
                 error = %Chain(e), node = %node,
                 "not allowed to {verb} the own node: bind the ClusterRole of manifests/node-gate (nodes get, patch) to the gate's service account; retrying"
@@ -480,7 +488,7 @@ fn gate_error(e: &ApiError, verb: &str, cfg: &GateConfig, failures: &mut u32) ->
             );
             true
         }
-        ApiError::Status { code: 404, .. } if verb == "get" => {
+        ApiError::Status { code: 404, .. } if call == Call::Get => {
             error!(error = %Chain(e), node = %node, "the own node does not exist: NODE_NAME must be the pod's spec.nodeName (Downward API); retrying");
             false
         }
