@@ -74,3 +74,34 @@ fn a_calendar_file_is_read_within_its_bounds() {
     let e = read("").expect_err("a folder");
     assert!(matches!(e, ReadError::Io(..)), "{e:?}");
 }
+
+#[test]
+fn an_answer_announcing_more_than_the_cap_is_refused_before_its_body() {
+    use std::io::{Read, Write};
+    // A server that announces 5 MB, sends a line of it and holds the connection open
+    // until the client drops it: without the Content-Length check the read would wait
+    // for the rest until its timeout.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        let mut buf = [0u8; 4096];
+        let _ = conn.read(&mut buf);
+        let head = "HTTP/1.1 200 OK\r\nContent-Length: 5000000\r\n\r\nBEGIN:VCALENDAR\r\n";
+        conn.write_all(head.as_bytes()).unwrap();
+        while conn.read(&mut buf).is_ok_and(|n| n > 0) {}
+    });
+    let source = calendar_source(&format!("http://127.0.0.1:{port}/c.ics"))
+        .unwrap()
+        .unwrap();
+    let timeout = Duration::from_secs(60);
+    let e = block_on(async {
+        let http = https_client();
+        let read = read_calendar(&source, &http, timeout).await;
+        drop(http);
+        read
+    })
+    .expect_err("too large");
+    assert!(matches!(e, ReadError::TooLarge), "{e:?}");
+    server.join().unwrap();
+}
