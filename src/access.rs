@@ -53,8 +53,13 @@ pub enum KubeconfigError {
     Kube(#[from] kube::config::KubeconfigError),
     /// The current context's user is missing (kube would take it for no
     /// credentials; kubectl refuses it).
-    #[error("the user {0:?} of context {1:?} is not in users")]
-    UnknownUser(String, String),
+    #[error("the user {user:?} of context {context:?} is not in users")]
+    UnknownUser {
+        /// The user's name.
+        user: String,
+        /// The current context.
+        context: String,
+    },
     /// The in-cluster account cannot be described as a kubeconfig.
     #[error("cannot describe it as a kubeconfig")]
     Describe(#[source] serde_json::Error),
@@ -172,7 +177,10 @@ async fn from_files(paths: &[PathBuf], named: bool) -> Result<Access, Kubeconfig
     // kube takes a user that is not there for no credentials; kubectl refuses it.
     let user = context.and_then(|c| c.user.as_deref()).unwrap_or_default();
     if !user.is_empty() && !merged.auth_infos.iter().any(|a| a.name == user) {
-        return Err(KubeconfigError::UnknownUser(user.to_string(), current));
+        return Err(KubeconfigError::UnknownUser {
+            user: user.to_string(),
+            context: current,
+        });
     }
     let namespace = context.and_then(|c| c.namespace.clone());
     let config =
