@@ -143,14 +143,17 @@ impl Cli {
         let gate = flags_only(Cli::command().mut_subcommands(flags_only))
             .try_get_matches_from(&argv)
             .is_ok_and(|m| matches!(m.subcommand_name(), Some("node-gate" | "schedule")));
-        let agent = AgentSettings::augment_args(clap::Command::new("agent"));
-        let command = Cli::command().mut_args(|a| {
-            if gate && agent.get_arguments().any(|x| x.get_id() == a.get_id()) {
-                a.env(None)
-            } else {
-                a
-            }
-        });
+        let mut command = Cli::command();
+        if gate {
+            let agent = AgentSettings::augment_args(clap::Command::new("agent"));
+            command = command.mut_args(|a| {
+                if agent.get_arguments().any(|x| x.get_id() == a.get_id()) {
+                    a.env(None)
+                } else {
+                    a
+                }
+            });
+        }
         let wrapped = argv.iter().skip(1).any(|a| a == "--");
         let cli = Cli::from_arg_matches(&command.try_get_matches_from(argv)?)?;
         Ok(Cli { wrapped, ..cli })
