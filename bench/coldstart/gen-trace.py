@@ -1,24 +1,119 @@
-"""The quick trace bench/coldstart/trace.csv (seeded): a 100-minute ramp with a burst at 40-50 min,
-sessions lognormal (median about 20 min), all ended by 115 min. Run from the repository root."""
+"""The cold-start bench's launch logs (CSV: timestamp,duration in seconds), seeded: same arguments,
+same bytes. Run from the repository root.
+
+    python3 bench/coldstart/gen-trace.py ramp       # bench/coldstart/trace.csv (the quick and full forms)
+    python3 bench/coldstart/gen-trace.py cycling    # bench/coldstart/cycling.csv (the cycling form)
+    python3 bench/coldstart/gen-trace.py cycling --peak-users 96 --out bench/coldstart/cycling-binder.csv
+
+ramp: a 100-minute ramp with a burst at 40-50 min, sessions lognormal (median about 20 min), all
+ended by 115 min.
+
+cycling: --cycles daily cycles of --cycle-min minutes each, squeezed into one UTC day from 00:00:
+quiet, a ramp up, a plateau at the peak, a ramp down, then a quiet stretch long enough for the
+autoscaler to remove the nodes the peak added (sessions end before it; the next cycle then adds
+nodes again). The launch rate follows that shape so that the users running at the peak are about
+--peak-users (rate x mean session), with a floor of --quiet-users."""
+import argparse
+import math
 import random
-r=random.Random(34)
-t=0.0; rows=[]
-end=115*60
-def gap(t):
-    # a ramp: quiet, busy, a burst at 40-50 min, quieter
-    if t<20*60: return 150
-    if t<40*60: return 60
-    if t<50*60: return 20
-    if t<80*60: return 70
-    return 120
-while True:
-    t+=r.expovariate(1/gap(t))
-    if t>=100*60: break
-    d=int(r.lognormvariate(7.1,0.5))
-    d=max(min(d, end-int(t)),120)
-    rows.append((int(t),d))
-with open('bench/coldstart/trace.csv','w') as f:
-    f.write('timestamp,duration\n')
-    for s,d in rows:
-        f.write('2026-01-05T%02d:%02d:%02dZ,%d\n'%(s//3600,(s%3600)//60,s%60,d))
-print(len(rows), sum(d for _,d in rows)/len(rows)/60)
+
+
+def ramp(r):
+    t = 0.0
+    rows = []
+    end = 115 * 60
+
+    def gap(t):
+        # a ramp: quiet, busy, a burst at 40-50 min, quieter
+        if t < 20 * 60:
+            return 150
+        if t < 40 * 60:
+            return 60
+        if t < 50 * 60:
+            return 20
+        if t < 80 * 60:
+            return 70
+        return 120
+
+    while True:
+        t += r.expovariate(1 / gap(t))
+        if t >= 100 * 60:
+            break
+        d = int(r.lognormvariate(7.1, 0.5))
+        d = max(min(d, end - int(t)), 120)
+        rows.append((int(t), d))
+    return rows
+
+
+def cycling(r, a):
+    """The share of the peak's concurrency in force at minute m of a cycle: quiet, ramp up,
+    plateau, ramp down, quiet (a raised cosine on each ramp)."""
+    c = a.cycle_min
+    up0, up1 = 0.10 * c, 0.30 * c
+    down0, down1 = 0.55 * c, 0.70 * c
+    last_launch = 0.70 * c  # sessions end in the quiet stretch after it
+    median_s = a.session_min * 60
+    mean_s = median_s * math.exp(a.session_sigma**2 / 2)
+    floor = a.quiet_users / a.peak_users
+
+    def level(m):
+        if m < up0 or m >= down1:
+            return floor
+        if m < up1:
+            x = (m - up0) / (up1 - up0)
+        elif m < down0:
+            x = 1.0
+        else:
+            x = 1 - (m - down0) / (down1 - down0)
+        return floor + (1 - floor) * (1 - math.cos(math.pi * x)) / 2
+
+    rows = []
+    peak_rate = a.peak_users / mean_s  # launches per second at the plateau
+    for k in range(a.cycles):
+        base = k * c * 60
+        t = 0.0
+        while True:
+            # thinning: a Poisson process at the peak rate, each launch kept with level(m)
+            t += r.expovariate(peak_rate)
+            if t >= c * 60:
+                break
+            m = t / 60
+            keep = r.random() < level(m)
+            d = r.lognormvariate(math.log(median_s), a.session_sigma)
+            if not keep:
+                continue
+            if m >= last_launch and level(m) <= floor:
+                # the quiet tail: short sessions that end well before the next cycle
+                d = min(d, 0.5 * median_s)
+            end = c * 60 - 0.05 * c * 60 if k == a.cycles - 1 else (c + up0) * 60
+            d = max(120, min(int(d), int(end - t)))
+            rows.append((int(base + t), d))
+    assert rows[-1][0] < 86400, "the cycles must fit in one UTC day"
+    return rows
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("form", choices=["ramp", "cycling"])
+    p.add_argument("--seed", type=int, default=None, help="default: 34 (ramp), 45 (cycling)")
+    p.add_argument("--out", default=None, help="default: trace.csv (ramp), cycling.csv (cycling) in bench/coldstart/")
+    p.add_argument("--cycles", type=int, default=3)
+    p.add_argument("--cycle-min", type=float, default=140.0, help="minutes a cycle")
+    p.add_argument("--peak-users", type=float, default=64.0, help="users running at the plateau")
+    p.add_argument("--quiet-users", type=float, default=3.0, help="users running in the quiet hours")
+    p.add_argument("--session-min", type=float, default=20.0, help="median session, minutes")
+    p.add_argument("--session-sigma", type=float, default=0.5, help="lognormal sigma of the sessions")
+    a = p.parse_args()
+    seed = a.seed if a.seed is not None else (34 if a.form == "ramp" else 45)
+    out = a.out or ("bench/coldstart/trace.csv" if a.form == "ramp" else "bench/coldstart/cycling.csv")
+    r = random.Random(seed)
+    rows = ramp(r) if a.form == "ramp" else cycling(r, a)
+    with open(out, "w") as f:
+        f.write("timestamp,duration\n")
+        for s, d in rows:
+            f.write("2026-01-05T%02d:%02d:%02dZ,%d\n" % (s // 3600, (s % 3600) // 60, s % 60, d))
+    print(len(rows), "launches, mean session %.1f min" % (sum(d for _, d in rows) / len(rows) / 60), "->", out)
+
+
+if __name__ == "__main__":
+    main()

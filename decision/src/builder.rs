@@ -72,6 +72,7 @@ pub fn quiet_policy() -> Policy {
         move_jitter: Duration::ZERO,
         max_moves_per_hour: 0,
         min_age: Duration::ZERO,
+        avoid_deletion_candidates: false,
     }
 }
 

@@ -61,6 +61,10 @@ pub struct Policy {
     pub max_moves_per_hour: u32,
     /// No move while the own pod is younger than this.
     pub min_age: Duration,
+    /// No move to a node the cluster autoscaler marks as a deletion candidate (its soft
+    /// `DeletionCandidateOfClusterAutoscaler` taint, tolerated or not): it finds the node
+    /// unneeded and removes it once unneeded long enough, draining what moved there.
+    pub avoid_deletion_candidates: bool,
 }
 
 impl Policy {
@@ -74,6 +78,8 @@ impl Policy {
     pub const DEFAULT_MAX_MOVES_PER_HOUR: u32 = 12;
     /// The shipped default of `move_to_new_nodes`.
     pub const DEFAULT_MOVE_TO_NEW_NODES: bool = true;
+    /// The shipped default of `avoid_deletion_candidates`.
+    pub const DEFAULT_AVOID_DELETION_CANDIDATES: bool = false;
 }
 
 impl Default for Policy {
@@ -90,6 +96,7 @@ impl Default for Policy {
             move_jitter: duration(Self::DEFAULT_MOVE_JITTER),
             max_moves_per_hour: Self::DEFAULT_MAX_MOVES_PER_HOUR,
             min_age: duration(Self::DEFAULT_MIN_AGE),
+            avoid_deletion_candidates: Self::DEFAULT_AVOID_DELETION_CANDIDATES,
         }
     }
 }
@@ -358,6 +365,9 @@ pub enum Reject {
     /// ([`OwnPod::untolerated_soft_taint`]): a replacement would be steered to an
     /// old node.
     SoftTaint(String),
+    /// The cluster autoscaler marks it as a deletion candidate
+    /// ([`Policy::avoid_deletion_candidates`]).
+    DeletionCandidate,
     /// Required images not reported by the node.
     ImagesMissing(Vec<String>),
     /// Required images not listed, but the list is truncated: can't confirm.
@@ -474,6 +484,9 @@ impl<'a> Snapshot<'a> {
         // the node usable only once the taint is gone).
         if let Some(t) = own.untolerated_soft_taint(node) {
             return Err(Reject::SoftTaint(t.key.clone()));
+        }
+        if self.policy.avoid_deletion_candidates && node.is_deletion_candidate() {
+            return Err(Reject::DeletionCandidate);
         }
         let missing: Vec<String> = self
             .policy

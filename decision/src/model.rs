@@ -15,6 +15,10 @@ use crate::selector::Requirement;
 pub const IMAGES_PENDING_TAINT: &str =
     "startup-taint.cluster-autoscaler.kubernetes.io/images-pending";
 
+/// The cluster autoscaler's soft (PreferNoSchedule) taint on the nodes it finds unneeded
+/// (`core/scaledown/actuation/softtaint.go`), removed once a node is needed again.
+pub const DELETION_CANDIDATE_TAINT: &str = "DeletionCandidateOfClusterAutoscaler";
+
 /// The kubelet reports at most this many images per node (`--node-status-max-images`).
 pub const KUBELET_MAX_IMAGES: usize = 50;
 
@@ -210,6 +214,14 @@ pub struct NodeSummary {
     pub images_present: Vec<usize>,
     /// The node's image list was full (the kubelet truncates it to the largest 50).
     pub images_truncated: bool,
+}
+
+impl NodeSummary {
+    /// The cluster autoscaler marks the node as a deletion candidate
+    /// ([`DELETION_CANDIDATE_TAINT`]).
+    pub fn is_deletion_candidate(&self) -> bool {
+        self.taints.iter().any(|t| t.key == DELETION_CANDIDATE_TAINT)
+    }
 }
 
 /// A sibling placeholder pod (same StatefulSet).

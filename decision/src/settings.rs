@@ -164,6 +164,12 @@ pub struct PolicySettings {
     #[arg(long, env = "SELFDESTRUCT_MIN_AGE", value_name = "DURATION",
           default_value = Policy::DEFAULT_MIN_AGE, value_parser = Setting(duration))]
     pub min_age: Duration,
+    /// No move to a node the cluster autoscaler marks as a deletion candidate (its soft
+    /// DeletionCandidateOfClusterAutoscaler taint)
+    #[arg(long, env = "SELFDESTRUCT_AVOID_DELETION_CANDIDATES", value_name = "BOOL",
+          default_value_t = Policy::DEFAULT_AVOID_DELETION_CANDIDATES, hide_possible_values = true,
+          action = clap::ArgAction::Set, value_parser = Setting(BoolishValueParser::new()))]
+    pub avoid_deletion_candidates: bool,
 }
 
 impl PolicySettings {
@@ -196,6 +202,7 @@ impl PolicySettings {
             move_jitter: self.move_jitter,
             max_moves_per_hour: self.max_moves_per_hour,
             min_age: self.min_age,
+            avoid_deletion_candidates: self.avoid_deletion_candidates,
         })
     }
 }

@@ -1051,3 +1051,30 @@ fn candidates_are_new_nodes_the_placement_rules_accept_other_than_the_own() {
     };
     assert!(!unscheduled.is_candidate(&node("new", 2_000, "user")));
 }
+
+/// Issue 45: with `avoid_deletion_candidates`, a node the cluster autoscaler marks as a
+/// deletion candidate is no target even when the pod tolerates the soft taint (every shipped
+/// template does), and is one again once the autoscaler takes the taint off.
+#[test]
+fn a_deletion_candidate_is_no_target_when_the_policy_avoids_it() {
+    let marked = NodeSummary {
+        taints: vec![model::Taint {
+            key: model::DELETION_CANDIDATE_TAINT.into(),
+            value: Some("1732620116".into()),
+            effect: "PreferNoSchedule".into(),
+        }],
+        ..node("new", 500)
+    };
+    let mut c = World::new();
+    c.own.tolerations = vec![Toleration {
+        key: Some(model::DELETION_CANDIDATE_TAINT.into()),
+        operator: Some("Exists".into()),
+        value: None,
+        effect: Some("PreferNoSchedule".into()),
+    }];
+    assert_eq!(c.verdict(&marked), Ok(Duration::from_secs(500)), "off: tolerated");
+    c.policy.avoid_deletion_candidates = true;
+    assert_eq!(c.verdict(&marked), Err(Reject::DeletionCandidate));
+    assert_eq!(c.verdict(&node("new", 500)), Ok(Duration::from_secs(500)));
+    assert!(moves_to(&decide(&c.clone().with_node(marked).snapshot())).is_none());
+}

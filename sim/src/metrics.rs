@@ -112,6 +112,8 @@ pub struct Summary {
     pub preempting: u64,
     /// Time to running (seconds), median.
     pub ttr_p50_s: f64,
+    /// Time to running, 90th percentile.
+    pub ttr_p90_s: f64,
     /// Time to running, 95th percentile.
     pub ttr_p95_s: f64,
     /// Time to running, 99th percentile.
@@ -120,6 +122,9 @@ pub struct Summary {
     pub ttr_max_s: f64,
     /// Time to running, mean.
     pub ttr_mean_s: f64,
+    /// The users' time to running added up, minutes (a user that never ran: to the window's
+    /// end); in `combine`, the mean per run.
+    pub user_minutes: f64,
     /// Node-hours billed in the measured window.
     pub node_hours: f64,
     /// Most nodes at once.
@@ -259,10 +264,18 @@ pub fn summarise(
         cold_pct: pct(cold),
         preempting,
         ttr_p50_s: secs(percentile(&ttr, 50.0)),
+        ttr_p90_s: secs(percentile(&ttr, 90.0)),
         ttr_p95_s: secs(percentile(&ttr, 95.0)),
         ttr_p99_s: secs(percentile(&ttr, 99.0)),
         ttr_max_s: secs(ttr.last().copied().unwrap_or(0)),
         ttr_mean_s: round2(mean),
+        user_minutes: round2(
+            window
+                .iter()
+                .map(|u| u.running_at.unwrap_or(to).max(u.arrival) - u.arrival)
+                .sum::<Ms>() as f64
+                / MIN as f64,
+        ),
         node_hours: round2(node_ms as f64 / HOUR as f64),
         peak_nodes: log.peak_nodes,
         nodes_added: log
@@ -327,9 +340,13 @@ pub fn combine(runs: &[(Summary, Vec<Ms>)], hours_per_run: f64) -> Summary {
         cold_pct: pct(cold),
         preempting: sum(|s| s.preempting),
         ttr_p50_s: secs(percentile(&ttr, 50.0)),
+        ttr_p90_s: secs(percentile(&ttr, 90.0)),
         ttr_p95_s: secs(percentile(&ttr, 95.0)),
         ttr_p99_s: secs(percentile(&ttr, 99.0)),
         ttr_max_s: secs(ttr.last().copied().unwrap_or(0)),
+        user_minutes: round2(
+            runs.iter().map(|(s, _)| s.user_minutes).sum::<f64>() / runs.len() as f64,
+        ),
         ttr_mean_s: if ttr.is_empty() {
             0.0
         } else {
