@@ -195,10 +195,10 @@ struct Engine<'a> {
     view_dirty: bool,
     view: Option<Rc<View>>,
     /// The node view of the last view, its version ([`View::version`]), and what it was
-    /// built from: per existing node, its index, phase, image and gate.
+    /// built from: per existing node, its index, phase, image, gate and soft taint.
     nodes_view: Option<Rc<Vec<NodeSummary>>>,
     nodes_version: u64,
-    node_keys: Vec<(usize, Phase, bool, bool)>,
+    node_keys: Vec<(usize, Phase, bool, bool, bool)>,
     /// The names of the nodes a re-created pod of the agents' template would land on
     /// ([`selfdestruct_decision::model::OwnPod::would_land_on`]) in the node view of
     /// version `.0`, sorted, once each, and their own version: a new one only when that
@@ -786,7 +786,8 @@ impl<'a> Engine<'a> {
         }
         // The node view changes far less often than the siblings do: it is rebuilt only
         // when an existing node's phase, image or gate changed, or the set changed.
-        let keys = || (self.nodes.live()).map(|(i, n)| (i, n.phase, n.image, n.gated));
+        let keys =
+            || (self.nodes.live()).map(|(i, n)| (i, n.phase, n.image, n.gated, n.soft_tainted));
         let same = self.nodes_view.is_some() && keys().eq(self.node_keys.iter().copied());
         if !same {
             let nodes: Vec<NodeSummary> = (self.nodes.live())
