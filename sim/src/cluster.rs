@@ -248,15 +248,6 @@ impl Node {
         self.phase == Phase::Ready
     }
 
-    /// The cluster autoscaler's utilisation for scale-down: the larger of the CPU and memory
-    /// fractions requested, `extra` included (`cluster-autoscaler/simulator/utilization/info.go`,
-    /// `Calculate`).
-    pub fn utilisation_with(&self, extra: &Resources) -> f64 {
-        let cpu = (self.used.cpu_m + extra.cpu_m) as f64 / self.alloc.cpu_m.max(1) as f64;
-        let mem = (self.used.mem_mib + extra.mem_mib) as f64 / self.alloc.mem_mib.max(1) as f64;
-        cpu.max(mem)
-    }
-
     /// Fraction allocated (mean of CPU and memory, NodeResourcesFit's score) with `extra` added.
     pub fn allocated_with(&self, extra: &Resources) -> f64 {
         let cpu = (self.used.cpu_m + extra.cpu_m) as f64 / self.alloc.cpu_m.max(1) as f64;
