@@ -6,17 +6,12 @@
 //! and nodes held back by a startup taint (the readiness gate): pods that will
 //! fit there once the taint goes trigger nothing.
 //!
-//! Scale-down: a node is unneeded when it holds no user pod (bare pods block
-//! scale-down), its requests (the larger of CPU and memory, a buffer's chunks on it included)
-//! are below the utilisation threshold, and its placeholders fit on the other nodes; a node
-//! found unremovable is looked at again only after `unremovable_recheck`. After
-//! `unneeded_time` it is drained:
-//! empty nodes all at once, at most one node with placeholders per scan. Nothing
-//! is removed within `delay_after_add` of a scale-up, while any pod is Pending,
-//! or below the minimum node count.
-//!
-//! A CapacityBuffer's chunks are Pending pods to scale-up as long as they fit nowhere, and
-//! scale-down keeps a node unless all chunks still fit on the nodes that stay.
+//! Scale-down ([`scale_down`], every loop) follows cluster-autoscaler 1.36's planner: which
+//! nodes are unneeded and in what order, the PodDisruptionBudget in the removal simulation,
+//! the soft taint, the budgets. The drain it starts (taint, evictions through the PDB, failure
+//! after `max_pod_eviction_time`) is the event loop's (`crate::engine`). A CapacityBuffer's
+//! chunks are Pending pods to scale-up as long as they fit nowhere, and pods to move for
+//! scale-down.
 
 use crate::cluster::{Node, NodeSet, Phase};
 use crate::scenario::{AutoscalerConfig, Ms, Resources};
@@ -66,109 +61,219 @@ pub fn nodes_for_whole_node_pods(
     u32::try_from(pending.saturating_sub(empty).min(room)).unwrap_or(u32::MAX)
 }
 
-/// Where the autoscaler's snapshot holds `chunks` injected chunk pods of size `pod`: first fit
-/// over the Ready nodes (gated or not) in creation order, then the booting ones. Per node that
-/// exists, in index order.
-pub fn chunks_per_node(nodes: &(impl NodeSet + ?Sized), chunks: u64, pod: &Resources) -> Vec<u64> {
-    let mut left = chunks;
-    let mut out = vec![0; nodes.live().count()];
-    for phase in [Phase::Ready, Phase::Provisioning] {
-        for (k, (_, n)) in nodes.live().enumerate() {
-            if left == 0 {
-                return out;
-            }
-            if n.phase == phase {
-                let take = n.free().fits_times(pod).min(left);
-                out[k] = take;
-                left -= take;
-            }
-        }
-    }
-    out
+/// What one autoscaler loop's scale-down reads besides the nodes.
+#[derive(Clone, Debug, Default)]
+pub struct LoopState {
+    pub now: Ms,
+    /// No deletion starts in this loop: within `delay_after_add` of a scale-up (this loop's
+    /// included), or every pod to help is very new (`core/static_autoscaler.go`,
+    /// `isScaleDownInCooldown`). The unneeded timers run on.
+    pub cooldown: bool,
+    /// Pending pods: users, placeholders, and a buffer's chunks (user-sized).
+    pub pending_users: u64,
+    pub pending_placeholders: u64,
+    pub chunks: u64,
+    /// Every placeholder is Ready, so the PodDisruptionBudget (maxUnavailable 1) allows one
+    /// disruption; otherwise none.
+    pub pdb_allows: bool,
+    /// A drain (a node with pods to move) is in flight.
+    pub draining: bool,
 }
 
-/// Updates every node's `unneeded_since` and returns the nodes to drain now. `reserve` pods of
-/// size `pod` (a CapacityBuffer's chunks) must still fit on the nodes that stay.
+/// Pod requests: a user's, a placeholder's, and the DaemonSet pod on every node.
+#[derive(Clone, Copy, Debug)]
+pub struct Shapes {
+    pub user: Resources,
+    pub placeholder: Resources,
+    pub daemonset: Resources,
+}
+
+/// A deletion the autoscaler starts: node `node`, with pods to move (`drain`) or empty.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Removal {
+    pub node: usize,
+    pub drain: bool,
+}
+
+/// `--max-scale-down-parallelism` (10) and `--max-drain-parallelism` (1).
+const MAX_DELETIONS: usize = 10;
+const MAX_DRAINS: usize = 1;
+/// Soft-taint and untaint calls per loop (`--max-bulk-soft-taint-count`).
+const SOFT_TAINT_CALLS: usize = 10;
+
+/// A node as the autoscaler's snapshot holds it: its pods, Pending pods packed onto it
+/// included, and its free room.
+#[derive(Clone, Copy, Debug, Default)]
+struct Held {
+    users: u64,
+    placeholders: u64,
+    chunks: u64,
+    /// Requests of the Pending pods packed onto it.
+    packed: Resources,
+    free: Resources,
+}
+
+impl Held {
+    /// No pod to move and none that blocks (`processors/scaledowncandidates/emptycandidates`).
+    fn empty(&self) -> bool {
+        self.users + self.placeholders + self.chunks == 0
+    }
+}
+
+/// Packs up to `count` pods of size `pod` first fit onto the nodes at `order`: how many went to
+/// each position of `order`, and how many fit nowhere.
+fn pack(held: &mut [Held], order: &[usize], count: u64, pod: &Resources) -> (Vec<u64>, u64) {
+    let mut left = count;
+    let mut took = vec![0; order.len()];
+    for (j, &k) in order.iter().enumerate() {
+        if left == 0 {
+            break;
+        }
+        let take = held[k].free.fits_times(pod).min(left);
+        held[k].free.cpu_m -= take * pod.cpu_m;
+        held[k].free.mem_mib -= take * pod.mem_mib;
+        took[j] = take;
+        left -= take;
+    }
+    (took, left)
+}
+
+/// One loop's scale-down, as `cluster-autoscaler` 1.36 does it (`core/scaledown/planner`,
+/// `core/scaledown/unneeded`, `core/scaledown/budgets`; each rule's test names its source).
+/// Updates every node's unneeded timer, recheck timeout and soft taint; returns the deletions to
+/// start, and whether a soft taint changed.
 ///
-/// As `cluster-autoscaler/core/scaledown/planner` does: a node is a candidate when its
-/// utilisation (the larger of CPU and memory, chunks placed on it included:
-/// `simulator/utilization/info.go`) is below the threshold and it was not found unremovable
-/// within `unremovable_recheck`; the removal is then simulated: a user pod (a bare pod) blocks it,
-/// and its placeholders and the buffer's chunks must fit on the nodes that stay. A node that fails
-/// the simulation is unremovable for `unremovable_recheck` (`--unremovable-node-recheck-timeout`).
+/// - The snapshot: every node's pods plus the Pending pods packed into free room first fit,
+///   users, then placeholders, then a buffer's chunks (`FilterOutSchedulable`), Ready nodes first,
+///   then nodes booting or behind a startup taint. Those are neither candidates nor destinations
+///   (NotStarted, `RunOnce`), nor are nodes being deleted.
+/// - No candidates while the group's target size (booting and deleting nodes included) is at its
+///   minimum (`PreFilteringScaleDownNodeProcessor`).
+/// - A candidate's utilisation is the larger of its CPU and memory requests over allocatable, the
+///   DaemonSet pod and the packed Pending pods included, at or below the threshold
+///   (`eligibility`, `utilization/info.go`); computed before any removal is simulated.
+/// - Order: nodes with nothing to move first, then those unneeded in the previous loop
+///   (`EmptySorting`, `PreviousCandidates`), then creation order: a deterministic stand-in for
+///   Go's map order and an unstable sort.
+/// - Each removal is simulated in turn on what earlier ones left (`categorizeNodes`): a user pod
+///   (a bare pod) blocks it; a placeholder blocks it unless the PDB's remaining budget is at least
+///   1, and each moved placeholder spends one; the placeholders and chunks must fit first fit on
+///   the destinations left (creation order stands in for the snapshot's; no scoring, the soft
+///   taint ignored). A node found removable is a destination no more, and what it moved counts on
+///   the nodes it moved to. A failed simulation makes the node unremovable for
+///   `unremovable_recheck`; a node above the threshold is looked at again next loop.
+/// - A node's unneeded time restarts whenever a loop does not find it removable; it is ripe once
+///   strictly more than `unneeded_time` has passed (`unneeded.Nodes`).
+/// - Every unneeded node carries the soft taint, removed once it is needed (`softtaint.go`), at
+///   most 10 calls a loop, nodes being deleted skipped.
+/// - Unless in cooldown: the ripe empty nodes, then those with pods to move, while the group stays
+///   above its minimum (target size less deletions in progress, `verifyMinSize`); up to 10
+///   deletions in progress, at most one drain (`ScaleDownBudgetProcessor`). (`sortByRisk` puts a
+///   drain moving two or more placeholders after the others: never two candidates here, as the
+///   PDB lets one node of placeholders be unneeded and chunks fill the oldest nodes first.)
 pub fn scale_down<N>(
     nodes: &mut N,
-    pod: &Resources,
+    st: &LoopState,
+    shapes: &Shapes,
     cfg: &AutoscalerConfig,
-    now: Ms,
-    last_scale_up: Option<Ms>,
-    any_pending: bool,
-    reserve: u64,
-) -> Vec<usize>
+) -> (Vec<Removal>, bool)
 where
     N: NodeSet + std::ops::IndexMut<usize, Output = Node> + ?Sized,
 {
+    let now = st.now;
     // The nodes that exist, by index; the per-node lists below go by position in it.
     let live: Vec<usize> = nodes.live().map(|(i, _)| i).collect();
-    let mut slots: Vec<u64> = live
-        .iter()
+    let settled = |n: &Node| n.phase == Phase::Ready && !n.gated;
+    let mut held: Vec<Held> = (live.iter())
         .map(|&i| {
             let n = &nodes[i];
-            if n.takes_placeholders() {
-                n.free().fits_times(pod)
-            } else {
-                0
+            Held {
+                users: u64::from(n.users),
+                placeholders: u64::from(n.placeholders),
+                free: n.free(),
+                ..Held::default()
             }
         })
         .collect();
-    let chunks_on = chunks_per_node(&*nodes, reserve, pod);
+    // Pending pods go into the room of Ready nodes, then of booting ones.
+    let mut room: Vec<usize> = (0..live.len())
+        .filter(|&k| settled(&nodes[live[k]]))
+        .collect();
+    let dests = room.clone();
+    room.extend((0..live.len()).filter(|&k| {
+        matches!(nodes[live[k]].phase, Phase::Ready | Phase::Provisioning)
+            && !settled(&nodes[live[k]])
+    }));
+    let pending = [
+        (st.pending_users, shapes.user, 0),
+        (st.pending_placeholders, shapes.placeholder, 1),
+        (st.chunks, shapes.user, 2),
+    ];
+    for (count, pod, kind) in pending {
+        let (took, _) = pack(&mut held, &room, count, &pod);
+        for (j, &k) in room.iter().enumerate() {
+            let h = &mut held[k];
+            match kind {
+                0 => h.users += took[j],
+                1 => h.placeholders += took[j],
+                _ => h.chunks += took[j],
+            }
+            h.packed.cpu_m += took[j] * pod.cpu_m;
+            h.packed.mem_mib += took[j] * pod.mem_mib;
+        }
+    }
     for &i in &live {
         let n = &mut nodes[i];
         if n.unremovable_until.is_some_and(|t| now >= t) {
             n.unremovable_until = None;
         }
     }
-    let mut candidates: Vec<usize> = (0..live.len())
-        .filter(|&k| {
-            let n = &nodes[live[k]];
-            let chunks = Resources {
-                cpu_m: pod.cpu_m * chunks_on[k],
-                mem_mib: pod.mem_mib * chunks_on[k],
-            };
-            n.phase == Phase::Ready
-                && !n.gated
-                && n.unremovable_until.is_none()
-                && n.utilisation_with(&chunks) < cfg.utilisation
-        })
-        .collect();
-    candidates.sort_by_key(|&k| (nodes[live[k]].placeholders, k));
     let mut unneeded = vec![false; live.len()];
-    for &c in &candidates {
-        let node = &mut nodes[live[c]];
-        if node.users > 0 {
-            node.unremovable_until = Some(now + cfg.unremovable_recheck);
-            continue;
-        }
-        let mut need = u64::from(node.placeholders);
-        let available: u64 = (0..live.len())
-            .filter(|&j| j != c && !unneeded[j])
-            .map(|j| slots[j])
-            .sum();
-        if need + reserve > available {
-            node.unremovable_until = Some(now + cfg.unremovable_recheck);
-            continue;
-        }
-        unneeded[c] = true;
-        slots[c] = 0;
-        for (j, s) in slots.iter_mut().enumerate() {
-            if need == 0 {
-                break;
+    let mut moves = vec![0u64; live.len()];
+    if live.len() > cfg.min_nodes as usize {
+        let ds = shapes.daemonset;
+        let utilisation = |n: &Node, h: &Held| {
+            let frac = |used: u64, packed: u64, ds: u64, alloc: u64| {
+                (used + packed + ds) as f64 / (alloc + ds).max(1) as f64
+            };
+            let cpu = frac(n.used.cpu_m, h.packed.cpu_m, ds.cpu_m, n.alloc.cpu_m);
+            frac(
+                n.used.mem_mib,
+                h.packed.mem_mib,
+                ds.mem_mib,
+                n.alloc.mem_mib,
+            )
+            .max(cpu)
+        };
+        let mut order: Vec<usize> = (dests.iter().copied())
+            .filter(|&k| {
+                let n = &nodes[live[k]];
+                n.unremovable_until.is_none() && utilisation(n, &held[k]) <= cfg.utilisation
+            })
+            .collect();
+        order.sort_by_key(|&k| (!held[k].empty(), nodes[live[k]].unneeded_since.is_none(), k));
+        let mut budget = i64::from(st.pdb_allows);
+        for c in order {
+            let h = held[c];
+            let others: Vec<usize> = (dests.iter().copied())
+                .filter(|&k| k != c && !unneeded[k])
+                .collect();
+            let mut trial = held.clone();
+            let (phs, left) = pack(&mut trial, &others, h.placeholders, &shapes.placeholder);
+            let (chunks, left_chunks) = pack(&mut trial, &others, h.chunks, &shapes.user);
+            let blocked = h.users > 0 || (h.placeholders > 0 && budget < 1);
+            if blocked || left + left_chunks > 0 {
+                nodes[live[c]].unremovable_until = Some(now + cfg.unremovable_recheck);
+                continue;
             }
-            if j != c && !unneeded[j] {
-                let take = need.min(*s);
-                *s -= take;
-                need -= take;
+            for (j, &k) in others.iter().enumerate() {
+                trial[k].placeholders += phs[j];
+                trial[k].chunks += chunks[j];
             }
+            held = trial;
+            unneeded[c] = true;
+            moves[c] = h.placeholders + h.chunks;
+            budget -= i64::try_from(h.placeholders).unwrap_or(i64::MAX);
         }
     }
     for (k, &i) in live.iter().enumerate() {
@@ -179,37 +284,57 @@ where
             n.unneeded_since = None;
         }
     }
-    let cooling = last_scale_up.is_some_and(|t| now < t + cfg.delay_after_add);
-    if cooling || any_pending {
-        return Vec::new();
-    }
-    let mut active = (live.iter())
-        .filter(|&&i| matches!(nodes[i].phase, Phase::Provisioning | Phase::Ready))
-        .count();
-    let mut ripe: Vec<usize> = (live.iter().copied())
-        .filter(|&i| {
-            nodes[i]
-                .unneeded_since
-                .is_some_and(|s| now >= s + cfg.unneeded_time)
-        })
-        .collect();
-    ripe.sort_by_key(|&i| (nodes[i].placeholders, i));
-    let mut out = Vec::new();
-    let mut non_empty_taken = false;
-    for i in ripe {
-        if active <= cfg.min_nodes as usize {
-            break;
-        }
-        if nodes[i].placeholders > 0 {
-            if non_empty_taken {
-                continue;
+    // Soft taints: first off the needed nodes, then onto the unneeded ones.
+    let mut calls = SOFT_TAINT_CALLS;
+    let mut tainted = false;
+    for taint in [false, true] {
+        for (k, &i) in live.iter().enumerate() {
+            let n = &mut nodes[i];
+            if calls > 0
+                && n.phase != Phase::Draining
+                && n.soft_tainted != unneeded[k]
+                && unneeded[k] == taint
+            {
+                n.soft_tainted = taint;
+                calls -= 1;
+                tainted = true;
             }
-            non_empty_taken = true;
         }
-        active -= 1;
-        out.push(i);
     }
-    out
+    if st.cooldown {
+        return (Vec::new(), tainted);
+    }
+    let deleting = (live.iter())
+        .filter(|&&i| nodes[i].phase == Phase::Draining)
+        .count();
+    let mut size = live.len() - deleting;
+    let ripe = |k: usize| {
+        unneeded[k]
+            && nodes[live[k]]
+                .unneeded_since
+                .is_some_and(|s| s + cfg.unneeded_time < now)
+    };
+    let (mut empty, mut drain) = (Vec::new(), Vec::new());
+    for (k, &i) in live.iter().enumerate() {
+        if ripe(k) && moves[k] == 0 && size > cfg.min_nodes as usize {
+            size -= 1;
+            empty.push(i);
+        }
+    }
+    for (k, &i) in live.iter().enumerate() {
+        if ripe(k) && moves[k] > 0 && size > cfg.min_nodes as usize {
+            size -= 1;
+            drain.push(i);
+        }
+    }
+    let mut parallel = MAX_DELETIONS.saturating_sub(deleting);
+    empty.truncate(parallel);
+    parallel -= empty.len();
+    drain.truncate(parallel.min(if st.draining { 0 } else { MAX_DRAINS }));
+    let out = (empty.into_iter().map(|node| Removal { node, drain: false }))
+        .chain(drain.into_iter().map(|node| Removal { node, drain: true }))
+        .collect();
+    (out, tainted)
 }
 
 #[cfg(test)]
@@ -257,108 +382,361 @@ mod tests {
         assert_eq!(nodes_to_add(&with_new, 100, &sc.user, &sc.node, cfg), 0);
     }
 
-    #[test]
-    fn never_scales_down_a_node_with_a_user() {
+    /// Binder's autoscaler with one node as the minimum.
+    fn min1() -> AutoscalerConfig {
+        AutoscalerConfig {
+            min_nodes: 1,
+            ..Scenario::binder().autoscaler
+        }
+    }
+
+    fn shapes() -> Shapes {
         let sc = Scenario::binder();
-        let cfg = &sc.autoscaler;
+        Shapes {
+            user: sc.user,
+            placeholder: sc.user,
+            daemonset: sc.daemonset,
+        }
+    }
+
+    /// A loop at `now` with nothing Pending, every placeholder Ready, no drain in flight.
+    fn at(now: Ms) -> LoopState {
+        LoopState {
+            now,
+            pdb_allows: true,
+            ..LoopState::default()
+        }
+    }
+
+    fn down(ns: &mut [Node], st: &LoopState, cfg: &AutoscalerConfig) -> Vec<Removal> {
+        scale_down(ns, st, &shapes(), cfg).0
+    }
+
+    fn unneeded(ns: &[Node]) -> Vec<usize> {
+        (0..ns.len())
+            .filter(|&i| ns[i].unneeded_since.is_some())
+            .collect()
+    }
+
+    fn empty(node: usize) -> Removal {
+        Removal { node, drain: false }
+    }
+
+    fn drain(node: usize) -> Removal {
+        Removal { node, drain: true }
+    }
+
+    /// `simulator/drainability/rules/replicated/rule.go` (`Drainable`: a pod without a
+    /// controller blocks the drain); ripeness `core/scaledown/unneeded/nodes.go`
+    /// (`unremovableReason`: `since + threshold` strictly before now).
+    #[test]
+    fn a_user_blocks_and_a_node_is_ripe_only_after_the_unneeded_time() {
+        let cfg = Scenario::binder().autoscaler;
         let mut ns = nodes(&[(90, 0), (1, 0), (0, 5), (0, 0)]);
-        let out = scale_down(&mut ns, &sc.user, cfg, 0, None, false, 0);
-        assert!(out.is_empty(), "not unneeded long enough");
-        assert!(ns[1].unneeded_since.is_none());
-        assert!(ns[2].unneeded_since.is_some() && ns[3].unneeded_since.is_some());
-        let out = scale_down(&mut ns, &sc.user, cfg, cfg.unneeded_time, None, false, 0);
-        assert_eq!(out, vec![3, 2]);
-        let mut ns = nodes(&[(90, 0), (1, 0), (0, 5), (0, 0)]);
-        scale_down(&mut ns, &sc.user, cfg, 0, None, false, 0);
-        let out = scale_down(&mut ns, &sc.user, cfg, cfg.unneeded_time, Some(1), false, 0);
-        assert!(out.is_empty(), "just scaled up");
-        let out = scale_down(&mut ns, &sc.user, cfg, cfg.unneeded_time, None, true, 0);
-        assert!(out.is_empty(), "pods pending");
+        assert!(
+            down(&mut ns, &at(0), &cfg).is_empty(),
+            "not unneeded long enough"
+        );
+        assert_eq!(unneeded(&ns), vec![2, 3]);
+        assert!(
+            down(&mut ns, &at(cfg.unneeded_time), &cfg).is_empty(),
+            "not more than it"
+        );
+        let out = down(&mut ns, &at(cfg.unneeded_time + 1), &cfg);
+        assert_eq!(out, vec![empty(3), drain(2)]);
     }
 
+    /// `core/static_autoscaler.go` (`isScaleDownInCooldown`, `scaleDown`): the cooldown after a
+    /// scale-up (or a loop of very new pods) holds the deletions, not the timers.
     #[test]
-    fn keeps_placeholders_that_fit_nowhere_else() {
-        let sc = Scenario::binder();
-        let cfg = AutoscalerConfig {
-            min_nodes: 1,
-            ..sc.autoscaler.clone()
+    fn the_cooldown_holds_deletions_and_the_timers_run_on() {
+        let cfg = min1();
+        let mut ns = nodes(&[(90, 0), (0, 0)]);
+        let cooling = LoopState {
+            cooldown: true,
+            ..at(0)
         };
-        let mut ns = nodes(&[(98, 0), (0, 25)]);
-        scale_down(&mut ns, &sc.user, &cfg, 0, None, false, 0);
-        assert!(ns[1].unneeded_since.is_none());
-        let mut ns = nodes(&[(70, 0), (0, 25)]);
-        scale_down(&mut ns, &sc.user, &cfg, 0, None, false, 0);
-        assert!(ns[1].unneeded_since.is_some());
+        assert!(down(&mut ns, &cooling, &cfg).is_empty());
+        let later = cfg.unneeded_time + 1;
+        let cooling = LoopState {
+            cooldown: true,
+            ..at(later)
+        };
+        assert!(down(&mut ns, &cooling, &cfg).is_empty());
+        assert_eq!(ns[1].unneeded_since, Some(0));
+        assert_eq!(down(&mut ns, &at(later), &cfg), vec![empty(1)]);
     }
 
+    /// `core/podlistprocessor/filter_out_schedulable.go` (`filterOutSchedulableByPacking`): the
+    /// Pending pods that fit are packed into the snapshot first (Ready nodes, then booting ones),
+    /// where they count and block like pods bound there; those that fit nowhere change nothing
+    /// (there is no check on Pending pods in `StaticAutoscaler.scaleDown`).
     #[test]
-    fn a_buffer_keeps_the_node_its_chunks_need() {
-        let sc = Scenario::binder();
-        let cfg = AutoscalerConfig {
-            min_nodes: 1,
-            ..sc.autoscaler.clone()
+    fn pending_pods_occupy_the_room_they_fit_and_block_nothing_else() {
+        let cfg = min1();
+        let pending = |users: u64| LoopState {
+            pending_users: users,
+            ..at(0)
         };
-        // 70 users on one node leave 30 slots: 25 chunks fit without the empty node, 35 do not.
+        // 30 Pending users fill node 0: node 1 stays empty.
         let mut ns = nodes(&[(70, 0), (0, 0)]);
-        scale_down(&mut ns, &sc.user, &cfg, 0, None, false, 25);
+        down(&mut ns, &pending(30), &cfg);
         assert!(ns[1].unneeded_since.is_some());
+        // 40: 30 onto node 0, 10 onto node 1, which they block.
         let mut ns = nodes(&[(70, 0), (0, 0)]);
-        scale_down(&mut ns, &sc.user, &cfg, 0, None, false, 35);
-        assert!(ns[1].unneeded_since.is_none());
+        down(&mut ns, &pending(40), &cfg);
+        assert!(ns[1].unneeded_since.is_none() && ns[1].unremovable_until.is_some());
+        // Pending pods that fit nowhere (each bigger than a node): node 1 goes.
+        let mut ns = nodes(&[(70, 0), (0, 0)]);
+        let huge = Shapes {
+            user: Resources::new(20.0, 200.0),
+            ..shapes()
+        };
+        let st = LoopState {
+            pending_users: 40,
+            ..at(cfg.unneeded_time + 1)
+        };
+        scale_down(&mut ns, &at(0), &huge, &cfg);
+        assert_eq!(scale_down(&mut ns, &st, &huge, &cfg).0, vec![empty(1)]);
     }
 
+    /// `simulator/drainability/rules/pdb/rule.go` (`Drainable`: a pod whose PDB allows fewer than
+    /// 1 disruption blocks) and `core/scaledown/pdb/basic.go` (`RemovePods`, called by
+    /// `planner.go`'s `categorizeNodes` for every node found removable): with maxUnavailable 1,
+    /// one node holding placeholders per loop, and none while a placeholder is not Ready; both
+    /// are simulation failures (the recheck timeout). Empty nodes are exempt.
     #[test]
-    fn a_node_found_unremovable_is_looked_at_again_after_the_recheck_timeout() {
-        let sc = Scenario::binder();
-        let cfg = AutoscalerConfig {
-            min_nodes: 1,
-            ..sc.autoscaler.clone()
+    fn the_pdb_lets_one_placeholder_node_go_per_loop_and_none_while_one_is_not_ready() {
+        let cfg = min1();
+        let mut ns = nodes(&[(50, 0), (0, 3), (0, 2), (0, 0)]);
+        down(&mut ns, &at(0), &cfg);
+        assert_eq!(unneeded(&ns), vec![1, 3]);
+        assert_eq!(ns[2].unremovable_until, Some(cfg.unremovable_recheck));
+        let mut ns = nodes(&[(50, 0), (0, 3), (0, 2), (0, 0)]);
+        let st = LoopState {
+            pdb_allows: false,
+            ..at(0)
         };
+        down(&mut ns, &st, &cfg);
+        assert_eq!(unneeded(&ns), vec![3]);
+        assert!(ns[1].unremovable_until.is_some() && ns[2].unremovable_until.is_some());
+    }
+
+    /// `processors/scaledowncandidates/emptycandidates/empty_candidates_sorting.go` and
+    /// `previouscandidates/previous_candidates_sorting.go` (`ScaleDownEarlierThan`), walked in that
+    /// order by `planner.go` (`categorizeNodes`), each removal simulated on what the earlier ones
+    /// left (`simulator/cluster.go`, `SimulateNodeRemoval`, and `delete(podDestinations, ...)`).
+    #[test]
+    fn nodes_with_nothing_to_move_go_first_then_those_unneeded_last_loop() {
+        let cfg = min1();
+        // Node 2 is empty and goes first: no destination is left for node 1's placeholders.
+        // (Taken by index, node 1 would move them onto node 2, which would then hold them.)
+        let mut ns = nodes(&[(100, 0), (0, 2), (0, 0)]);
+        down(&mut ns, &at(0), &cfg);
+        assert_eq!(unneeded(&ns), vec![2]);
+        assert!(ns[1].unremovable_until.is_some());
+        // Of two placeholder nodes, the one unneeded in the last loop keeps the PDB's one slot.
+        let mut ns = nodes(&[(50, 0), (0, 3), (0, 2)]);
+        ns[2].unneeded_since = Some(0);
+        down(&mut ns, &at(MIN), &cfg);
+        assert_eq!(unneeded(&ns), vec![2]);
+        assert_eq!(ns[2].unneeded_since, Some(0), "its timer runs on");
+    }
+
+    /// `simulator/cluster.go` (`RemovalSimulator.findPlaceFor`): the pods move first fit onto
+    /// the destinations left; a node removed earlier in the loop is none (`planner.go`:
+    /// `delete(podDestinations, ...)`), nor is a node booting or behind a startup taint
+    /// (NotStarted: `core/static_autoscaler.go`, `RunOnce`, and `FilterOutNodesWithStartupTaints`).
+    #[test]
+    fn removals_in_a_loop_add_up_and_booting_nodes_take_nothing() {
+        let cfg = min1();
+        // A buffer of 6 chunks: 4 fill node 0, 2 go to node 1. Node 2 (empty) goes first and is
+        // then no destination for node 1's chunks.
+        let mut ns = nodes(&[(96, 0), (0, 0), (0, 0)]);
+        let st = LoopState { chunks: 6, ..at(0) };
+        down(&mut ns, &st, &cfg);
+        assert_eq!(unneeded(&ns), vec![2]);
+        assert!(ns[1].unremovable_until.is_some());
+        // A gated node takes no placeholder in the simulation.
+        let mut ns = nodes(&[(100, 0), (0, 2), (0, 0)]);
+        ns[2].gated = true;
+        down(&mut ns, &at(0), &cfg);
+        assert!(unneeded(&ns).is_empty());
+        ns[2].gated = false;
+        ns[1].unremovable_until = None;
+        down(&mut ns, &at(0), &cfg);
+        assert_eq!(
+            unneeded(&ns),
+            vec![2],
+            "ungated, it is empty and goes first"
+        );
+    }
+
+    /// `core/scaledown/eligibility/eligibility.go` (`isNodeAtOrBelowUtilizationThreshold`: above
+    /// the threshold is not underutilised) and `simulator/utilization/info.go` (`Calculate`:
+    /// every pod's requests over allocatable, the DaemonSet pod included).
+    #[test]
+    fn the_threshold_is_at_or_below_with_the_daemonset_pod_counted() {
+        // The bench's 16-core nodes: 1 core / 4 GiB a pod, the DaemonSet pod on top.
+        let pod = Resources::new(1.0, 4.0);
+        let node = |users: u32, phs: u32| {
+            let mut n = Node::initial("node".into(), Resources::new(16.0, 64.0), 0);
+            for _ in 0..users + phs {
+                n.account(&pod, true);
+            }
+            n.users = users;
+            n.placeholders = phs;
+            n
+        };
+        let cfg = min1();
+        let with = |ds: Resources| Shapes {
+            user: pod,
+            placeholder: pod,
+            daemonset: ds,
+        };
+        let bench = with(Resources::new(0.1, 0.25));
+        let found = |phs: u32, sh: &Shapes| {
+            let mut ns = vec![node(9, 0), node(0, phs), node(9, 0)];
+            scale_down(&mut ns, &at(0), sh, &cfg);
+            ns[1].unneeded_since.is_some()
+        };
+        // 8 of 16: 50.3 % with the DaemonSet pod, above; 7: 44 %.
+        assert!(!found(8, &bench));
+        assert!(found(7, &bench));
+        // Without it, 8 of 16 is 50 %: at the threshold, underutilised.
+        assert!(found(8, &with(Resources::default())));
+    }
+
+    /// `core/scaledown/budgets/budgets.go` (`ScaleDownBudgetProcessor.CropNodes`): at most one
+    /// drain in progress (`--max-drain-parallelism`), empty nodes beside it, up to 10 deletions
+    /// in progress.
+    #[test]
+    fn one_drain_at_a_time_and_empty_nodes_beside_it() {
+        let cfg = min1();
+        let ripe = cfg.unneeded_time + 1;
+        let mut ns = nodes(&[(50, 0), (0, 1), (0, 0), (0, 0)]);
+        down(&mut ns, &at(0), &cfg);
+        let st = LoopState {
+            draining: true,
+            ..at(ripe)
+        };
+        assert_eq!(down(&mut ns, &st, &cfg), vec![empty(2), empty(3)]);
+        assert_eq!(
+            down(&mut ns, &at(ripe), &cfg),
+            vec![empty(2), empty(3), drain(1)]
+        );
+        // Ten deletions in progress leave room for none.
+        let mut ns = nodes(&[(50, 0), (0, 0)]);
+        for _ in 0..10 {
+            let mut n = nodes(&[(0, 0)]).remove(0);
+            n.phase = Phase::Draining;
+            ns.push(n);
+        }
+        down(&mut ns, &at(0), &cfg);
+        assert!(down(&mut ns, &at(ripe), &cfg).is_empty());
+        ns[2].phase = Phase::Removed;
+        assert_eq!(down(&mut ns, &at(ripe), &cfg), vec![empty(1)]);
+    }
+
+    /// `processors/nodes/pre_filtering_processor.go` (`GetScaleDownCandidates`: no candidate
+    /// while the group's target size, booting nodes included, is at its minimum) and
+    /// `core/scaledown/unneeded/nodes.go` (`verifyMinSize`: target size less deletions in
+    /// progress, each accepted node counted).
+    #[test]
+    fn the_minimum_is_per_group_on_the_target_size() {
+        let cfg = Scenario::binder().autoscaler;
+        assert_eq!(cfg.min_nodes, 2);
+        let mut ns = nodes(&[(0, 0), (0, 0)]);
+        down(&mut ns, &at(0), &cfg);
+        assert!(
+            unneeded(&ns).is_empty(),
+            "at the minimum: no candidate, no timer"
+        );
+        ns.push(Node::provisioning(
+            "node-002".into(),
+            ns[0].alloc,
+            0,
+            MIN,
+            MIN,
+            None,
+        ));
+        down(&mut ns, &at(0), &cfg);
+        assert_eq!(unneeded(&ns), vec![0, 1]);
+        let out = down(&mut ns, &at(cfg.unneeded_time + 1), &cfg);
+        assert_eq!(out, vec![empty(0)], "one, down to 2 with the booting node");
+    }
+
+    /// `core/scaledown/unneeded/nodes.go` (`Update`: a node not found removable in a loop starts
+    /// from zero) and `core/scaledown/planner/planner.go` (`categorizeNodes`: the recheck timeout
+    /// only for a failed simulation; `unremovable.Nodes.IsRecent` skips the node until then).
+    #[test]
+    fn a_miss_restarts_the_timer_and_only_a_failed_simulation_waits_for_the_recheck() {
+        let cfg = min1();
         // node 1 holds one user: below 50 %, but its bare pod blocks the removal.
         let mut ns = nodes(&[(90, 0), (1, 0)]);
-        scale_down(&mut ns, &sc.user, &cfg, 0, None, false, 0);
+        down(&mut ns, &at(0), &cfg);
         assert_eq!(ns[1].unremovable_until, Some(cfg.unremovable_recheck));
         // The user leaves; the node is not looked at again before the timeout ...
-        ns[1].account(&sc.user, false);
+        ns[1].account(&Scenario::binder().user, false);
         ns[1].users = 0;
-        scale_down(&mut ns, &sc.user, &cfg, MIN, None, false, 0);
+        down(&mut ns, &at(MIN), &cfg);
         assert!(ns[1].unneeded_since.is_none());
         // ... and then found unneeded.
         let t = cfg.unremovable_recheck;
-        scale_down(&mut ns, &sc.user, &cfg, t, None, false, 0);
+        down(&mut ns, &at(t), &cfg);
         assert_eq!(ns[1].unneeded_since, Some(t));
-        // A node above the threshold is not simulated, so not remembered as unremovable.
-        let mut ns = nodes(&[(90, 0), (60, 0)]);
-        scale_down(&mut ns, &sc.user, &cfg, 0, None, false, 0);
-        assert!(ns[1].unremovable_until.is_none());
+        // A node above the threshold is not simulated, so not remembered as unremovable, and a
+        // node missed once starts again.
+        let mut ns = nodes(&[(90, 0), (0, 60)]);
+        ns[1].unneeded_since = Some(0);
+        down(&mut ns, &at(MIN), &cfg);
+        assert!(ns[1].unremovable_until.is_none() && ns[1].unneeded_since.is_none());
     }
 
+    /// `simulator/utilization/info.go` (`Calculate`: the pods in the snapshot, a buffer's
+    /// injected chunks included).
     #[test]
     fn a_buffers_chunks_count_in_the_utilisation_of_the_node_they_are_placed_on() {
-        let sc = Scenario::binder();
-        let cfg = AutoscalerConfig {
-            min_nodes: 1,
-            ..sc.autoscaler.clone()
-        };
+        let cfg = min1();
         // An empty old node and a node at 30 users: 55 chunks go first fit to the old node,
         // which is then 55 % utilised: not a candidate, although the chunks would fit on node 1.
         let mut ns = nodes(&[(0, 0), (30, 0)]);
-        assert_eq!(chunks_per_node(&ns, 55, &sc.user), vec![55, 0]);
-        scale_down(&mut ns, &sc.user, &cfg, 0, None, false, 55);
+        down(
+            &mut ns,
+            &LoopState {
+                chunks: 55,
+                ..at(0)
+            },
+            &cfg,
+        );
         assert!(ns[0].unneeded_since.is_none() && ns[0].unremovable_until.is_none());
         // 45 chunks leave it at 45 %: unneeded (they fit on node 1).
         let mut ns = nodes(&[(0, 0), (30, 0)]);
-        scale_down(&mut ns, &sc.user, &cfg, 0, None, false, 45);
+        down(
+            &mut ns,
+            &LoopState {
+                chunks: 45,
+                ..at(0)
+            },
+            &cfg,
+        );
         assert!(ns[0].unneeded_since.is_some());
+        // They must move: with 60 users on node 1 they fit nowhere else.
+        let mut ns = nodes(&[(0, 0), (60, 0)]);
+        down(
+            &mut ns,
+            &LoopState {
+                chunks: 45,
+                ..at(0)
+            },
+            &cfg,
+        );
+        assert!(ns[0].unneeded_since.is_none() && ns[0].unremovable_until.is_some());
     }
 
     #[test]
     fn scale_down_uses_the_larger_of_cpu_and_memory() {
-        let sc = Scenario::binder();
-        let cfg = AutoscalerConfig {
-            min_nodes: 1,
-            ..sc.autoscaler.clone()
-        };
+        let cfg = min1();
         // 45 placeholders of a memory-heavy shape: CPU 21 %, memory 54 %, mean 38 %.
         let pod = Resources::new(0.075, 1.2);
         let mut ns = nodes(&[(0, 0), (0, 0)]);
@@ -366,9 +744,46 @@ mod tests {
             ns[1].account(&pod, true);
         }
         ns[1].placeholders = 45;
-        scale_down(&mut ns, &pod, &cfg, 0, None, false, 0);
-        assert!(ns[1].unneeded_since.is_none(), "54 % is not below 50 %");
+        let sh = Shapes {
+            placeholder: pod,
+            ..shapes()
+        };
+        scale_down(&mut ns, &at(0), &sh, &cfg);
+        assert!(ns[1].unneeded_since.is_none(), "54 % is above 50 %");
         assert!(ns[0].unneeded_since.is_some());
+    }
+
+    /// `core/scaledown/actuation/softtaint.go` (`UpdateSoftDeletionTaints`, called by
+    /// `StaticAutoscaler.scaleDown` in every loop): every unneeded node carries the soft taint,
+    /// a needed one loses it, at most 10 calls a loop (`--max-bulk-soft-taint-count`), nodes
+    /// being deleted left alone.
+    #[test]
+    fn every_unneeded_node_carries_the_soft_taint_while_it_is_unneeded() {
+        let cfg = min1();
+        let mut fill = vec![(60, 0)];
+        fill.extend([(0, 0); 12]);
+        let mut ns = nodes(&fill);
+        let cooling = LoopState {
+            cooldown: true,
+            ..at(0)
+        };
+        let (_, changed) = scale_down(&mut ns, &cooling, &shapes(), &cfg);
+        assert!(changed);
+        let tainted = |ns: &[Node]| (0..ns.len()).filter(|&i| ns[i].soft_tainted).count();
+        assert_eq!(tainted(&ns), 10, "10 a loop, in cooldown too");
+        down(&mut ns, &at(1), &cfg);
+        assert_eq!(tainted(&ns), 12);
+        assert!(!ns[0].soft_tainted);
+        // A user on node 1: it is needed, the taint goes.
+        ns[1].account(&Scenario::binder().user, true);
+        ns[1].users = 1;
+        ns[2].phase = Phase::Draining;
+        ns[2].unneeded_since = None;
+        let (_, changed) = scale_down(&mut ns, &at(2), &shapes(), &cfg);
+        assert!(changed && !ns[1].soft_tainted);
+        assert!(ns[2].soft_tainted, "a node being deleted is skipped");
+        let (_, changed) = scale_down(&mut ns, &at(3), &shapes(), &cfg);
+        assert!(!changed);
     }
 
     #[test]

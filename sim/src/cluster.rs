@@ -16,6 +16,15 @@ pub const STARTUP_TAINT: &str = selfdestruct_decision::model::IMAGES_PENDING_TAI
 pub const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
 /// Set by the cluster autoscaler on a node it drains.
 pub const TO_BE_DELETED_TAINT: &str = "ToBeDeletedByClusterAutoscaler";
+/// Set (PreferNoSchedule) by the cluster autoscaler on every node it finds unneeded
+/// (`cluster-autoscaler/utils/taints/taints.go`, `DeletionCandidateTaint`). Placeholders
+/// tolerate it (every template shipped), users do not.
+pub const DELETION_CANDIDATE_TAINT: &str = "DeletionCandidateOfClusterAutoscaler";
+/// The default TaintToleration score's weight (3, `pkg/scheduler/apis/config/v1/default_plugins.go`;
+/// zero-to-jupyterhub's user-scheduler leaves it) times its range: a node with an untolerated
+/// PreferNoSchedule taint scores 0, the others 100 (`taint_toleration.go`, `NormalizeScore`,
+/// reversed).
+const TAINT_TOLERATION: f64 = 3.0 * 100.0;
 
 /// Where a node is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -156,6 +165,8 @@ pub struct Node {
     pub unneeded_since: Option<Ms>,
     /// The autoscaler found it unremovable and looks at it again only from then on.
     pub unremovable_until: Option<Ms>,
+    /// Carries the autoscaler's soft taint ([`DELETION_CANDIDATE_TAINT`]).
+    pub soft_tainted: bool,
 }
 
 impl Node {
@@ -177,6 +188,7 @@ impl Node {
             placeholders: 0,
             unneeded_since: None,
             unremovable_until: None,
+            soft_tainted: false,
         }
     }
 
@@ -236,15 +248,6 @@ impl Node {
         self.phase == Phase::Ready
     }
 
-    /// The cluster autoscaler's utilisation for scale-down: the larger of the CPU and memory
-    /// fractions requested, `extra` included (`cluster-autoscaler/simulator/utilization/info.go`,
-    /// `Calculate`).
-    pub fn utilisation_with(&self, extra: &Resources) -> f64 {
-        let cpu = (self.used.cpu_m + extra.cpu_m) as f64 / self.alloc.cpu_m.max(1) as f64;
-        let mem = (self.used.mem_mib + extra.mem_mib) as f64 / self.alloc.mem_mib.max(1) as f64;
-        cpu.max(mem)
-    }
-
     /// Fraction allocated (mean of CPU and memory, NodeResourcesFit's score) with `extra` added.
     pub fn allocated_with(&self, extra: &Resources) -> f64 {
         let cpu = (self.used.cpu_m + extra.cpu_m) as f64 / self.alloc.cpu_m.max(1) as f64;
@@ -279,6 +282,12 @@ impl Node {
         }
         if self.phase == Phase::Draining {
             taints.push(taint(TO_BE_DELETED_TAINT));
+        }
+        if self.soft_tainted {
+            taints.push(Taint {
+                effect: "PreferNoSchedule".into(),
+                ..taint(DELETION_CANDIDATE_TAINT)
+            });
         }
         let ready = match self.phase {
             Phase::Provisioning => Readiness {
@@ -321,10 +330,21 @@ fn warm_score(nodes: &(impl NodeSet + ?Sized), image_mib: u64) -> f64 {
     image_locality(image_mib, holders, registered) as f64
 }
 
+/// A user's TaintToleration score on node `n`: users do not tolerate the autoscaler's soft taint.
+fn untainted(n: &Node) -> f64 {
+    if n.soft_tainted {
+        0.0
+    } else {
+        TAINT_TOLERATION
+    }
+}
+
 /// Picks the node for a user as zero-to-jupyterhub's user-scheduler does: NodeResourcesFit
 /// scored MostAllocated at weight 121 plus ImageLocality at weight 11 (`jupyterhub/values.yaml`,
-/// `scheduling.userScheduler.plugins`; an image of `image_mib` MiB): the fullest node that fits,
-/// unless a warm node is within about 9 points of it. Ties go to the older node.
+/// `scheduling.userScheduler.plugins`; an image of `image_mib` MiB), TaintToleration left at its
+/// default weight 3: the fullest node that fits, unless a warm node is within about 9 points of
+/// it, or an untainted one within about 2.5 points of a node the autoscaler marked as a deletion
+/// candidate. Ties go to the older node.
 pub fn most_allocated(
     nodes: &(impl NodeSet + ?Sized),
     req: &Resources,
@@ -335,7 +355,7 @@ pub fn most_allocated(
     for (i, n) in nodes.live() {
         if n.takes_users() && n.fits(req) {
             let image = if n.image { warm } else { 0.0 };
-            let score = 121.0 * 100.0 * n.allocated_with(req) + 11.0 * image;
+            let score = 121.0 * 100.0 * n.allocated_with(req) + 11.0 * image + untainted(n);
             if best.is_none_or(|(_, b)| score > b) {
                 best = Some((i, score));
             }
@@ -364,8 +384,10 @@ pub fn image_locality(size_mib: u64, holders: usize, registered: usize) -> u64 {
 /// Picks the node for a user as the default scheduler does: LeastAllocated (NodeResourcesFit,
 /// weight 1) plus ImageLocality (weight 1; `pkg/scheduler/apis/config/v1/default_plugins.go`) for
 /// an image of `image_mib` MiB; ties go to the older node. The Node objects are the registered
-/// nodes (Ready or draining; a node still booting is no Node yet). The other default score plugins
-/// (NodeResourcesBalancedAllocation, TaintToleration, ...) score every node about alike here.
+/// nodes (Ready or draining; a node still booting is no Node yet). TaintToleration (weight 3)
+/// outweighs both: a node the autoscaler marked as a deletion candidate gets a user only when no
+/// other fits. The other default score plugins (NodeResourcesBalancedAllocation, ...) score every
+/// node about alike here.
 pub fn least_allocated_for_users(
     nodes: &(impl NodeSet + ?Sized),
     req: &Resources,
@@ -376,7 +398,7 @@ pub fn least_allocated_for_users(
     for (i, n) in nodes.live() {
         if n.takes_users() && n.fits(req) {
             let image = if n.image { warm } else { 0.0 };
-            let score = 100.0 * (1.0 - n.allocated_with(req)) + image;
+            let score = 100.0 * (1.0 - n.allocated_with(req)) + image + untainted(n);
             if best.is_none_or(|(_, b)| score > b) {
                 best = Some((i, score));
             }
@@ -597,11 +619,35 @@ mod tests {
     }
 
     #[test]
-    fn scale_down_utilisation_is_the_larger_fraction() {
+    fn the_schedulers_allocation_is_the_mean_fraction() {
         let mut n = Node::initial("n".into(), Resources::new(10.0, 10.0), 0);
         n.account(&Resources::new(1.0, 6.0), true);
-        assert!((n.utilisation_with(&Resources::default()) - 0.6).abs() < 1e-9);
         assert!((n.allocated_with(&Resources::default()) - 0.35).abs() < 1e-9);
+    }
+
+    /// kubernetes `pkg/scheduler/framework/plugins/tainttoleration/taint_toleration.go`
+    /// (`Score`, `NormalizeScore`) at weight 3: a user avoids a node carrying the autoscaler's
+    /// `DeletionCandidateOfClusterAutoscaler` when another fits about as well.
+    #[test]
+    fn users_avoid_a_node_the_autoscaler_marked_for_deletion() {
+        let req = Resources::new(0.15, 1.0);
+        // LeastAllocated: two warm nodes, the emptier one soft-tainted.
+        let mut nodes = vec![node(0, 60, 0), node(1, 30, 0)];
+        assert_eq!(least_allocated_for_users(&nodes, &req, 8192), Some(1));
+        nodes[1].soft_tainted = true;
+        assert_eq!(least_allocated_for_users(&nodes, &req, 8192), Some(0));
+        // ... unless nothing else fits.
+        let mut full = vec![node(0, 100, 0), node(1, 30, 0)];
+        full[1].soft_tainted = true;
+        assert_eq!(least_allocated_for_users(&full, &req, 8192), Some(1));
+        // MostAllocated (weight 121 on allocation): 300 points are 2.5 points of allocation;
+        // a tainted node 2 users fuller loses, 4 users fuller wins.
+        let mut nodes = vec![node(0, 40, 0), node(1, 42, 0)];
+        nodes[1].soft_tainted = true;
+        assert_eq!(most_allocated(&nodes, &req, 8192), Some(0));
+        nodes[1] = node(1, 44, 0);
+        nodes[1].soft_tainted = true;
+        assert_eq!(most_allocated(&nodes, &req, 8192), Some(1));
     }
 
     #[test]

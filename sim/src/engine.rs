@@ -135,6 +135,8 @@ enum Event {
     ImagePulled(usize),
     GateOpen(usize),
     NodeGone(usize),
+    /// A step of the autoscaler's deletion of a node ([`Engine::deletion_step`]).
+    Deletion(usize),
     Recreate(usize),
     Wake(usize, u64),
     /// An autoscaler loop; only the latest one scheduled (by generation) runs.
@@ -195,10 +197,10 @@ struct Engine<'a> {
     view_dirty: bool,
     view: Option<Rc<View>>,
     /// The node view of the last view, its version ([`View::version`]), and what it was
-    /// built from: per existing node, its index, phase, image and gate.
+    /// built from: per existing node, its index, phase, image, gate and soft taint.
     nodes_view: Option<Rc<Vec<NodeSummary>>>,
     nodes_version: u64,
-    node_keys: Vec<(usize, Phase, bool, bool)>,
+    node_keys: Vec<(usize, Phase, bool, bool, bool)>,
     /// The names of the nodes a re-created pod of the agents' template would land on
     /// ([`selfdestruct_decision::model::OwnPod::would_land_on`]) in the node view of
     /// version `.0`, sorted, once each, and their own version: a new one only when that
@@ -218,6 +220,8 @@ struct Engine<'a> {
     /// view with the same nodes updates them where its siblings changed.
     last_placed: Option<(u64, SiblingNodes)>,
     last_scale_up: Option<Ms>,
+    /// The autoscaler's deletions in progress, from the taint to the node's disappearance.
+    deleting: Vec<Deletion>,
     last_recount: Ms,
     log: Log,
     /// Requests of one placeholder pod (a user's; a node's for balloons).
@@ -240,6 +244,17 @@ struct Engine<'a> {
     /// Measured users (arrived in the measured window) delayed so far, and started cold.
     delayed: u64,
     cold: u64,
+}
+
+/// A node the autoscaler is deleting (`core/scaledown/actuation`).
+#[derive(Clone, Copy, Debug)]
+struct Deletion {
+    node: usize,
+    /// It had pods to move (a drain, of which one at a time), or was empty.
+    drain: bool,
+    /// Once the evictions started: when they are given up (`--max-pod-eviction-time` after
+    /// the first).
+    deadline: Option<Ms>,
 }
 
 /// How many placeholder pods a row runs: none for a buffer, whole-node balloons for
@@ -312,6 +327,7 @@ impl<'a> Engine<'a> {
             sibling_changes: VecDeque::new(),
             last_placed: None,
             last_scale_up: None,
+            deleting: Vec::new(),
             last_recount: 0,
             log: Log::default(),
             placeholder_size: setup.peer.pod_size(sc),
@@ -482,8 +498,10 @@ impl<'a> Engine<'a> {
                     ));
                 }
                 self.nodes.remove(n, self.now);
+                self.deleting.retain(|d| d.node != n);
                 self.view_dirty = true;
             }
+            Event::Deletion(n) => self.deletion_step(n),
             Event::Recreate(p) => {
                 let ph = &mut self.placeholders[p];
                 if matches!(ph.state, PodState::Terminating { .. }) && !self.absent[p] {
@@ -786,7 +804,8 @@ impl<'a> Engine<'a> {
         }
         // The node view changes far less often than the siblings do: it is rebuilt only
         // when an existing node's phase, image or gate changed, or the set changed.
-        let keys = || (self.nodes.live()).map(|(i, n)| (i, n.phase, n.image, n.gated));
+        let keys =
+            || (self.nodes.live()).map(|(i, n)| (i, n.phase, n.image, n.gated, n.soft_tainted));
         let same = self.nodes_view.is_some() && keys().eq(self.node_keys.iter().copied());
         if !same {
             let nodes: Vec<NodeSummary> = (self.nodes.live())
@@ -1252,10 +1271,22 @@ impl<'a> Engine<'a> {
             .min();
         let chunks = self.setup.peer.buffer_chunks(self.setup.replicas);
         let cfg = &self.sc.autoscaler;
+        // The placeholders still on nodes being drained are Pending pods to scale-up
+        // (`core/podlistprocessor/currently_drained_nodes.go`).
+        let drained: usize = (self.nodes.live())
+            .filter(|(_, n)| n.phase == Phase::Draining)
+            .map(|(_, n)| n.placeholders as usize)
+            .sum();
         let (user_sized, whole_node) = if self.setup.peer.whole_node_pods() {
-            (self.pending_users.len() as u64, pending_placeholders as u64)
+            (
+                self.pending_users.len() as u64,
+                (pending_placeholders + drained) as u64,
+            )
         } else {
-            ((self.pending_users.len() + pending_placeholders) as u64, 0)
+            (
+                (self.pending_users.len() + pending_placeholders + drained) as u64,
+                0,
+            )
         };
         let unplaced_chunks = peers::unplaced_chunks(&self.nodes, chunks, &self.sc.user);
         // "Unschedulable pods are very new, waiting one iteration for more"
@@ -1278,7 +1309,6 @@ impl<'a> Engine<'a> {
         };
         let existing = self.nodes.count() as u32;
         let add = add.min(cfg.max_nodes.saturating_sub(existing));
-        let pending = user_sized + whole_node + unplaced_chunks;
         for _ in 0..add {
             let spread = self.sc.delay_spread;
             let ready =
@@ -1305,17 +1335,26 @@ impl<'a> Engine<'a> {
             self.last_scale_up = Some(self.now);
             self.log.scale_ups.push((self.now, add));
         }
-        let drain = autoscaler::scale_down(
-            &mut self.nodes,
-            &self.sc.user,
-            &self.sc.autoscaler,
-            self.now,
-            self.last_scale_up,
-            pending > 0,
-            u64::from(chunks),
-        );
-        for n in drain {
-            self.drain(n);
+        let state = autoscaler::LoopState {
+            now: self.now,
+            cooldown: very_new
+                || (self.last_scale_up).is_some_and(|t| self.now < t + cfg.delay_after_add),
+            pending_users: self.pending_users.len() as u64,
+            pending_placeholders: pending_placeholders as u64,
+            chunks: u64::from(chunks),
+            pdb_allows: self.pdb_allows(),
+            draining: self.deleting.iter().any(|d| d.drain),
+        };
+        let shapes = autoscaler::Shapes {
+            user: self.sc.user,
+            placeholder: self.placeholder_size,
+            daemonset: self.sc.daemonset,
+        };
+        let (removals, tainted) =
+            autoscaler::scale_down(&mut self.nodes, &state, &shapes, &self.sc.autoscaler);
+        self.view_dirty |= tainted;
+        for r in removals {
+            self.start_deletion(r);
         }
         if self.check && self.now >= self.last_recount + RECOUNT_EVERY {
             self.last_recount = self.now;
@@ -1324,8 +1363,10 @@ impl<'a> Engine<'a> {
         add > 0
     }
 
-    /// Taints the node, evicts its placeholders and removes it after the drain.
-    fn drain(&mut self, n: usize) {
+    /// Taints and cordons node `r.node` (`ToBeDeletedByClusterAutoscaler`); its deletion goes on
+    /// `--node-delete-delay-after-taint` later ([`Engine::deletion_step`]).
+    fn start_deletion(&mut self, r: autoscaler::Removal) {
+        let n = r.node;
         if self.nodes[n].users > 0 {
             let name = self.nodes[n].name.clone();
             self.violation(format!("scale-down chose {name}, which holds user pods"));
@@ -1333,16 +1374,64 @@ impl<'a> Engine<'a> {
         }
         self.nodes[n].phase = Phase::Draining;
         self.nodes[n].unneeded_since = None;
-        let on_node: Vec<usize> = (0..self.placeholders.len())
-            .filter(|&p| matches!(self.placeholders[p].state, PodState::Running { node, .. } if node == n))
-            .collect();
-        for p in on_node {
-            self.evict(p);
-            self.log.drain_evictions += 1;
-        }
-        self.log.scale_downs.push(self.now);
-        self.push(self.now + self.sc.autoscaler.drain, Event::NodeGone(n));
+        self.deleting.push(Deletion {
+            node: n,
+            drain: r.drain,
+            deadline: None,
+        });
+        let at = self.now + self.sc.autoscaler.delete_delay_after_taint;
+        self.push(at, Event::Deletion(n));
         self.view_dirty = true;
+    }
+
+    /// A step of node `n`'s deletion (`core/scaledown/actuation`: `Actuator.deleteNodesAsync`,
+    /// `Evictor.DrainNode`). After the taint's delay the pods to move are looked at again with
+    /// the live PodDisruptionBudget: a placeholder on an empty node's, or one on a drained node
+    /// while the PDB allows no disruption, aborts it. Then every placeholder on the node is
+    /// evicted through the PDB at once, those refused (429) again every `eviction_retry`: with
+    /// maxUnavailable 1, one at a time, each once the last one's replacement runs, and in
+    /// competition with the agents' own moves. A drain still refused `max_pod_eviction_time`
+    /// after its first try fails. Aborted or failed, the node is untainted and the placeholders
+    /// evicted stay evicted; once none is left, the node goes `drain` later. (An eviction is by
+    /// name, so CA's retry of a pod its agent moved would hit the replacement; here a placeholder
+    /// gone from the node counts as evicted.)
+    fn deletion_step(&mut self, n: usize) {
+        let Some(k) = self.deleting.iter().position(|d| d.node == n) else {
+            return;
+        };
+        let d = self.deleting[k];
+        let cfg = &self.sc.autoscaler;
+        let on_node = self.nodes[n].placeholders;
+        let give_up = match d.deadline {
+            None => on_node > 0 && (!d.drain || !self.pdb_allows()),
+            Some(deadline) => self.now >= deadline,
+        };
+        if give_up {
+            self.deleting.remove(k);
+            self.nodes[n].phase = Phase::Ready;
+            self.log.failed_deletions += 1;
+            self.sched_dirty = true;
+            self.view_dirty = true;
+            return;
+        }
+        if d.deadline.is_none() {
+            self.deleting[k].deadline = Some(self.now + cfg.max_pod_eviction_time);
+        }
+        let retry = self.now + cfg.eviction_retry;
+        for p in 0..self.placeholders.len() {
+            let here =
+                matches!(self.placeholders[p].state, PodState::Running { node, .. } if node == n);
+            if here && self.pdb_allows() {
+                self.evict(p);
+                self.log.drain_evictions += 1;
+            }
+        }
+        if self.nodes[n].placeholders > 0 {
+            self.push(retry, Event::Deletion(n));
+        } else {
+            self.log.scale_downs.push(self.now);
+            self.push(self.now + self.sc.autoscaler.drain, Event::NodeGone(n));
+        }
     }
 
     // ----- checks and samples -----
@@ -1378,7 +1467,7 @@ impl<'a> Engine<'a> {
         }
         for p in &self.placeholders {
             if let PodState::Running { node, .. } = p.state
-                && self.nodes[node].phase != Phase::Ready
+                && !matches!(self.nodes[node].phase, Phase::Ready | Phase::Draining)
             {
                 bad.push(format!(
                     "{} runs on {:?} node {}",
@@ -1616,6 +1705,150 @@ mod tests {
                 row.name
             );
         }
+    }
+
+    /// Two nodes: node 0 with `users` users' requests and the placeholders from `phs` on, node 1
+    /// holding placeholders `0..phs` (bound at 0), whose drain is started at 0.
+    fn draining(sc: &Scenario, row: &Setup, users: u32, phs: usize) -> Engine<'static> {
+        let sc: &'static Scenario = Box::leak(Box::new(sc.clone()));
+        let row: &'static Setup = Box::leak(Box::new(row.clone()));
+        let mut e = Engine::new(sc, row, &[], 1, true);
+        e.nodes.push(node_with(sc, 0, users));
+        e.nodes.push(node_with(sc, 1, 0));
+        for p in 0..e.placeholders.len() {
+            e.bind_placeholder(p, usize::from(p < phs));
+        }
+        e.settle();
+        e.start_deletion(autoscaler::Removal {
+            node: 1,
+            drain: true,
+        });
+        e
+    }
+
+    /// kubernetes/autoscaler `cluster-autoscaler/core/scaledown/actuation/drain.go`
+    /// (`Evictor.initiateEviction`, `evictPod`: every pod evicted at once, a refused one retried
+    /// every 10 s) after `actuator.go`'s `deleteNodesAsync` waits out
+    /// `--node-delete-delay-after-taint`: through the PDB (maxUnavailable 1) the placeholders go
+    /// one at a time, each once the last one's replacement runs.
+    #[test]
+    fn a_drain_evicts_the_placeholders_one_at_a_time_through_the_pdb() {
+        let sc = Scenario::small();
+        let mut e = draining(&sc, &setup(Peer::Selfdestruct, 3), 5, 3);
+        let on_node = |e: &Engine| e.nodes[1].placeholders;
+        run_until(&mut e, 4_999);
+        assert_eq!(on_node(&e), 3, "the taint's delay");
+        run_until(&mut e, 5 * SEC);
+        assert_eq!(on_node(&e), 2);
+        run_until(&mut e, 15 * SEC - 1);
+        assert_eq!(on_node(&e), 2, "refused until the next retry");
+        assert_eq!(e.nodes[0].placeholders, 1, "the replacement runs");
+        run_until(&mut e, 25 * SEC);
+        assert_eq!(on_node(&e), 0);
+        assert_eq!(e.log.scale_downs, vec![25 * SEC]);
+        assert_eq!(e.log.drain_evictions, 3);
+        run_until(&mut e, 25 * SEC + sc.autoscaler.drain);
+        assert_eq!(e.nodes[1].phase, Phase::Removed);
+        assert_eq!(e.nodes[0].placeholders, 3);
+        assert!(e.log.violations.is_empty(), "{:?}", e.log.violations);
+    }
+
+    /// `drain.go` (`evictPod` gives up at `--max-pod-eviction-time`; `initiateEviction` fails the
+    /// drain) and `actuation/delete_in_batch.go` (`CleanUpAndRecordFailedScaleDownEvent`: the
+    /// taint goes, what was evicted stays evicted).
+    #[test]
+    fn a_drain_refused_for_the_eviction_time_fails_and_keeps_what_it_evicted() {
+        let sc = Scenario::small();
+        let per = sc.pods_per_node() as u32;
+        // Node 0 is full: the first replacement stays Pending, so the PDB refuses the rest.
+        let mut e = draining(&sc, &setup(Peer::Selfdestruct, 3), per, 3);
+        let deadline = 5 * SEC + sc.autoscaler.max_pod_eviction_time;
+        run_until(&mut e, deadline - 1);
+        assert_eq!(e.nodes[1].phase, Phase::Draining);
+        assert_eq!(e.nodes[1].placeholders, 2);
+        run_until(&mut e, deadline);
+        assert_eq!(e.nodes[1].phase, Phase::Ready);
+        assert_eq!(e.log.failed_deletions, 1);
+        assert_eq!(e.log.drain_evictions, 1);
+        assert!(e.log.scale_downs.is_empty());
+        // Untainted, the node takes the replacement back.
+        assert_eq!(e.nodes[1].placeholders, 3);
+        assert!(e.log.violations.is_empty(), "{:?}", e.log.violations);
+    }
+
+    /// `actuator.go` (`deleteNodesAsync`: the pods to move are found again with the live
+    /// PodDisruptionBudget after the taint's delay; a placeholder whose PDB allows no disruption
+    /// aborts the drain), and the agents' moves spend the same budget as the drain's evictions.
+    #[test]
+    fn the_drain_and_the_agents_moves_share_the_pdb() {
+        let sc = Scenario::small();
+        let row = setup(Peer::Selfdestruct, 3);
+        // Placeholder 2 runs on node 0 and moves (evicted) at 4 s: at 5 s the drain is aborted.
+        let mut e = draining(&sc, &row, 5, 2);
+        run_until(&mut e, 4 * SEC);
+        e.now = 4 * SEC;
+        e.evict(2);
+        run_until(&mut e, 5 * SEC);
+        assert_eq!(e.nodes[1].phase, Phase::Ready);
+        assert_eq!(e.log.failed_deletions, 1);
+        assert_eq!(e.nodes[1].placeholders, 2);
+        // It moves at 14 s instead: the drain's second eviction, at 15 s, is refused; at 25 s
+        // it goes.
+        let mut e = draining(&sc, &row, 5, 2);
+        run_until(&mut e, 14 * SEC);
+        assert_eq!(e.nodes[1].placeholders, 1);
+        e.now = 14 * SEC;
+        e.evict(2);
+        run_until(&mut e, 15 * SEC);
+        assert_eq!(e.nodes[1].placeholders, 1, "refused");
+        run_until(&mut e, 25 * SEC);
+        assert_eq!(e.nodes[1].placeholders, 0);
+        assert_eq!(e.log.failed_deletions, 0);
+    }
+
+    /// `core/podlistprocessor/currently_drained_nodes.go` (`Process`): the pods still on a node
+    /// being drained are Pending pods to scale-up, which adds a node when they fit nowhere else.
+    #[test]
+    fn the_pods_of_a_node_being_drained_count_for_scale_up() {
+        let sc = Scenario::small();
+        let per = sc.pods_per_node() as u32;
+        let mut e = draining(&sc, &setup(Peer::Selfdestruct, 2), per, 2);
+        e.autoscale();
+        assert_eq!(e.log.scale_ups, vec![(0, 1)]);
+        let mut e = draining(&sc, &setup(Peer::Selfdestruct, 2), per - 2, 2);
+        e.autoscale();
+        assert!(e.log.scale_ups.is_empty(), "room for both on node 0");
+    }
+
+    /// `core/static_autoscaler.go` (`RunOnce`: "Unschedulable pods are very new, waiting one
+    /// iteration for more" sets `disableScaleDownForLoop`; `isScaleDownInCooldown`). A pod that
+    /// fits nowhere (here, bigger than a node) and is younger than the hold stops the loop's
+    /// deletions.
+    #[test]
+    fn very_new_pods_hold_the_loops_deletions() {
+        let mut sc = Scenario::small();
+        sc.user = Resources::new(100.0, 100.0);
+        // At the maximum: no scale-up (and its cooldown) either way.
+        sc.autoscaler.max_nodes = 2;
+        let row = setup(Peer::Selfdestruct, 0);
+        let arrivals = [Arrival {
+            at: 0,
+            session: HOUR,
+        }];
+        let t = sc.autoscaler.unneeded_time + MIN;
+        let run = |at: Ms| {
+            let mut e = Engine::new(&sc, &row, &arrivals, 1, true);
+            e.nodes.push(node_with(&sc, 0, 0));
+            e.nodes.push(node_with(&sc, 1, 0));
+            e.nodes[1].unneeded_since = Some(0);
+            e.users[0].arrival = at;
+            e.pending_users.push_back(0);
+            e.now = t;
+            e.autoscale();
+            e.nodes[1].phase
+        };
+        assert_eq!(run(t - SEC), Phase::Ready, "a pod 1 s old");
+        assert_eq!(run(t - 3 * SEC), Phase::Draining, "3 s old");
     }
 
     #[test]

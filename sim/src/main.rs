@@ -212,6 +212,15 @@ struct Args {
     /// The autoscaler's hold on very new unschedulable pods (its fixed 2 s; a compressed replay's real 2 s is longer in simulated time) [at most 10m]
     #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Scenario")]
     new_pod_hold: Option<Duration>,
+    /// Autoscaler --node-delete-delay-after-taint [5s; at most 10m]
+    #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Scenario")]
+    node_delete_delay_after_taint: Option<Duration>,
+    /// The autoscaler's retry of a refused eviction (its fixed 10 s) [1s-10m]
+    #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Scenario")]
+    eviction_retry: Option<Duration>,
+    /// Autoscaler --max-pod-eviction-time: a drain refused this long fails [2m; 1s-1 day]
+    #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Scenario")]
+    max_pod_eviction_time: Option<Duration>,
     /// With the readiness gate: the taint goes up to this long after the pull [10s; at most 1h]
     #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Scenario")]
     gate_lag: Option<Duration>,
@@ -587,6 +596,27 @@ fn scenario(a: &Args) -> Result<Scenario, String> {
             Duration::ZERO,
             Duration::from_secs(600),
             &mut sc.autoscaler.new_pod_hold,
+        ),
+        (
+            "node-delete-delay-after-taint",
+            a.node_delete_delay_after_taint,
+            Duration::ZERO,
+            Duration::from_secs(600),
+            &mut sc.autoscaler.delete_delay_after_taint,
+        ),
+        (
+            "eviction-retry",
+            a.eviction_retry,
+            MIN_PERIOD,
+            Duration::from_secs(600),
+            &mut sc.autoscaler.eviction_retry,
+        ),
+        (
+            "max-pod-eviction-time",
+            a.max_pod_eviction_time,
+            MIN_PERIOD,
+            DAY,
+            &mut sc.autoscaler.max_pod_eviction_time,
         ),
         (
             "gate-lag",

@@ -73,8 +73,10 @@ pub struct Log {
     pub drain_evictions: u64,
     /// Times of scale-ups and nodes added.
     pub scale_ups: Vec<(Ms, u32)>,
-    /// Times nodes were drained.
+    /// Times nodes were deleted (drained, or empty).
     pub scale_downs: Vec<Ms>,
+    /// Deletions the autoscaler started and gave up (a drain refused too long, or aborted).
+    pub failed_deletions: u64,
     /// Calls of `selfdestruct_decision::decide`.
     pub decide_calls: u64,
     /// Of those, the decisions known to be the agent's last one, left out
@@ -147,6 +149,8 @@ pub struct Summary {
     pub refused_evictions: u64,
     /// Placeholders evicted by scale-down drains.
     pub drain_evictions: u64,
+    /// Node deletions the autoscaler started and gave up.
+    pub failed_deletions: u64,
     /// Calls of the real decision function.
     pub decide_calls: u64,
     /// Users that never ran.
@@ -296,6 +300,7 @@ pub fn summarise(
         moves_to_new_nodes: to_new,
         refused_evictions: log.refused,
         drain_evictions: log.drain_evictions,
+        failed_deletions: log.failed_deletions,
         decide_calls: log.decide_calls,
         unfinished_users: unfinished,
         violations: log.violations.clone(),
@@ -363,6 +368,7 @@ pub fn combine(runs: &[(Summary, Vec<Ms>)], hours_per_run: f64) -> Summary {
         moves_to_new_nodes: sum(|s| s.moves_to_new_nodes),
         refused_evictions: sum(|s| s.refused_evictions),
         drain_evictions: sum(|s| s.drain_evictions),
+        failed_deletions: sum(|s| s.failed_deletions),
         decide_calls: sum(|s| s.decide_calls),
         unfinished_users: sum(|s| s.unfinished_users),
         violations: runs

@@ -10,7 +10,7 @@ use selfdestruct_decision::{
     evaluate_verdicts, node_verdicts,
 };
 
-use crate::cluster::STARTUP_TAINT;
+use crate::cluster::{DELETION_CANDIDATE_TAINT, STARTUP_TAINT};
 use crate::scenario::Ms;
 
 /// Simulated time 0 as wall-clock time (any fixed instant works).
@@ -189,8 +189,9 @@ pub struct Settled {
 }
 
 impl Agent {
-    /// Starts the agent of a pod bound to `node_name` at `now`; `gate` adds the
-    /// toleration of the readiness gate's startup taint to the pod.
+    /// Starts the agent of a pod bound to `node_name` at `now`. The pod tolerates the
+    /// autoscaler's soft taint, as every template shipped does; `gate` adds the toleration of
+    /// the readiness gate's startup taint.
     pub fn start(
         p: &Placeholder,
         node_name: &str,
@@ -199,16 +200,16 @@ impl Agent {
         policy: &Policy,
         draw: f64,
     ) -> Agent {
-        let tolerations = if gate {
-            vec![Toleration {
-                key: Some(STARTUP_TAINT.into()),
-                operator: Some("Exists".into()),
-                value: None,
-                effect: Some("NoSchedule".into()),
-            }]
-        } else {
-            Vec::new()
+        let tolerate = |key: &str, effect: &str| Toleration {
+            key: Some(key.into()),
+            operator: Some("Exists".into()),
+            value: None,
+            effect: Some(effect.into()),
         };
+        let mut tolerations = vec![tolerate(DELETION_CANDIDATE_TAINT, "PreferNoSchedule")];
+        if gate {
+            tolerations.push(tolerate(STARTUP_TAINT, "NoSchedule"));
+        }
         Agent {
             own: OwnPod {
                 name: p.name.clone(),
@@ -302,6 +303,34 @@ mod tests {
         assert_eq!(sim_ms_ceil(system_time(12_345)), 12_345);
         assert_eq!(sim_ms_ceil(system_time(10) + Duration::from_micros(1)), 11);
         assert_eq!(sim_ms_ceil(SystemTime::UNIX_EPOCH), 0);
+    }
+
+    /// The shipped templates (`charts/selfdestruct/templates/statefulset.yaml`) tolerate the
+    /// autoscaler's soft taint: the agent sees it on a node and still counts the node usable.
+    #[test]
+    fn the_pod_tolerates_the_autoscalers_soft_taint() {
+        let mut node = crate::cluster::Node::initial(
+            "node-001".into(),
+            crate::scenario::Resources::new(1.0, 1.0),
+            0,
+        );
+        node.soft_tainted = true;
+        let summary = node.summary(system_time);
+        let taint = &summary.taints[0];
+        assert_eq!(
+            (taint.key.as_str(), taint.effect.as_str()),
+            (DELETION_CANDIDATE_TAINT, "PreferNoSchedule")
+        );
+        let agent = Agent::start(
+            &Placeholder::new(0, 0),
+            "node-000",
+            0,
+            false,
+            &Policy::default(),
+            0.5,
+        );
+        assert!(agent.own.would_land_on(&summary));
+        assert!(agent.own.tolerations.iter().any(|t| t.tolerates(taint)));
     }
 
     #[test]

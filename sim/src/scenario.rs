@@ -116,7 +116,7 @@ pub struct AutoscalerConfig {
     pub delay_after_add: Ms,
     /// `--scale-down-utilization-threshold`.
     pub utilisation: f64,
-    /// From the drain (taint, evictions) to the node's disappearance.
+    /// From the end of a node's drain (its pods gone) to the node's disappearance.
     pub drain: Ms,
     /// Node group bounds.
     pub min_nodes: u32,
@@ -133,6 +133,14 @@ pub struct AutoscalerConfig {
     /// `--unremovable-node-recheck-timeout` (5 min): a node the scale-down simulation found
     /// unremovable (a pod that cannot move) is not looked at again before this.
     pub unremovable_recheck: Ms,
+    /// `--node-delete-delay-after-taint` (5 s): from the taint to the drain.
+    pub delete_delay_after_taint: Ms,
+    /// `DefaultEvictionRetryTime` (10 s, `core/scaledown/actuation/drain.go`): a refused
+    /// eviction is tried again this much later.
+    pub eviction_retry: Ms,
+    /// `--max-pod-eviction-time` (2 min): a drain whose evictions are still refused this long
+    /// after the first try fails.
+    pub max_pod_eviction_time: Ms,
 }
 
 /// Who manages the headroom in a row.
@@ -229,8 +237,11 @@ impl UserPlacement {
 pub struct Scenario {
     /// binder, small, burst.
     pub name: String,
-    /// Allocatable resources of a node.
+    /// Allocatable resources of a node for users and placeholders.
     pub node: Resources,
+    /// Requests of the DaemonSet pod every node runs, on top of `node` (as the real-stack bench's
+    /// node templates add it): only the autoscaler's utilisation counts it.
+    pub daemonset: Resources,
     /// Requests of a user pod (and of a placeholder).
     pub user: Resources,
     /// Arrivals.
@@ -297,6 +308,7 @@ impl Scenario {
         Scenario {
             name: "binder".into(),
             node: Resources::new(15.89, 100.0),
+            daemonset: Resources::new(0.1, 0.25),
             user: Resources::new(0.15, 1.0),
             load: Load::Daily {
                 low_per_10min: 75.0,
@@ -329,6 +341,9 @@ impl Scenario {
                 frequent_loops: true,
                 new_pod_hold: 2 * SEC,
                 unremovable_recheck: 5 * MIN,
+                delete_delay_after_taint: 5 * SEC,
+                eviction_retry: 10 * SEC,
+                max_pod_eviction_time: 2 * MIN,
             },
             user_placement: UserPlacement::MostAllocated,
             peers: PeerConfig::default(),

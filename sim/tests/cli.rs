@@ -297,6 +297,12 @@ fn the_real_stack_benchs_timers_set_the_scenario() {
         "10m",
         "--new-pod-hold",
         "30s",
+        "--node-delete-delay-after-taint",
+        "75s",
+        "--eviction-retry",
+        "150s",
+        "--max-pod-eviction-time",
+        "30m",
         "--gate-lag",
         "15s",
         "--image-size-gib",
@@ -308,6 +314,9 @@ fn the_real_stack_benchs_timers_set_the_scenario() {
     assert_eq!(sc["autoscaler"]["delay_after_add"], 1_200_000);
     assert_eq!(sc["autoscaler"]["unremovable_recheck"], 600_000);
     assert_eq!(sc["autoscaler"]["new_pod_hold"], 30_000);
+    assert_eq!(sc["autoscaler"]["delete_delay_after_taint"], 75_000);
+    assert_eq!(sc["autoscaler"]["eviction_retry"], 150_000);
+    assert_eq!(sc["autoscaler"]["max_pod_eviction_time"], 1_800_000);
     assert_eq!(sc["gate_lag"], 15_000);
     assert_eq!(sc["image_size_mib"], 2_048);
 }
