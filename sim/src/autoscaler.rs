@@ -78,6 +78,9 @@ pub struct LoopState {
     pub pdb_allows: bool,
     /// A drain (a node with pods to move) is in flight.
     pub draining: bool,
+    /// The placeholders are not safe to evict (`cluster-autoscaler.kubernetes.io/safe-to-evict:
+    /// "false"`, `simulator/drainability/rules/safetoevict`): a node holding one is unremovable.
+    pub pinned: bool,
 }
 
 /// Pod requests: a user's, a placeholder's, and the DaemonSet pod on every node.
@@ -261,7 +264,7 @@ where
             let mut trial = held.clone();
             let (phs, left) = pack(&mut trial, &others, h.placeholders, &shapes.placeholder);
             let (chunks, left_chunks) = pack(&mut trial, &others, h.chunks, &shapes.user);
-            let blocked = h.users > 0 || (h.placeholders > 0 && budget < 1);
+            let blocked = h.users > 0 || (h.placeholders > 0 && (st.pinned || budget < 1));
             if blocked || left + left_chunks > 0 {
                 nodes[live[c]].unremovable_until = Some(now + cfg.unremovable_recheck);
                 continue;
@@ -520,6 +523,22 @@ mod tests {
         down(&mut ns, &st, &cfg);
         assert_eq!(unneeded(&ns), vec![3]);
         assert!(ns[1].unremovable_until.is_some() && ns[2].unremovable_until.is_some());
+    }
+
+    /// `simulator/drainability/rules/safetoevict/rule.go`: a pod annotated
+    /// `cluster-autoscaler.kubernetes.io/safe-to-evict: "false"` blocks its node's removal
+    /// (the `+pin` rows); an empty node still goes.
+    #[test]
+    fn pinned_placeholders_keep_their_node() {
+        let cfg = min1();
+        let st = LoopState {
+            pinned: true,
+            ..at(0)
+        };
+        let mut ns = nodes(&[(50, 0), (0, 3), (0, 0)]);
+        down(&mut ns, &st, &cfg);
+        assert_eq!(unneeded(&ns), vec![2]);
+        assert_eq!(ns[1].unremovable_until, Some(cfg.unremovable_recheck));
     }
 
     /// `processors/scaledowncandidates/emptycandidates/empty_candidates_sorting.go` and

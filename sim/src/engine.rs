@@ -21,8 +21,6 @@ use crate::placeholders::{
 use crate::random::{Random, Stream};
 use crate::scenario::{Arrival, HOUR, MIN, Ms, Resources, SEC, Scenario, Setup};
 
-/// A preempting user starts this long after the bind (the victim's termination).
-const PREEMPTION_DELAY: Ms = SEC;
 /// After the measured window, arrivals stop and the run continues until every
 /// user runs, but no longer than this.
 const DRAIN_LIMIT: Ms = 12 * HOUR;
@@ -729,7 +727,7 @@ impl<'a> Engine<'a> {
         user.cold = cold;
         user.preempted = preempted;
         let start = if preempted {
-            now + PREEMPTION_DELAY
+            now + self.sc.preemption_delay
         } else {
             now
         };
@@ -1344,6 +1342,7 @@ impl<'a> Engine<'a> {
             chunks: u64::from(chunks),
             pdb_allows: self.pdb_allows(),
             draining: self.deleting.iter().any(|d| d.drain),
+            pinned: self.setup.pin,
         };
         let shapes = autoscaler::Shapes {
             user: self.sc.user,
@@ -1550,6 +1549,7 @@ mod tests {
             policy: static_policy(),
             gate: false,
             peer,
+            pin: false,
         }
     }
 

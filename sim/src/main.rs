@@ -197,6 +197,10 @@ struct Args {
     /// From eviction to the StatefulSet's replacement pod
     #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Scenario")]
     recreate_delay: Option<Duration>,
+    /// From a preempting user's arrival to its start (the victim's end, the scheduler's
+    /// retry) [1s; at most 10m]
+    #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Scenario")]
+    preemption_delay: Option<Duration>,
     /// Autoscaler --scale-down-unneeded-time
     #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Scenario")]
     unneeded_time: Option<Duration>,
@@ -560,6 +564,15 @@ fn scenario(a: &Args) -> Result<Scenario, String> {
     if let Some(d) = a.recreate_delay {
         sc.recreate_delay = ms(d).max(1);
     }
+    if let Some(d) = a.preemption_delay {
+        if d > Duration::from_secs(600) {
+            return Err(format!(
+                "--preemption-delay {}: at most 10m",
+                selfdestruct_decision::duration::format(d)
+            ));
+        }
+        sc.preemption_delay = ms(d);
+    }
     if let Some(d) = a.unneeded_time {
         sc.autoscaler.unneeded_time = ms(d);
     }
@@ -773,6 +786,7 @@ fn configured(a: &Args, sc: &Scenario, replicas: u32, name: &str) -> Result<Setu
         policy: a.policy.policy(images).map_err(|e| e.to_string())?,
         gate: a.gate,
         peer: scenario::Peer::Selfdestruct,
+        pin: false,
     })
 }
 
@@ -877,6 +891,7 @@ fn main() -> ExitCode {
                     policy: scenario::static_policy(),
                     gate: false,
                     peer: scenario::Peer::Selfdestruct,
+                    pin: false,
                 });
                 match configured(&args, &sc, r, &format!("{r} configured")) {
                     Ok(c) => rows.push(c),

@@ -352,6 +352,7 @@ fn search(
         policy: static_policy(),
         gate: false,
         peer: Peer::Selfdestruct,
+        pin: false,
     };
     let first = arrivals.first().map_or(&[][..], Vec::as_slice);
     let measured = sc.warmup..sc.end();
@@ -1102,6 +1103,7 @@ mod tests {
             policy: static_policy(),
             gate: false,
             peer: Peer::Selfdestruct,
+            pin: false,
         };
         let window = sc.node_ready + sc.autoscaler.scan + sc.recreate_delay;
         let at = |t: Ms, session: Ms| Arrival { at: t, session };
@@ -1152,6 +1154,7 @@ mod early_stop_tests {
             policy: agent_defaults(),
             gate: false,
             peer: Peer::Selfdestruct,
+            pin: false,
         };
         let rows: Vec<Setup> = standard_rows(&sc, configured)
             .into_iter()
@@ -1230,6 +1233,7 @@ mod early_stop_tests {
             policy: static_policy(),
             gate: false,
             peer: Peer::Selfdestruct,
+            pin: false,
         };
         let arrivals = sc.arrivals(1);
         let whole = engine::simulate(&sc, &row, &arrivals, 1, false);

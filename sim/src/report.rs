@@ -641,6 +641,7 @@ mod tests {
             policy: crate::scenario::agent_defaults(),
             gate: false,
             peer: Peer::Selfdestruct,
+            pin: false,
         };
         let mut rows = crate::scenario::standard_rows(&sc, configured);
         // A row's name is what the table shows; the paragraph goes by its type.

@@ -265,6 +265,9 @@ pub struct Scenario {
     pub replicas: u32,
     /// From eviction or preemption to the StatefulSet's replacement pod.
     pub recreate_delay: Ms,
+    /// From a preempting user's arrival to its start: the victim's termination and the
+    /// scheduler's retry.
+    pub preemption_delay: Ms,
     /// Before the measured window (not counted).
     pub warmup: Ms,
     /// Length of the measured window.
@@ -324,6 +327,7 @@ impl Scenario {
             gate_lag: 10 * SEC,
             replicas: 25,
             recreate_delay: 2 * SEC,
+            preemption_delay: SEC,
             warmup: 2 * HOUR,
             measured: 24 * HOUR,
             default_spreading: false,
@@ -578,6 +582,11 @@ pub enum Row {
     NewNodeImages,
     Gate,
     GateNewNode,
+    /// `new-node` that never moves to a node the autoscaler marks as a deletion candidate.
+    NewNodeAvoidCandidates,
+    /// `static` and `new-node` with placeholders the autoscaler may not evict.
+    StaticPin,
+    NewNodePin,
     /// A peer's row (`peer` says which).
     Peer,
     /// The policy flags (by default the agent's defaults).
@@ -602,6 +611,9 @@ pub struct Setup {
     pub gate: bool,
     /// Who manages the headroom (selfdestruct's placeholders or a peer).
     pub peer: Peer,
+    /// The placeholders carry `cluster-autoscaler.kubernetes.io/safe-to-evict: "false"`: the
+    /// autoscaler never removes a node holding one (the `+pin` rows).
+    pub pin: bool,
 }
 
 impl Setup {
@@ -641,6 +653,7 @@ pub fn standard_rows(sc: &Scenario, configured: Setup) -> Vec<Setup> {
         policy,
         gate,
         peer: Peer::Selfdestruct,
+        pin: false,
     };
     let r = sc.replicas;
     let mut rows = vec![
@@ -671,6 +684,26 @@ pub fn standard_rows(sc: &Scenario, configured: Setup) -> Vec<Setup> {
         row(Row::Gate, "gate", r, static_policy(), true),
         row(Row::GateNewNode, "gate+new-node", r, agent_defaults(), true),
     ];
+    // Issue 45's policies against the autoscaler removing a warm node of placeholders.
+    rows.push(row(
+        Row::NewNodeAvoidCandidates,
+        "new-node+avoid-candidates",
+        r,
+        Policy {
+            avoid_deletion_candidates: true,
+            ..agent_defaults()
+        },
+        false,
+    ));
+    for (kind, name, policy) in [
+        (Row::StaticPin, "static+pin", static_policy()),
+        (Row::NewNodePin, "new-node+pin", agent_defaults()),
+    ] {
+        rows.push(Setup {
+            pin: true,
+            ..row(kind, name, r, policy, false)
+        });
+    }
     rows.extend(Peer::ROWS.iter().map(|&(name, peer, gate)| Setup {
         peer,
         ..row(Row::Peer, name, r, static_policy(), gate)

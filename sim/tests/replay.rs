@@ -442,6 +442,7 @@ fn recommend_finds_the_knee_of_a_constant_launch_rate() {
         policy: agent_defaults(),
         gate: false,
         peer: Peer::Selfdestruct,
+        pin: false,
     };
     let rows: Vec<Setup> = standard_rows(&sc, configured)
         .into_iter()

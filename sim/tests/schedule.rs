@@ -47,6 +47,7 @@ fn new_node(_sc: &Scenario, replicas: u32) -> Setup {
         policy: agent_defaults(),
         gate: false,
         peer: Peer::Selfdestruct,
+        pin: false,
     }
 }
 

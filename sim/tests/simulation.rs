@@ -23,6 +23,7 @@ fn row(sc: &Scenario, name: &str) -> Setup {
         policy: agent_defaults(),
         gate: false,
         peer: Peer::Selfdestruct,
+        pin: false,
     };
     standard_rows(sc, configured)
         .into_iter()
@@ -99,6 +100,7 @@ fn invariants_hold_for_every_policy_and_scenario() {
             },
             gate: true,
             peer: Peer::Selfdestruct,
+        pin: false,
         };
         for setup in standard_rows(&sc, configured) {
             let r = run(&sc, &setup, 3);
