@@ -150,7 +150,7 @@ const BAD: &[(&str, &[(&str, &str)])] = &[
     ("SELFDESTRUCT_MOVE_TO_NEW_NODES", &[("sometimes", "true or false"), ("", "true or false")]),
     ("SELFDESTRUCT_NODE_SELECTOR", &[("a in x", "label selector")]),
     ("SELFDESTRUCT_NODE_SETTLE", &[("1 fortnight", "duration such as"), ("", "duration such as")]),
-    ("SELFDESTRUCT_REQUIRED_IMAGES", &[("Nginx:1", "image references")]),
+    ("SELFDESTRUCT_REQUIRED_IMAGES", &[("Nginx:1", "image references"), ("-5s", "image references")]),
     ("SELFDESTRUCT_MOVE_JITTER", &[("x", "duration such as"), ("99999999999999h", "duration such as")]),
     ("SELFDESTRUCT_MAX_MOVES_PER_HOUR", &[("-3", "whole number"), ("many", "whole number"), ("5000000000", "whole number")]),
     ("SELFDESTRUCT_MIN_AGE", &[("old", "duration such as")]),
