@@ -8,8 +8,8 @@
 //!   stream lists again, which checks the permission). A re-list is no recovery: the
 //!   failure count resets only once a watch delivered an object, or after [`QUIET`]
 //!   without an error, so a watch that keeps answering 410 Gone lists less and less;
-//! - a 410 on opening a watch lists again (kube's watcher would re-open the
-//!   watch from the same expired resourceVersion);
+//! - a 410 or 400 on opening a watch lists again (kube's watcher would re-open
+//!   the watch from the same expired or refused resourceVersion, for good);
 //! - a list that returns an object twice (a `continue` token that never ends),
 //!   or whose summaries would hold more than its target's bytes
 //!   ([`Target::max_bytes`], as [`Weigh`] counts them), is abandoned, and backs
@@ -163,9 +163,10 @@ pub(crate) fn classify(e: &watcher::Error) -> Failure {
         // In an open watch, a 401/403 is no answer about the permission: list
         // again (a list that is denied is reported then), keeping the view.
         Some((401 | 403, _)) => Failure::Transient { relist: !opening },
-        // kube's watcher lists again after a 410 in the stream, but re-opens
-        // the watch from the same resourceVersion after a 410 on opening it.
-        Some((410, _)) => Failure::Transient {
+        // kube's watcher lists again after a 410 in the stream, but re-opens the
+        // watch from the same resourceVersion after a 410 on opening it, or a 400
+        // (a version the server cannot parse, as from a broken bookmark).
+        Some((400 | 410, _)) => Failure::Transient {
             relist: matches!(e, watcher::Error::WatchStartFailed(_)),
         },
         _ => Failure::Transient { relist: false },

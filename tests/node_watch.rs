@@ -322,6 +322,38 @@ async fn moves_to(s: &common::cluster::Scene, logs: &Logs, name: &str, within: D
     );
 }
 
+/// Issue 46, item 14: a bookmark whose resourceVersion the server cannot parse (only a
+/// broken or hostile server sends one). Re-opening the watch from it answers 400, as
+/// kube-apiserver does; the agent re-opened from the same version for good, without a
+/// list, and a node added later was never seen. Now a 400 on opening a watch lists again.
+#[tokio::test(start_paused = true)]
+async fn a_bookmark_with_an_unparsable_version_lists_again_and_a_later_node_is_seen() {
+    let (s, _agent, logs, _guard) = one_placeholder(1, SETTLE).await;
+    let node_watch = |r: &fake_apiserver::RequestInfo<'_>| {
+        r.path == "/api/v1/nodes" && r.watch && !r.query.contains("fieldSelector")
+    };
+    let bookmark = json!({"type": "BOOKMARK", "object": {"kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": "not-a-version"}}});
+    s.fake.fail_next(
+        Matcher::custom(node_watch),
+        FaultResponse::raw(200, format!("{bookmark}\n")),
+        1,
+    );
+    // The open watch ends; the next one is the bookmark's, and the one after it opens
+    // from "not-a-version".
+    s.fake.drop_watches();
+    let refused = vtime::request(&s, Duration::from_secs(60), |r| {
+        r.path == "/api/v1/nodes"
+            && r.watch
+            && r.query_param("resourceVersion").as_deref() == Some("not-a-version")
+    })
+    .await;
+    assert_eq!(refused.map(|r| r.status), Some(400), "{}", logs.text());
+    s.fake
+        .add_node(NodeBuilder::new("usable").cpu("8").memory("32Gi"));
+    moves_to(&s, &logs, "usable", Duration::from_secs(120)).await;
+}
+
 /// 16 tainted new nodes held every full-watch slot for good: one usable node
 /// after them was never read, and nothing moved (with 15 it moved).
 #[tokio::test(start_paused = true)]

@@ -58,9 +58,12 @@ fn status(code: u16) -> Status {
 }
 
 #[test]
-fn a_410_on_opening_a_watch_lists_again_and_denials_are_reported() {
-    let open = watcher::Error::WatchStartFailed(kube::Error::Api(Box::new(status(410))));
-    assert_eq!(classify(&open), Failure::Transient { relist: true });
+fn a_410_or_400_on_opening_a_watch_lists_again_and_denials_are_reported() {
+    // A 400: a resourceVersion the server refuses (issue 46, item 14).
+    for code in [400, 410] {
+        let open = watcher::Error::WatchStartFailed(kube::Error::Api(Box::new(status(code))));
+        assert_eq!(classify(&open), Failure::Transient { relist: true });
+    }
     let event = watcher::Error::WatchError(Box::new(status(410)));
     assert_eq!(classify(&event), Failure::Transient { relist: false });
     let denied = watcher::Error::InitialListFailed(kube::Error::Api(Box::new(status(403))));
