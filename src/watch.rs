@@ -10,6 +10,8 @@
 //!   without an error, so a watch that keeps answering 410 Gone lists less and less;
 //! - a 410 or 400 on opening a watch lists again (kube's watcher would re-open
 //!   the watch from the same expired or refused resourceVersion, for good);
+//! - a list page over the client's cap ([`MAX_LIST_ANSWER`](crate::client::MAX_LIST_ANSWER))
+//!   is asked for again with half the objects a page, down to one (kept for later lists);
 //! - a list that returns an object twice (a `continue` token that never ends),
 //!   or whose summaries would hold more than its target's bytes
 //!   ([`Target::max_bytes`], as [`Weigh`] counts them), is abandoned, and backs
@@ -27,6 +29,7 @@ use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 
+use crate::api::ApiError;
 use crate::client::EndlessList;
 use crate::jitter::draw;
 use selfdestruct_decision::backoff::Backoff;
@@ -192,22 +195,20 @@ pub(crate) async fn follow<K, S>(
     // Each watch asks for 10-11 min (kube's default is 290 s); a watch that
     // stays silent is then re-opened within 11 minutes.
     let timeout = (WATCH_TIMEOUT.as_secs_f64() - WATCH_JITTER.as_secs_f64() * draw()) as u32;
-    let mut wc = watcher::Config::default()
-        .page_size(PAGE_SIZE)
-        .timeout(timeout);
+    let mut wc = watcher::Config::default().timeout(timeout);
     if !target.selector.is_empty() {
         wc = wc.labels(&target.selector);
     }
     if !target.fields.is_empty() {
         wc = wc.fields(&target.fields);
     }
-    let start = || watcher(api.clone(), wc.clone()).boxed();
-    let mut stream = start();
+    let start = |page| watcher(api.clone(), wc.clone().page_size(page)).boxed();
     let mut state = Follower::new(&target);
+    let mut stream = start(state.page_size);
     loop {
         // The watcher's stream does not end; if it did, start it again.
         let Some(event) = stream.next().await else {
-            stream = start();
+            stream = start(state.page_size);
             continue;
         };
         let (send, wait) = match state.on_event(event, &summarize, Instant::now()) {
@@ -220,7 +221,7 @@ pub(crate) async fn follow<K, S>(
                 failures,
             } => {
                 if relist {
-                    stream = start();
+                    stream = start(state.page_size);
                 }
                 (tell, Some(backoff.delay(failures, draw())))
             }
@@ -272,6 +273,8 @@ struct Follower<S> {
     listed: bool,
     /// The list being read: summaries, the names seen and the bytes they hold.
     listing: Option<(Vec<S>, HashSet<String>, usize)>,
+    /// Objects a list page asks for ([`PAGE_SIZE`], halved after a page over the cap).
+    page_size: u32,
 }
 
 impl<S: Weigh> Follower<S> {
@@ -284,6 +287,7 @@ impl<S: Weigh> Follower<S> {
             told_denied: false,
             listed: false,
             listing: None,
+            page_size: PAGE_SIZE,
         }
     }
 
@@ -339,7 +343,23 @@ impl<S: Weigh> Follower<S> {
             }
             Err(e) => e,
         };
-        let f = classify(&e);
+        // The client layer's refusals: a list stopped at its page limit
+        // ([`EndlessList`]), a page over its size cap.
+        let e_ref: &(dyn std::error::Error + 'static) = &e;
+        let chain = || std::iter::successors(Some(e_ref), |c| c.source());
+        let endless = chain().any(|c| c.is::<EndlessList>());
+        let too_large =
+            chain().any(|c| matches!(c.downcast_ref(), Some(ApiError::TooLarge { .. })));
+        let mut f = classify(&e);
+        if too_large {
+            self.page_size = (self.page_size / 2).max(1);
+            tracing::warn!(
+                what = self.what,
+                page_size = self.page_size,
+                "a list page is over the size cap: listing again with fewer objects a page"
+            );
+            f = Failure::Transient { relist: true };
+        }
         let error = crate::logging::Chain(&e).to_string();
         match (&f, &e) {
             (Failure::Denied(_), _) => {}
@@ -353,9 +373,6 @@ impl<S: Weigh> Follower<S> {
         }
         // An interrupted list is read again from its start.
         self.listing = None;
-        // Whether the client layer stopped a list at its page limit ([`EndlessList`]).
-        let e: &(dyn std::error::Error + 'static) = &e;
-        let endless = std::iter::successors(Some(e), |c| c.source()).any(|c| c.is::<EndlessList>());
         self.failed(f, error, endless, now)
     }
 

@@ -354,6 +354,53 @@ async fn a_bookmark_with_an_unparsable_version_lists_again_and_a_later_node_is_s
     moves_to(&s, &logs, "usable", Duration::from_secs(120)).await;
 }
 
+/// Issue 46, item 13: 110 nodes of about 720 KB each (here one annotation) make a list
+/// page of 100 larger than the client's 64 MiB cap. The page was refused and asked for
+/// the same way for good: the agent never saw a node, nor the usable new node that
+/// joined later. A page over the cap is asked for again with half the objects, until
+/// one fits.
+#[tokio::test(start_paused = true)]
+async fn a_list_page_over_the_cap_is_asked_for_again_smaller_and_gives_a_view() {
+    let (logs, _guard) = Logs::capture();
+    // Old nodes: created an hour before the placeholder.
+    let created = SystemTime::now() - Duration::from_secs(3600);
+    let big: Vec<NodeBuilder> = (0..110)
+        .map(|i| {
+            let mut n = NodeBuilder::new(&format!("big-{i:03}"));
+            n.annotations
+                .insert("example.com/blob".into(), "a".repeat(720_000));
+            n.created = Some(created);
+            n
+        })
+        .collect();
+    let s = vtime::with_nodes(1, &big, PodTemplate::placeholder("placeholder", "1", "4Gi")).await;
+    drop(big);
+    let _agent = vtime::agent(&s, "placeholder-0", SETTLE);
+    assert!(
+        logs.show("watching nodes", Duration::from_secs(120)).await,
+        "no node view:\n{}",
+        logs.text()
+    );
+    assert!(logs.text().contains("count=110"), "{}", logs.text());
+    let limits: Vec<String> = s
+        .fake
+        .requests()
+        .iter()
+        .filter(|r| r.path == "/api/v1/nodes" && !r.watch)
+        .filter_map(|r| r.query_param("limit"))
+        .collect();
+    assert_eq!(
+        limits.first().map(String::as_str),
+        Some("100"),
+        "{limits:?}"
+    );
+    assert!(limits.iter().any(|l| l != "100"), "{limits:?}");
+    vtime::pass(Duration::from_millis(1100)).await;
+    s.fake
+        .add_node(NodeBuilder::new("usable").cpu("8").memory("32Gi"));
+    moves_to(&s, &logs, "usable", Duration::from_secs(60)).await;
+}
+
 /// 16 tainted new nodes held every full-watch slot for good: one usable node
 /// after them was never read, and nothing moved (with 15 it moved).
 #[tokio::test(start_paused = true)]
