@@ -178,8 +178,8 @@ pub(crate) fn classify(e: &watcher::Error) -> Failure {
 
 /// Runs list+watch forever, sending the `summarize`d objects to `tx`. Ends only
 /// when `tx` closes. `start_delay` spreads the first list of a fleet that starts
-/// together. With `K` a `PartialObjectMeta<_>`, kube lists and watches the
-/// objects' metadata only (`as=PartialObjectMetadata`). The I/O only: what each
+/// together. With a `K` of the metadata API (`NodeObject<true>`), kube lists and
+/// watches the objects' metadata only (`as=PartialObjectMetadata`). The I/O only: what each
 /// event means is [`Follower::on_event`]'s.
 pub(crate) async fn follow<K, S>(
     api: Api<K>,

@@ -355,10 +355,10 @@ async fn a_bookmark_with_an_unparsable_version_lists_again_and_a_later_node_is_s
 }
 
 /// Issue 46, item 13: 110 nodes of about 720 KB each (here one annotation) make a list
-/// page of 100 larger than the client's 64 MiB cap. The page was refused and asked for
-/// the same way for good: the agent never saw a node, nor the usable new node that
-/// joined later. A page over the cap is asked for again with half the objects, until
-/// one fits.
+/// page of 100 larger than the client's cap (then 64 MiB, now 8 MiB). The page was
+/// refused and asked for the same way for good: the agent never saw a node, nor the
+/// usable new node that joined later. A page over the cap is asked for again with
+/// half the objects, until one fits.
 #[tokio::test(start_paused = true)]
 async fn a_list_page_over_the_cap_is_asked_for_again_smaller_and_gives_a_view() {
     let (logs, _guard) = Logs::capture();
