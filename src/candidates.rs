@@ -28,12 +28,12 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};
 
-use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use crate::summarize::{self, NodeObject};
 use crate::watch::{self, Target, Update};
 use selfdestruct_decision::images::ImageRef;
 use selfdestruct_decision::model::{NodeSummary, OwnPod};
@@ -332,13 +332,14 @@ impl Candidates {
             max_bytes: CANDIDATE_LIST_BYTES,
         };
         let (keys, images) = (self.label_keys.clone(), self.required_images.clone());
-        let task = tokio::spawn(watch::follow(
-            Api::<Node>::all(self.client.clone()),
+        let follow = watch::follow(
+            Api::<NodeObject<false>>::all(self.client.clone()),
             target,
             self.tx.clone(),
             Duration::ZERO,
-            move |n: Node| crate::summarize::node(n, &keys, &images),
-        ));
+            move |n| summarize::node(n, &keys, &images),
+        );
+        let task = tokio::spawn(summarize::keeping_labels(self.label_keys.clone(), follow));
         tracing::debug!(node = name, "reading a new node in full");
         e.slot = Slot::Watched(Watched {
             _task: Task(task),

@@ -268,9 +268,11 @@ fn request_key(uri: &http::Uri) -> String {
 /// most 1.5 MiB): more is refused as [`ApiError::TooLarge`], never read into memory.
 pub(crate) const MAX_OBJECT_ANSWER: usize = 4 << 20;
 
-/// The most bytes of a list page (a request with `limit=`): 100 real Nodes
-/// are about 1 MiB, 100 Nodes of 640 KiB each still fit.
-pub(crate) const MAX_LIST_ANSWER: usize = 64 << 20;
+/// The most bytes of a list page (a request with `limit=`): 100 real Nodes are
+/// about 1 MiB, 100 objects of 80 KiB each still fit; a larger page is asked for
+/// again with fewer objects (`watch`). kube holds a page twice while it decodes it
+/// (ours and its copy): 16 MiB at most.
+pub(crate) const MAX_LIST_ANSWER: usize = 8 << 20;
 
 /// The longest line of a watch stream (one event: `{"type":...,"object":{...}}`).
 /// etcd keeps an object under 1.5 MiB (its request limit) and its JSON is at most

@@ -1,15 +1,18 @@
 //! A kubeconfig's `exec` credential plugin, run here rather than by kube (whose
 //! `Command::output()` has no time limit and no output limit): in a process group of
 //! its own, killed whole when it does not answer in time, its standard output read
-//! up to [`MAX_OUTPUT`], non-interactively, as client-go runs it. Blocking: run it on
-//! a blocking thread. It always returns by its deadline, so no thread or plugin is
-//! left behind for the next try to pile onto.
+//! up to [`MAX_OUTPUT`], non-interactively, as client-go runs it. Its credential
+//! counts once its output parses, even if it runs on (then its group is killed).
+//! Blocking: run it on a blocking thread. It always returns by its deadline, so no
+//! thread or plugin is left behind for the next try to pile onto; and the process
+//! groups of the plugins still running are killed at exit ([`kill_running`]).
 
 use std::fs::File;
 use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use kube::config::ExecConfig;
@@ -116,10 +119,16 @@ pub(crate) fn run(exec: &ExecConfig, limit: Duration) -> Result<Credential, Plug
         .stderr(Stdio::piped())
         // Its own group: killed whole, with anything it started.
         .process_group(0);
-    let child = cmd
-        .spawn()
-        .map_err(|e| PluginError::Start(program.to_string(), e))?;
-    let (stdout, stderr, status) = Running(Some(child)).collect(program, limit)?;
+    let start = |e| PluginError::Start(program.to_string(), e);
+    let child = {
+        let mut running = RUNNING.lock().unwrap_or_else(PoisonError::into_inner);
+        let exiting = || std::io::Error::other("selfdestruct is exiting");
+        let groups = running.as_mut().ok_or_else(|| start(exiting()))?;
+        let child = cmd.spawn().map_err(start)?;
+        groups.push(child.id() as libc::pid_t);
+        child
+    };
+    let (stdout, stderr, status) = Running(child).collect(program, limit)?;
     // `None`: reaped by PID 1's reaper first; its answer tells.
     if let Some(status) = status.filter(|s| !s.success()) {
         return Err(PluginError::Failed {
@@ -132,8 +141,34 @@ pub(crate) fn run(exec: &ExecConfig, limit: Duration) -> Result<Credential, Plug
     answer.status.ok_or(PluginError::NoStatus)
 }
 
-/// A started plugin; its process group is killed when this is dropped unfinished.
-struct Running(Option<Child>);
+/// The process groups of the plugins running; `None` once [`kill_running`] killed
+/// them: no plugin starts after.
+static RUNNING: Mutex<Option<Vec<libc::pid_t>>> = Mutex::new(Some(Vec::new()));
+
+/// Kills the process group of every plugin still running, and starts none after: at
+/// the process's exit (SIGTERM too), whatever its PID, as the blocking thread that
+/// waits for a plugin is left behind.
+pub(crate) fn kill_running() {
+    let groups = RUNNING
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take();
+    for group in groups.into_iter().flatten() {
+        // SAFETY: a signal to the process group a plugin leads.
+        unsafe {
+            libc::kill(-group, libc::SIGKILL);
+        }
+    }
+}
+
+/// Whether a plugin's output so far is a whole `ExecCredential` with a status.
+fn answered(stdout: &[u8]) -> bool {
+    serde_json::from_slice::<ExecCredential>(stdout).is_ok_and(|a| a.status.is_some())
+}
+
+/// A started plugin; its process group is killed when this is dropped (anything it
+/// left running, holding its output or not, as the plugin itself if it runs on).
+struct Running(Child);
 
 /// A plugin's standard output and error, and how it ended (`None`: reaped by
 /// another waiter).
@@ -144,7 +179,7 @@ impl Running {
     /// within `limit`.
     fn collect(mut self, program: &str, limit: Duration) -> Result<Output, PluginError> {
         let deadline = Instant::now() + limit;
-        let child = self.0.as_mut().expect("a running plugin");
+        let child = &mut self.0;
         let mut pipes = [
             child.stdout.take().map(|p| File::from(OwnedFd::from(p))),
             child.stderr.take().map(|p| File::from(OwnedFd::from(p))),
@@ -213,8 +248,11 @@ impl Running {
                     return Err(PluginError::TooLarge(program.to_string()));
                 }
             }
+            // A whole credential counts, whether the plugin runs on or not.
+            if ready[0] && answered(&out[0]) {
+                break;
+            }
         }
-        self.0 = None;
         let [stdout, stderr] = out;
         Ok((stdout, stderr, status))
     }
@@ -239,13 +277,16 @@ fn poll(pipes: &[Option<File>; 2], wait_ms: libc::c_int) -> [bool; 2] {
 
 impl Drop for Running {
     fn drop(&mut self) {
-        if let Some(mut child) = self.0.take() {
-            // The whole group: the plugin and whatever it started (and left holding its output).
-            // SAFETY: a signal to the process group this plugin leads.
-            unsafe {
-                libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL);
-            }
-            let _ = child.wait();
+        let group = self.0.id() as libc::pid_t;
+        // The whole group: the plugin and whatever it started (and left holding its output).
+        // SAFETY: a signal to the process group this plugin leads.
+        unsafe {
+            libc::kill(-group, libc::SIGKILL);
+        }
+        let _ = self.0.wait();
+        let mut running = RUNNING.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(groups) = running.as_mut() {
+            groups.retain(|g| *g != group);
         }
     }
 }

@@ -139,8 +139,10 @@ pub fn run(cli: &Cli) -> Result<(), Error> {
             Task::Check(_) | Task::Wrapper(..) => Ok(()),
         }
     });
-    // Nothing is left to flush, and the runtime's shutdown would wait for tasks.
+    // Nothing is left to flush, and the runtime's shutdown would wait for tasks; an exec
+    // plugin still running is left with its blocking thread: killed here.
     runtime.shutdown_background();
+    exec_plugin::kill_running();
     done
 }
 

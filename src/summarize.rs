@@ -1,18 +1,22 @@
 //! The API objects as the decision sees them: turns the k8s-openapi Pod and
 //! Node objects into the core's small summaries as they arrive, keeping only
 //! the fields the decision reads, so memory does not grow with the size of a
-//! Node object. Every Kubernetes field is optional here.
+//! Node object. A Node's metadata is bounded as it is decoded ([`NodeObject`]).
+//! Every Kubernetes field is optional here.
 
-use std::collections::BTreeSet;
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::SystemTime;
 
-use k8s_openapi::api::core::v1::{Node, NodeSelectorRequirement, Pod};
+use k8s_openapi::api::core::v1::{Node, NodeSelectorRequirement, NodeSpec, NodeStatus, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kube::Resource;
 use selfdestruct_decision::images::ImageRef;
 use selfdestruct_decision::model::{
     KUBELET_MAX_IMAGES, NodeSummary, NodeTerm, OwnPod, Readiness, Sibling, Taint, Toleration,
 };
 use selfdestruct_decision::selector::Requirement;
+use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 
 /// The own pod's summary, from the pod as read from the API server.
 pub(crate) fn own_pod(pod: &Pod) -> OwnPod {
@@ -79,6 +83,104 @@ pub(crate) fn own_pod(pod: &Pod) -> OwnPod {
     }
 }
 
+tokio::task_local! {
+    /// The label keys a [`NodeObject`] decoded in this task keeps ([`keeping_labels`]).
+    static LABEL_KEYS: BTreeSet<String>;
+}
+
+/// `task` (a node watch), its [`NodeObject`]s decoded keeping only the labels in `keys`.
+pub(crate) async fn keeping_labels<F: Future>(keys: BTreeSet<String>, task: F) -> F::Output {
+    LABEL_KEYS.scope(keys, task).await
+}
+
+/// A Node as the agent lists and watches it, its metadata bounded as it is decoded:
+/// the name, the resourceVersion (a watch resumes from it), the creation time and the
+/// labels of the decoding task's [`keeping_labels`] (all outside one); the other
+/// labels, the annotations and the managed fields are skipped unread, so a node of
+/// 10,000 labels costs what one of a few does. `META`: lists and watches the metadata
+/// only (`PartialObjectMetadata`); else the spec and status come in full.
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+pub(crate) struct NodeObject<const META: bool> {
+    #[serde(default, deserialize_with = "bounded_metadata")]
+    pub(crate) metadata: ObjectMeta,
+    pub(crate) spec: Option<NodeSpec>,
+    pub(crate) status: Option<NodeStatus>,
+}
+
+impl<const META: bool> Resource for NodeObject<META> {
+    type DynamicType = ();
+    type Scope = k8s_openapi::ClusterResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        Node::kind(&())
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        Node::group(&())
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        Node::version(&())
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        Node::plural(&())
+    }
+    fn metadata_api() -> bool {
+        META
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+/// The metadata a [`NodeObject`] keeps.
+fn bounded_metadata<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Kept {
+        name: Option<String>,
+        resource_version: Option<String>,
+        creation_timestamp: Option<Time>,
+        labels: Option<KeptLabels>,
+    }
+    let kept = Kept::deserialize(d)?;
+    Ok(ObjectMeta {
+        name: kept.name,
+        resource_version: kept.resource_version,
+        creation_timestamp: kept.creation_timestamp,
+        labels: kept.labels.map(|l| l.0),
+        ..ObjectMeta::default()
+    })
+}
+
+/// Labels, only those of [`LABEL_KEYS`] kept.
+struct KeptLabels(BTreeMap<String, String>);
+
+impl<'de> Deserialize<'de> for KeptLabels {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Labels;
+        impl<'de> Visitor<'de> for Labels {
+            type Value = KeptLabels;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a map of labels")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<KeptLabels, A::Error> {
+                let mut kept = BTreeMap::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    if LABEL_KEYS.try_with(|keys| keys.contains(&key)) == Ok(false) {
+                        map.next_value::<IgnoredAny>()?;
+                    } else {
+                        kept.insert(key, map.next_value()?);
+                    }
+                }
+                Ok(KeptLabels(kept))
+            }
+        }
+        d.deserialize_map(Labels)
+    }
+}
+
 /// A node's summary from its metadata alone: name, creation time and the labels in
 /// `label_keys`. The rest stays at its default: such a node is never Ready to the
 /// decision, which needs no more of nodes older than the own pod's scheduling.
@@ -98,7 +200,7 @@ pub(crate) fn node_metadata(meta: ObjectMeta, label_keys: &BTreeSet<String>) -> 
 
 /// A node's summary, keeping only the labels in `label_keys` and which of `required` images it holds.
 pub(crate) fn node(
-    node: Node,
+    node: NodeObject<false>,
     label_keys: &BTreeSet<String>,
     required: &[ImageRef],
 ) -> NodeSummary {

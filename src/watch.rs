@@ -8,8 +8,10 @@
 //!   stream lists again, which checks the permission). A re-list is no recovery: the
 //!   failure count resets only once a watch delivered an object, or after [`QUIET`]
 //!   without an error, so a watch that keeps answering 410 Gone lists less and less;
-//! - a 410 on opening a watch lists again (kube's watcher would re-open the
-//!   watch from the same expired resourceVersion);
+//! - a 410 or 400 on opening a watch lists again (kube's watcher would re-open
+//!   the watch from the same expired or refused resourceVersion, for good);
+//! - a list page over the client's cap ([`MAX_LIST_ANSWER`](crate::client::MAX_LIST_ANSWER))
+//!   is asked for again with half the objects a page, down to one (kept for later lists);
 //! - a list that returns an object twice (a `continue` token that never ends),
 //!   or whose summaries would hold more than its target's bytes
 //!   ([`Target::max_bytes`], as [`Weigh`] counts them), is abandoned, and backs
@@ -27,6 +29,7 @@ use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 
+use crate::api::ApiError;
 use crate::client::EndlessList;
 use crate::jitter::draw;
 use selfdestruct_decision::backoff::Backoff;
@@ -163,9 +166,10 @@ pub(crate) fn classify(e: &watcher::Error) -> Failure {
         // In an open watch, a 401/403 is no answer about the permission: list
         // again (a list that is denied is reported then), keeping the view.
         Some((401 | 403, _)) => Failure::Transient { relist: !opening },
-        // kube's watcher lists again after a 410 in the stream, but re-opens
-        // the watch from the same resourceVersion after a 410 on opening it.
-        Some((410, _)) => Failure::Transient {
+        // kube's watcher lists again after a 410 in the stream, but re-opens the
+        // watch from the same resourceVersion after a 410 on opening it, or a 400
+        // (a version the server cannot parse, as from a broken bookmark).
+        Some((400 | 410, _)) => Failure::Transient {
             relist: matches!(e, watcher::Error::WatchStartFailed(_)),
         },
         _ => Failure::Transient { relist: false },
@@ -174,8 +178,8 @@ pub(crate) fn classify(e: &watcher::Error) -> Failure {
 
 /// Runs list+watch forever, sending the `summarize`d objects to `tx`. Ends only
 /// when `tx` closes. `start_delay` spreads the first list of a fleet that starts
-/// together. With `K` a `PartialObjectMeta<_>`, kube lists and watches the
-/// objects' metadata only (`as=PartialObjectMetadata`). The I/O only: what each
+/// together. With a `K` of the metadata API (`NodeObject<true>`), kube lists and
+/// watches the objects' metadata only (`as=PartialObjectMetadata`). The I/O only: what each
 /// event means is [`Follower::on_event`]'s.
 pub(crate) async fn follow<K, S>(
     api: Api<K>,
@@ -191,22 +195,20 @@ pub(crate) async fn follow<K, S>(
     // Each watch asks for 10-11 min (kube's default is 290 s); a watch that
     // stays silent is then re-opened within 11 minutes.
     let timeout = (WATCH_TIMEOUT.as_secs_f64() - WATCH_JITTER.as_secs_f64() * draw()) as u32;
-    let mut wc = watcher::Config::default()
-        .page_size(PAGE_SIZE)
-        .timeout(timeout);
+    let mut wc = watcher::Config::default().timeout(timeout);
     if !target.selector.is_empty() {
         wc = wc.labels(&target.selector);
     }
     if !target.fields.is_empty() {
         wc = wc.fields(&target.fields);
     }
-    let start = || watcher(api.clone(), wc.clone()).boxed();
-    let mut stream = start();
+    let start = |page| watcher(api.clone(), wc.clone().page_size(page)).boxed();
     let mut state = Follower::new(&target);
+    let mut stream = start(state.page_size);
     loop {
         // The watcher's stream does not end; if it did, start it again.
         let Some(event) = stream.next().await else {
-            stream = start();
+            stream = start(state.page_size);
             continue;
         };
         let (send, wait) = match state.on_event(event, &summarize, Instant::now()) {
@@ -219,7 +221,7 @@ pub(crate) async fn follow<K, S>(
                 failures,
             } => {
                 if relist {
-                    stream = start();
+                    stream = start(state.page_size);
                 }
                 (tell, Some(backoff.delay(failures, draw())))
             }
@@ -271,6 +273,8 @@ struct Follower<S> {
     listed: bool,
     /// The list being read: summaries, the names seen and the bytes they hold.
     listing: Option<(Vec<S>, HashSet<String>, usize)>,
+    /// Objects a list page asks for ([`PAGE_SIZE`], halved after a page over the cap).
+    page_size: u32,
 }
 
 impl<S: Weigh> Follower<S> {
@@ -283,6 +287,7 @@ impl<S: Weigh> Follower<S> {
             told_denied: false,
             listed: false,
             listing: None,
+            page_size: PAGE_SIZE,
         }
     }
 
@@ -338,7 +343,23 @@ impl<S: Weigh> Follower<S> {
             }
             Err(e) => e,
         };
-        let f = classify(&e);
+        // The client layer's refusals: a list stopped at its page limit
+        // ([`EndlessList`]), a page over its size cap.
+        let e_ref: &(dyn std::error::Error + 'static) = &e;
+        let chain = || std::iter::successors(Some(e_ref), |c| c.source());
+        let endless = chain().any(|c| c.is::<EndlessList>());
+        let too_large =
+            chain().any(|c| matches!(c.downcast_ref(), Some(ApiError::TooLarge { .. })));
+        let mut f = classify(&e);
+        if too_large {
+            self.page_size = (self.page_size / 2).max(1);
+            tracing::warn!(
+                what = self.what,
+                page_size = self.page_size,
+                "a list page is over the size cap: listing again with fewer objects a page"
+            );
+            f = Failure::Transient { relist: true };
+        }
         let error = crate::logging::Chain(&e).to_string();
         match (&f, &e) {
             (Failure::Denied(_), _) => {}
@@ -352,9 +373,6 @@ impl<S: Weigh> Follower<S> {
         }
         // An interrupted list is read again from its start.
         self.listing = None;
-        // Whether the client layer stopped a list at its page limit ([`EndlessList`]).
-        let e: &(dyn std::error::Error + 'static) = &e;
-        let endless = std::iter::successors(Some(e), |c| c.source()).any(|c| c.is::<EndlessList>());
         self.failed(f, error, endless, now)
     }
 

@@ -7,9 +7,10 @@
 //! answer over the size cap, a watch line over its cap, a 200 carrying a failure
 //! `Status`, a start time in the future. With the real binary: the node gate's
 //! invalid settings (exit codes), a token rotated on disk, an exec plugin's token
-//! refused and asked for again, a token file turned into a FIFO, and the log of a
-//! node 403. The own-pod-only admission policy is tested on the real control
-//! plane (tests/cluster.rs).
+//! refused and asked for again, a token file turned into a FIFO, the log of a
+//! node 403, and the peak memory with huge node labels and annotations. The
+//! own-pod-only admission policy is tested on the real control plane
+//! (tests/cluster.rs).
 
 mod common;
 
@@ -1147,6 +1148,161 @@ async fn many_agents_through_a_burst_of_node_events_stay_gentle_and_move_one_at_
     for a in agents {
         assert_eq!(a.stop().await, 0);
     }
+}
+
+// ---------------------------------------------------------------------------
+// Huge node objects (the real binary: its peak memory)
+// ---------------------------------------------------------------------------
+
+/// A field of /proc/PID/status in KiB (`VmHWM:`, the peak resident memory).
+fn status_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let line = status
+        .lines()
+        .find(|l| l.starts_with(field))
+        .unwrap_or_default();
+    line.split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The label of every big node the placeholder's nodeSelector reads.
+const READ_LABEL: &str = "k8s.example.com/label-00007";
+
+/// `count` nodes named `prefix-N` of `labels` labels (about 34 bytes of JSON each)
+/// and, if not 0, one annotation of `annotation` bytes.
+fn big_nodes(prefix: &str, count: usize, labels: usize, annotation: usize) -> Vec<NodeBuilder> {
+    let labels: BTreeMap<String, String> = (0..labels)
+        .map(|l| (format!("k8s.example.com/label-{l:05}"), "x".to_string()))
+        .collect();
+    (0..count)
+        .map(|i| {
+            let mut n = NodeBuilder::new(&format!("{prefix}-{i:03}"));
+            n.labels = labels.clone();
+            if annotation > 0 {
+                n.annotations
+                    .insert("example.com/blob".into(), "a".repeat(annotation));
+            }
+            n
+        })
+        .collect()
+}
+
+/// Issue 46, items 11 and 12: 110 nodes of 10,000 labels each (a 40 MB list page) took
+/// the agent to 212 MiB, 300 nodes of 1,500 labels and a 180 KB annotation each to
+/// 96 MiB. A node's metadata is bounded as it is decoded (the labels the placement
+/// rules read are kept, the rest and the annotations dropped) and a list page over
+/// 8 MiB is asked for again smaller: the agent's peak resident memory (VmHWM, printed)
+/// stays under 64 MiB. The nodes are old ones; then two such new nodes join, read in
+/// full, and the agent moves to one: the label it reads is kept (the placeholder's
+/// nodeSelector names it).
+#[test]
+fn huge_node_labels_and_annotations_keep_the_agent_under_64_mib() {
+    for (what, count, labels, annotation) in [
+        ("110 nodes of 10,000 labels", 110, 10_000, 0),
+        (
+            "300 nodes of 1,500 labels and a 180 KB annotation",
+            300,
+            1_500,
+            180_000,
+        ),
+    ] {
+        let mut nodes = big_nodes("big", count, labels, annotation);
+        for n in &mut nodes {
+            n.created = Some(std::time::SystemTime::now() - Duration::from_secs(3600));
+        }
+        let template = fake_apiserver::PodTemplate::placeholder("placeholder", "1", "4Gi")
+            .node_selector(READ_LABEL, "x");
+        let s = Scene::with_nodes(1, &nodes, template);
+        drop(nodes);
+        let env = [
+            ("SELFDESTRUCT_MAX_LIFETIME", "1h"),
+            ("SELFDESTRUCT_NODE_SETTLE", "1s"),
+        ];
+        let mut agent = s.agent("placeholder-0", &env);
+        let listed = format!("count={count}");
+        let seen = wait_until(Duration::from_secs(120), || {
+            let log = agent.log();
+            log.lines()
+                .any(|l| l.contains("watching nodes") && l.contains(&listed))
+        });
+        // The second of the placeholder's scheduling over: the new nodes are newer.
+        std::thread::sleep(Duration::from_millis(1100));
+        for n in big_nodes("new", 2, labels, annotation) {
+            s.fake.add_node(n);
+        }
+        let moved = s
+            .fake
+            .wait_for_request(|r| r.is_eviction(), Duration::from_secs(60));
+        let peak = status_kib(agent.pid(), "VmHWM:");
+        let [now, anon, file] =
+            ["VmRSS:", "RssAnon:", "RssFile:"].map(|f| status_kib(agent.pid(), f));
+        println!(
+            "{what}: the agent's VmHWM {peak} KiB; after VmRSS {now} KiB \
+             (RssAnon {anon}, RssFile {file})"
+        );
+        assert!(seen, "{what}: no view of {count} nodes:\n{}", agent.log());
+        assert!(
+            moved.is_some() && agent.log().contains("moving: node new-"),
+            "{what}: no move to a new node:\n{}",
+            agent.log()
+        );
+        assert!(agent.is_running(), "{}", agent.log());
+        assert!(peak <= 64 << 10, "{what}: VmHWM {peak} KiB");
+    }
+}
+
+/// Issue 46, item 11: a list page just under the 8 MiB cap, of 20 nodes with 34,000
+/// labels of 12 bytes of JSON each (a hostile server's answer), took some 100 MiB to
+/// decode: the page cap alone does not bound what its labels cost once decoded, the
+/// decode does (it keeps the labels the placement rules read). VmHWM printed, under
+/// 64 MiB.
+#[test]
+fn a_page_of_tiny_labels_under_the_cap_keeps_the_agent_under_64_mib() {
+    let template = fake_apiserver::PodTemplate::placeholder("placeholder", "1", "4Gi")
+        .node_selector(READ_LABEL, "x");
+    let s = Scene::with_nodes(1, &big_nodes("big", 1, 8, 0), template);
+    let labels: String = (0..34_000).map(|l| format!("\"k{l:05}\":\"\",")).collect();
+    let items: Vec<String> = (0..20)
+        .map(|i| {
+            format!(
+                "{{\"metadata\":{{\"name\":\"tiny-{i:02}\",\"resourceVersion\":\"1\",\
+                 \"creationTimestamp\":\"2020-01-01T00:00:00Z\",\"labels\":{{{labels}\"{READ_LABEL}\":\"x\"}}}}}}"
+            )
+        })
+        .collect();
+    let page = format!(
+        "{{\"kind\":\"PartialObjectMetadataList\",\"apiVersion\":\"meta.k8s.io/v1\",\
+         \"metadata\":{{\"resourceVersion\":\"{}\"}},\"items\":[{}]}}",
+        s.fake.resource_version(),
+        items.join(",")
+    );
+    assert!(
+        page.len() > 8_000_000 && page.len() < 8 << 20,
+        "{} bytes",
+        page.len()
+    );
+    let metadata_list = |r: &fake_apiserver::RequestInfo<'_>| {
+        r.path == "/api/v1/nodes" && !r.watch && !r.query.contains("fieldSelector")
+    };
+    s.fake.fail_next(
+        Matcher::custom(metadata_list),
+        FaultResponse::raw(200, page),
+        1,
+    );
+    let mut agent = s.agent("placeholder-0", &[("SELFDESTRUCT_MAX_LIFETIME", "1h")]);
+    let seen = wait_until(Duration::from_secs(120), || {
+        let log = agent.log();
+        log.lines()
+            .any(|l| l.contains("watching nodes") && l.contains("count=20"))
+    });
+    let peak = status_kib(agent.pid(), "VmHWM:");
+    let file = status_kib(agent.pid(), "RssFile:");
+    println!("a page of 680,000 tiny labels: the agent's VmHWM {peak} KiB (RssFile {file})");
+    assert!(seen, "no view of the 20 nodes:\n{}", agent.log());
+    assert!(agent.is_running(), "{}", agent.log());
+    assert!(peak <= 64 << 10, "VmHWM {peak} KiB");
 }
 
 // ---------------------------------------------------------------------------

@@ -37,7 +37,8 @@ impl ImageRef {
                     && algo.chars().all(|c| {
                         c.is_ascii_lowercase() || c.is_ascii_digit() || "+._-".contains(c)
                     });
-                let hex_ok = hex.len() >= 32 && hex.chars().all(|c| c.is_ascii_hexdigit());
+                let hex_ok =
+                    (32..=128).contains(&hex.len()) && hex.chars().all(|c| c.is_ascii_hexdigit());
                 if !algo_ok || !hex_ok {
                     return Err(format!("digest {digest:?} is not algorithm:hex"));
                 }
@@ -62,11 +63,19 @@ impl ImageRef {
             }
             None => (rest, None),
         };
+        if name.len() > MAX_NAME {
+            return Err(format!("the name is longer than {MAX_NAME} characters"));
+        }
         let mut parts: Vec<&str> = name.split('/').collect();
         let domain = if parts.len() > 1
             && (parts[0].contains('.') || parts[0].contains(':') || parts[0] == "localhost")
         {
             let d = parts.remove(0);
+            if !is_domain(d) {
+                return Err(format!(
+                    "registry {d:?} is not a host name with an optional :port"
+                ));
+            }
             if d == "index.docker.io" || d == "registry-1.docker.io" {
                 "docker.io".to_string()
             } else {
@@ -75,14 +84,10 @@ impl ImageRef {
         } else {
             "docker.io".to_string()
         };
-        if parts.iter().any(|p| {
-            p.is_empty()
-                || !p
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "._-".contains(c))
-        }) {
+        if !parts.iter().all(|p| is_path_component(p)) {
             return Err(format!(
-                "repository {name:?} must be lowercase letters, digits, '.', '_', '-' separated by '/'"
+                "repository {name:?} must be lowercase letters and digits, separated by '.', '_', \
+                 '__' or dashes within a part and by '/' between parts"
             ));
         }
         if domain == "docker.io" && parts.len() == 1 {
@@ -129,6 +134,39 @@ impl fmt::Display for ImageRef {
     }
 }
 
+/// The longest name (registry and repository), as the container runtimes' reference
+/// grammar has it (distribution's `NameTotalLengthMax`).
+const MAX_NAME: usize = 255;
+
+/// One part of a repository path: `[a-z0-9]+` runs joined by `.`, `_`, `__` or dashes.
+fn is_path_component(p: &str) -> bool {
+    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    p.starts_with(alnum)
+        && p.ends_with(alnum)
+        && p.split(alnum)
+            .all(|sep| matches!(sep, "." | "_" | "__") || sep.chars().all(|c| c == '-'))
+}
+
+/// A registry: a host name (dot-separated labels of letters, digits and inner dashes) or
+/// a bracketed IPv6 address, with an optional `:port`.
+fn is_domain(d: &str) -> bool {
+    let (host, port) = match d.rsplit_once(':') {
+        Some((h, p)) if !p.contains(']') => (h, Some(p)),
+        _ => (d, None),
+    };
+    let label = |l: &str| {
+        !l.is_empty()
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+            && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+    };
+    let host_ok = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        Some(ip) => ip.parse::<std::net::Ipv6Addr>().is_ok(),
+        None => host.split('.').all(label),
+    };
+    host_ok && port.is_none_or(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+}
+
 /// Parses a comma-separated list of image references (empty items are skipped).
 pub fn parse_list(input: &str) -> Result<Vec<ImageRef>, String> {
     input
@@ -163,6 +201,11 @@ mod tests {
             ("localhost/app", "localhost/app:latest"),
             ("registry:5000/team/app:v1", "registry:5000/team/app:v1"),
             ("gcr.io/a/b/c:1.0", "gcr.io/a/b/c:1.0"),
+            (
+                "my-registry.example.com:443/a__b/c-d--e.f_g:1",
+                "my-registry.example.com:443/a__b/c-d--e.f_g:1",
+            ),
+            ("[::1]:5000/app", "[::1]:5000/app:latest"),
         ];
         for (input, want) in table {
             assert_eq!(
@@ -171,6 +214,16 @@ mod tests {
                 "{input}"
             );
         }
+        let long = format!("r.io/{}", "a".repeat(250));
+        assert_eq!(
+            ImageRef::parse(&long),
+            Ok(ImageRef {
+                domain: "r.io".into(),
+                path: "a".repeat(250),
+                tag: Some("latest".into()),
+                digest: None
+            })
+        );
         let pinned = ImageRef::parse(&format!("nginx@{SHA}")).expect("valid");
         assert_eq!(pinned.tag, None);
         assert_eq!(pinned.digest.as_deref(), Some(SHA));
@@ -191,9 +244,25 @@ mod tests {
             "with space:1",
             "/leading",
             "trailing/",
+            // Issue 46, item 18: a duration, a name past 255 characters, a digest of any
+            // length, a malformed part or registry were taken as images no node holds.
+            "-5s",
+            "app-",
+            "a..b/c",
+            "a___b",
+            "team/.app",
+            "bad_host.io/app",
+            "-host.io/app",
+            "host.io:port/app",
+            "host.io:/app",
+            "[::1/app",
+            "[zz::1]:5000/app",
         ] {
             assert!(ImageRef::parse(bad).is_err(), "{bad:?} should be refused");
         }
+        let too_long = ImageRef::parse(&"a".repeat(100_000)).expect_err("100,000 characters");
+        assert_eq!(too_long, "the name is longer than 255 characters");
+        assert!(ImageRef::parse(&format!("nginx@sha256:{}", "0".repeat(129))).is_err());
     }
 
     #[test]

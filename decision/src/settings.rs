@@ -80,15 +80,16 @@ impl<P: TypedValueParser> TypedValueParser for Setting<P> {
     }
 }
 
-/// The longest duration accepted anywhere (100 years): longer is a typo.
-const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 86_400);
+/// The longest duration accepted anywhere (100 years, `100y`: humantime's year is
+/// 365.25 days): longer is a typo.
+const MAX_DURATION: Duration = Duration::from_secs(100 * 31_557_600);
 
 const DURATION_FORM: &str = "a duration such as 90s, 15m or 1h30m";
 
 /// A duration of at most 100 years.
 pub fn duration(value: &str) -> Result<Duration, String> {
     match duration::parse(value) {
-        Ok(d) if d > MAX_DURATION => Err(format!("{DURATION_FORM}, at most 100 years")),
+        Ok(d) if d > MAX_DURATION => Err(format!("{DURATION_FORM}, at most 100 years (100y)")),
         Ok(d) => Ok(d),
         Err(e) => Err(format!("{DURATION_FORM} ({e})")),
     }
@@ -204,5 +205,35 @@ impl PolicySettings {
             min_age: self.min_age,
             avoid_deletion_candidates: self.avoid_deletion_candidates,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 46, item 18: `100y` was refused as more than 100 years (humantime's year is
+    /// 365.25 days, the cap counted 365).
+    #[test]
+    fn a_hundred_years_is_the_longest_duration() {
+        assert_eq!(duration("100y"), Ok(Duration::from_secs(3_155_760_000)));
+        assert_eq!(duration("36525d"), duration("100y"));
+        for longer in ["100y 1s", "36526d", "101y"] {
+            let refused = duration(longer).expect_err(longer);
+            assert!(refused.ends_with("at most 100 years (100y)"), "{refused}");
+        }
+    }
+
+    /// Issue 46, item 18: a duration or a 100,000-character name was taken as an image.
+    #[test]
+    fn required_images_are_image_references() {
+        for bad in ["-5s", &"a".repeat(100_000), "nginx,-5s"] {
+            let refused = image_list(bad).expect_err("not an image reference");
+            assert!(
+                refused.starts_with("comma-separated image references"),
+                "{refused}"
+            );
+            assert!(refused.len() < 300, "{} bytes", refused.len());
+        }
     }
 }

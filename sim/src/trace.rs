@@ -40,6 +40,9 @@ const KEEP_REASONS: usize = 3;
 const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 /// Distinct origins remembered per file for an `--origin` that matched nothing.
 const KEEP_ORIGINS: usize = 20;
+/// The most days a replay covers, its files together: a year (the longest replay of
+/// sim/README.md is 30 days). Two launches 1,000 years apart would make 365,244 days.
+pub const MAX_DAYS: u64 = 366;
 
 /// Why the launches could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -77,6 +80,20 @@ pub enum TraceError {
         file: String,
         /// The counts that explain it.
         why: String,
+    },
+    /// Launches that span more than [`MAX_DAYS`] days, with the files before.
+    #[error(
+        "{file}: launches from {first} to {last}, {days} days to replay in all: at most {MAX_DAYS}"
+    )]
+    Span {
+        /// The file.
+        file: String,
+        /// Its first launch's day, `YYYY-MM-DD`.
+        first: String,
+        /// Its last launch's day.
+        last: String,
+        /// The days with the files before it.
+        days: u64,
     },
     /// No file given.
     #[error("no arrival files given")]
@@ -473,6 +490,15 @@ impl Trace {
         let (lo, hi) = (times[0].0, times[times.len() - 1].0);
         let first_day = lo.div_euclid(day) * day;
         let days = ((hi - first_day) / day + 1) as u64;
+        if self.days + days > MAX_DAYS {
+            let (first, last, days) = (date(lo), date(hi), self.days + days);
+            return Err(TraceError::Span {
+                file: name,
+                first,
+                last,
+                days,
+            });
+        }
         let offset = self.days * DAY;
         let spread = format == Format::JsonLines;
         self.launches.reserve(times.len());

@@ -132,6 +132,53 @@ fn csv_with_durations_and_several_files_on_consecutive_days() {
     assert!(err.to_string().contains("no `timestamp` column"), "{err}");
 }
 
+/// Issue 46, item 20: two launches 1,000 years apart made one file of 365,244 days, replayed
+/// day by day (513 MiB and still running at 40 s). The span is bounded, a year with the files
+/// before: the library says so, and the binary exits 2 naming the file and the bound.
+#[test]
+fn a_replay_of_more_than_a_year_is_refused_naming_the_file() {
+    let dir = scratch("span");
+    let year = write(
+        &dir,
+        "year.csv",
+        "timestamp\n2025-01-01T00:00:00Z\n2025-12-31T23:00:00Z\n",
+    );
+    assert_eq!(
+        read(&[&year], &ReadOptions::default())
+            .expect("a year")
+            .days,
+        365
+    );
+    let far = write(
+        &dir,
+        "far.csv",
+        "timestamp\n1026-03-02T08:00:00Z\n2026-03-02T08:00:00Z\n",
+    );
+    let err = read(&[&far], &ReadOptions::default()).expect_err("1,000 years");
+    assert!(
+        matches!(err, TraceError::Span { days: 365_244, .. }),
+        "{err}"
+    );
+    // A year, and one day more in the next file.
+    let day = write(&dir, "day.csv", "timestamp\n2026-01-01T00:00:00Z\n");
+    let err = read(&[&year, &day, &day], &ReadOptions::default()).expect_err("367 days");
+    assert!(matches!(err, TraceError::Span { days: 367, .. }), "{err}");
+
+    let out = simulate(&[
+        "--arrivals",
+        far.to_str().unwrap_or_default(),
+        "--only",
+        "none",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("far.csv: launches from 1026-03-02 to 2026-03-02, 365244 days")
+            && stderr.contains(&format!("at most {}", selfdestruct_sim::trace::MAX_DAYS)),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn a_byte_order_mark_is_no_content_in_json_lines_as_in_csv() {
     let dir = scratch("bom");

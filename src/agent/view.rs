@@ -4,14 +4,14 @@
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
-use kube::core::PartialObjectMeta;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use crate::candidates::Candidates;
 use crate::config::{Config, Siblings};
+use crate::summarize::{self, NodeObject};
 use crate::watch::{self, Target, Update};
 use selfdestruct_decision::model::{NodeSummary, OwnPod, Sibling};
 use selfdestruct_decision::selector::Selector;
@@ -61,15 +61,15 @@ impl View {
                 keys.clone(),
                 cfg.policy.required_images.clone(),
             ));
-            tokio::spawn(watch::follow(
-                Api::<PartialObjectMeta<Node>>::all(client.clone()),
+            let kept = keys.clone();
+            let follow = watch::follow(
+                Api::<NodeObject<true>>::all(client.clone()),
                 target,
                 tx,
                 start_delay,
-                move |n: PartialObjectMeta<Node>| {
-                    crate::summarize::node_metadata(n.metadata, &keys)
-                },
-            ));
+                move |n| summarize::node_metadata(n.metadata, &kept),
+            );
+            tokio::spawn(summarize::keeping_labels(keys, follow));
             view.node_rx = Some(rx);
         }
         let selector = match &cfg.args.sibling_selector {
@@ -107,7 +107,7 @@ impl View {
                 target,
                 tx,
                 start_delay,
-                crate::summarize::sibling,
+                summarize::sibling,
             ));
             view.sibling_rx = Some(rx);
             view.siblings_loading = true;

@@ -3,7 +3,7 @@
 use super::*;
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
 
 #[test]
 fn own_pod_summary_never_needs_optional_fields() {
@@ -35,7 +35,7 @@ fn own_pod_summary_never_needs_optional_fields() {
 
 #[test]
 fn node_summary_keeps_only_what_is_needed() {
-    let object: Node = serde_json::from_value(serde_json::json!({
+    let object: NodeObject<false> = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "n1", "labels": {"pool": "user", "noise": "x"}, "annotations": {"big": "..."}},
         "spec": {"taints": [{"key": "a", "effect": "NoSchedule"}, {"key": "b", "effect": "PreferNoSchedule"}]},
         "status": {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-22T04:26:05Z"}],
@@ -50,8 +50,42 @@ fn node_summary_keeps_only_what_is_needed() {
     assert!(s.ready.ready && s.ready.since.is_some());
     assert_eq!(s.images_present, vec![0]);
     assert!(!s.images_truncated);
-    let bare = node(Node::default(), &BTreeSet::new(), &required);
+    let bare = node(NodeObject::default(), &BTreeSet::new(), &required);
     assert!(!bare.ready.ready);
+}
+
+/// Issue 46, items 11 and 12: a Node's metadata is bounded as it is decoded, in the
+/// task of a node watch: the labels it reads are kept, the others, the annotations and
+/// the managed fields skipped; outside one every label is kept.
+#[test]
+fn a_nodes_metadata_is_bounded_as_it_is_decoded() {
+    let labels: serde_json::Map<String, serde_json::Value> = (0..10_000)
+        .map(|i| (format!("k8s.example.com/label-{i:05}"), "x".into()))
+        .collect();
+    let json = serde_json::json!({
+        "kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+        "metadata": {"name": "n1", "resourceVersion": "7", "uid": "u",
+                     "creationTimestamp": "2026-11-22T04:26:01Z", "labels": labels,
+                     "annotations": {"blob": "a".repeat(180_000)},
+                     "managedFields": [{"manager": "kubelet", "fieldsV1": {"f:metadata": {}}}]}
+    })
+    .to_string();
+    let keys: BTreeSet<String> = ["k8s.example.com/label-00007".to_string()].into();
+    let decode = async || serde_json::from_str::<NodeObject<true>>(&json).expect("a node");
+    let node = crate::testing::block_on(keeping_labels(keys.clone(), decode()));
+    let meta = &node.metadata;
+    assert_eq!(
+        meta.labels.as_ref().map(|l| l.keys().cloned().collect()),
+        Some(keys)
+    );
+    assert_eq!(
+        (meta.name.as_deref(), meta.resource_version.as_deref()),
+        (Some("n1"), Some("7"))
+    );
+    assert!(meta.creation_timestamp.is_some());
+    assert!(meta.annotations.is_none() && meta.managed_fields.is_none() && meta.uid.is_none());
+    let all = crate::testing::block_on(decode());
+    assert_eq!(all.metadata.labels.map(|l| l.len()), Some(10_000));
 }
 
 #[test]
@@ -82,8 +116,10 @@ mod fuzz {
     use crate::testing::{json_value, mutate};
     use std::collections::BTreeSet;
 
-    use k8s_openapi::api::core::v1::{Node, Pod};
+    use k8s_openapi::api::core::v1::Pod;
     use selfdestruct_decision::images;
+
+    use crate::summarize::NodeObject;
 
     fn valid_node() -> Value {
         json!({
@@ -119,7 +155,7 @@ mod fuzz {
     }
 
     fn summarise_node(bytes: &[u8]) {
-        if let Ok(node) = serde_json::from_slice::<Node>(bytes) {
+        if let Ok(node) = serde_json::from_slice::<NodeObject<false>>(bytes) {
             let required = images::parse_list(
                 "nginx:1.25,quay.io/x/y@sha256:0123456789abcdef0123456789abcdef",
             )

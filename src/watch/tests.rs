@@ -58,9 +58,12 @@ fn status(code: u16) -> Status {
 }
 
 #[test]
-fn a_410_on_opening_a_watch_lists_again_and_denials_are_reported() {
-    let open = watcher::Error::WatchStartFailed(kube::Error::Api(Box::new(status(410))));
-    assert_eq!(classify(&open), Failure::Transient { relist: true });
+fn a_410_or_400_on_opening_a_watch_lists_again_and_denials_are_reported() {
+    // A 400: a resourceVersion the server refuses (issue 46, item 14).
+    for code in [400, 410] {
+        let open = watcher::Error::WatchStartFailed(kube::Error::Api(Box::new(status(code))));
+        assert_eq!(classify(&open), Failure::Transient { relist: true });
+    }
     let event = watcher::Error::WatchError(Box::new(status(410)));
     assert_eq!(classify(&event), Failure::Transient { relist: false });
     let denied = watcher::Error::InitialListFailed(kube::Error::Api(Box::new(status(403))));
@@ -275,4 +278,31 @@ fn a_denial_is_told_once_until_a_list_succeeds() {
             (list_failed(403), 400, "back off denied #4"),
         ],
     );
+}
+
+/// Issue 46, item 13: a list page over the client's size cap was asked for the same way
+/// for good. Each one over it halves the objects a page (down to one) and lists again.
+#[test]
+fn a_list_page_over_the_cap_is_asked_for_again_with_half_the_objects() {
+    let target = Target {
+        selector: String::new(),
+        fields: String::new(),
+        what: "objects",
+        max_bytes: WEIGHT,
+    };
+    let mut follower = Follower::new(&target);
+    let now = Instant::now();
+    let mut sizes = Vec::new();
+    for _ in 0..8 {
+        let refused = ApiError::TooLarge {
+            limit: crate::client::MAX_LIST_ANSWER,
+        };
+        let page = Err(watcher::Error::InitialListFailed(kube::Error::Service(
+            Box::new(refused),
+        )));
+        let action = follower.on_event(page, |cm: ConfigMap| Named(cm.name_any()), now);
+        assert!(matches!(action, Action::BackOff { relist: true, .. }));
+        sizes.push(follower.page_size);
+    }
+    assert_eq!(sizes, [50, 25, 12, 6, 3, 1, 1, 1]);
 }

@@ -15,9 +15,15 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Path of the binary under test.
+/// Path of the binary under test: `SELFDESTRUCT_TEST_BIN` if set (another build of it,
+/// such as the static release build for the memory figures `tests/hardening.rs` prints),
+/// else this build's.
 pub fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_selfdestruct")
+    static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        std::env::var("SELFDESTRUCT_TEST_BIN")
+            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_selfdestruct").into())
+    })
 }
 
 /// A fresh temporary folder for one test (unique within and across test processes).
