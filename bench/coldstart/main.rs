@@ -188,6 +188,8 @@ struct User {
     ready: Option<Instant>,
     cold: bool,
     node: String,
+    /// The scheduler nominated a node for it (`status.nominatedNodeName`): it preempted.
+    preempting: bool,
 }
 
 fn root() -> &'static Path {
@@ -561,6 +563,12 @@ struct RowResult {
     tick_ms: Vec<f64>,
     /// Created → Ready of every user, simulated seconds (one never Ready: to the window's end).
     ready_s: Vec<f64>,
+    /// Created → Ready of the users that preempted a placeholder, simulated seconds: the
+    /// victim's end and the scheduler's retry, at least 1 s real (its backoff, uncompressed).
+    preempt_s: Vec<f64>,
+    /// A placeholder's going → its successor first seen, simulated seconds: the StatefulSet
+    /// controller's re-creation, uncompressed.
+    recreate_s: Vec<f64>,
     /// Where the successor of each placeholder that went landed, by why it went (the agent's
     /// move, a user's preemption, a scale-down's drain): see `Landing`.
     moved: Landing,
@@ -759,6 +767,8 @@ fn main() {
                 "boot_late_s": lag(rs, |r| &r.boot_late_s),
                 "warm_start_late_s": lag(rs, |r| &r.start_late_s),
                 "kubelet_tick_ms": lag(rs, |r| &r.tick_ms),
+                "preempt_s": lag(rs, |r| &r.preempt_s),
+                "recreate_s": lag(rs, |r| &r.recreate_s),
             },
             "form": args.form, "factor": f, "groups_side_by_side": groups.len(),
             "wait_threshold_s": args.wait_threshold_s(),
@@ -1243,6 +1253,10 @@ async fn run_real(
                     if u.ready.is_none() && pod_ready(&p) {
                         u.ready = Some(now);
                     }
+                    u.preempting |= p
+                        .status
+                        .as_ref()
+                        .is_some_and(|s| s.nominated_node_name.is_some());
                 }
             }
         })
@@ -1310,8 +1324,11 @@ async fn run_real(
         let r = res.entry(u.row.clone()).or_default();
         r.users += 1;
         if let Some(c) = u.created {
-            r.ready_s
-                .push((u.ready.unwrap_or(window_end_at).max(c) - c).as_secs_f64() * f);
+            let ready = (u.ready.unwrap_or(window_end_at).max(c) - c).as_secs_f64() * f;
+            r.ready_s.push(ready);
+            if u.preempting && !u.cold && u.ready.is_some() {
+                r.preempt_s.push(ready);
+            }
         }
         match (u.created, u.bound) {
             (Some(c), Some(b)) => {
@@ -1348,7 +1365,7 @@ async fn run_real(
     }
     let phs = std::mem::take(&mut *placeholders.lock().unwrap());
     let nodes_seen = seen.lock().unwrap().clone();
-    landings(&phs, &nodes_seen, &client, threshold, &mut res).await;
+    landings(&phs, &nodes_seen, &client, threshold, f, &mut res).await;
     let tick_ms: Vec<f64> = kubelet
         .stats()
         .ticks
@@ -1408,6 +1425,7 @@ async fn landings(
     nodes: &HashMap<String, NodeSeen>,
     client: &kube::Client,
     threshold: Duration,
+    f: f64,
     res: &mut BTreeMap<String, RowResult>,
 ) {
     let mut why_gone: HashMap<String, String> = HashMap::new();
@@ -1443,6 +1461,8 @@ async fn landings(
                 continue;
             };
             let r = res.entry(ns.to_string()).or_default();
+            r.recreate_s
+                .push((after.created.max(gone) - gone).as_secs_f64() * f);
             let landing = match why_gone.get(uid).map(String::as_str) {
                 Some("SelfDestruct") => &mut r.moved,
                 Some("Preempted") => &mut r.preempted,
@@ -1496,6 +1516,10 @@ struct Delays {
     ready_s: f64,
     pull_s: f64,
     spread: f64,
+    /// The preempting users' and the re-created placeholders' delays (the median over the
+    /// rows of each row's p50), when the runs measured any.
+    preempt_s: Option<f64>,
+    recreate_s: Option<f64>,
 }
 
 fn measured_delays(args: &Args, out: &[Value], placement: &str) -> Delays {
@@ -1527,6 +1551,8 @@ fn delays_from(ready_s: f64, pull_s: f64, lags: &[&Value]) -> Delays {
             ready_s,
             pull_s,
             spread: 0.0,
+            preempt_s: None,
+            recreate_s: None,
         };
     };
     let (ready, pull) = (ready_s + b50.max(0.0), pull_s + i50.max(0.0));
@@ -1535,6 +1561,8 @@ fn delays_from(ready_s: f64, pull_s: f64, lags: &[&Value]) -> Delays {
         ready_s: round2(ready),
         pull_s: round2(pull),
         spread: round2(spread.min(0.9)),
+        preempt_s: median("preempt_s", "p50").map(round2),
+        recreate_s: median("recreate_s", "p50").map(round2),
     }
 }
 
@@ -1592,6 +1620,14 @@ fn run_sim(args: &Args, placement: &str, window_s: f64, delays: &Delays) -> Vec<
         // start, the process's start, one GET and one PATCH.
         "--gate-lag".into(),
         sim_s(1.0),
+        // The autoscaler's drain: its fixed waits, uncompressed (5 s after the taint, a refused
+        // eviction retried every 10 s, a drain refused for 2 minutes fails).
+        "--node-delete-delay-after-taint".into(),
+        sim_s(5.0),
+        "--eviction-retry".into(),
+        sim_s(10.0),
+        "--max-pod-eviction-time".into(),
+        sim_s(120.0),
         "--user-placement".into(),
         placement.to_string(),
         "--only".into(),
@@ -1609,6 +1645,14 @@ fn run_sim(args: &Args, placement: &str, window_s: f64, delays: &Delays) -> Vec<
         "--users-out".into(),
         format!("target/coldstart-sim-users-{placement}.json"),
     ]);
+    for (flag, v) in [
+        ("--preemption-delay", delays.preempt_s),
+        ("--recreate-delay", delays.recreate_s),
+    ] {
+        if let Some(v) = v {
+            cmd.arg(flag).arg(format!("{}ms", (v * 1000.0).round() as u64));
+        }
+    }
     if args.plot.is_some() && placement == args.placement[0] {
         cmd.args(["--plot", "target/coldstart-sim.svg", "--plot-until"])
             .arg(format!("{}s", window_s.ceil()));
@@ -1681,7 +1725,8 @@ fn sim_rows(args: &Args, placement: &str, v: &Value, window_s: f64, delays: &Del
             "landed": {"moved": {"all": col("moves_to_new_nodes"), "new": col("moves_on_target")},
                 "drained": {"all": col("drain_evictions")}},
             "delays": {"node_ready_s": delays.ready_s, "image_pull_s": delays.pull_s,
-                "spread": delays.spread},
+                "spread": delays.spread, "preemption_s": delays.preempt_s,
+                "recreate_s": delays.recreate_s},
             "form": args.form, "factor": args.factor}));
     }
     out
