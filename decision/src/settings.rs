@@ -63,11 +63,10 @@ impl<P: TypedValueParser> TypedValueParser for Setting<P> {
                 Some(var) => format!("{} (--{flag})", var.to_string_lossy()),
                 None => format!("--{flag}"),
             };
-            let value = value.to_string_lossy().into_owned();
             let error = SettingError {
                 setting,
-                value,
-                expected,
+                value: shown(&value.to_string_lossy(), SHOWN_CHARS),
+                expected: shown(&expected, REASON_CHARS),
             };
             clap::Error::raw(ErrorKind::ValueValidation, format!("{error}\n")).with_cmd(cmd)
         })
@@ -77,6 +76,19 @@ impl<P: TypedValueParser> TypedValueParser for Setting<P> {
         &self,
     ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
         self.0.possible_values()
+    }
+}
+
+/// The longest value a refusal repeats, and the longest reason: longer is cut, with its
+/// length said (a reason may quote the value).
+const SHOWN_CHARS: usize = 200;
+const REASON_CHARS: usize = 1000;
+
+/// `value` as a refusal repeats it: cut at `limit` characters.
+fn shown(value: &str, limit: usize) -> String {
+    match value.char_indices().nth(limit) {
+        Some((end, _)) => format!("{}... ({} characters)", &value[..end], value.chars().count()),
+        None => value.to_string(),
     }
 }
 
@@ -211,6 +223,14 @@ impl PolicySettings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 46, item 18: a 100,000-character value is not repeated whole.
+    #[test]
+    fn a_refusal_repeats_at_most_200_characters_of_the_value() {
+        assert_eq!(shown("abc", SHOWN_CHARS), "abc");
+        let cut = shown(&"é".repeat(100_000), SHOWN_CHARS);
+        assert_eq!(cut, format!("{}... (100000 characters)", "é".repeat(200)));
+    }
 
     /// Issue 46, item 18: `100y` was refused as more than 100 years (humantime's year is
     /// 365.25 days, the cap counted 365).
