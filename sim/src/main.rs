@@ -20,7 +20,7 @@ use selfdestruct_sim::trace::{ReadOptions, Trace};
     name = "simulate",
     about = "Simulates placeholder pods running the selfdestruct agent and compares policies on the same user arrivals.",
     after_help = "Rows: none, static, timer, new-node, new-node+images, gate, gate+new-node, \
-                  the peers buffer, buffer+gate, rebalancer, node-balloon, podlifetime (docs/peers.md), configured \
+                  new-node+avoid-candidates, static+pin, new-node+pin (docs/decision.md), the peers buffer, buffer+gate, rebalancer, node-balloon, podlifetime (docs/peers.md), configured \
                   (the policy flags below, defaulting to the agent's own defaults). Durations: 90s, 15m, 1h30m, 0. \
                   Same seed and flags give byte-identical output. \
                   --arrivals replays launches instead of the scenario's arrivals (its cluster, session model and delays stay): \
