@@ -90,6 +90,7 @@ fn baseline_refusals_name_the_rule_and_reason() {
         ("Monday = 3", 1, "is no day"),
         ("Mon = -1", 1, "is not a whole number"),
         ("Mon = 100001", 1, "is not a whole number"),
+        ("* = +5", 1, "is not a whole number"),
         ("Mon 08:00-09:00 extra = 1", 1, "unexpected"),
         (" = 1", 1, "no days"),
     ] {
