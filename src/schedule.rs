@@ -143,10 +143,18 @@ pub(crate) enum CalendarSource {
 impl std::fmt::Display for CalendarSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            CalendarSource::Url(u) => write!(f, "{u}"),
+            CalendarSource::Url(u) => f.write_str(&redact(u)),
             CalendarSource::File(p) => write!(f, "{}", p.display()),
         }
     }
+}
+
+/// `uri` as logged: its scheme, host and port. Its userinfo (a password), path (Google's
+/// `private-<token>` address) and query (a token) may be the calendar's secret.
+fn redact(uri: &http::Uri) -> String {
+    let host = uri.authority().map_or("", |a| a.as_str());
+    let host = host.rsplit('@').next().unwrap_or_default();
+    format!("{}://{host}/…", uri.scheme_str().unwrap_or("https"))
 }
 
 fn target(value: &str) -> Result<Option<Target>, String> {
@@ -525,7 +533,7 @@ fn read_file(path: &std::path::Path) -> Result<Filtered, ReadError> {
 
 async fn get(mut uri: http::Uri, http: &HttpClient) -> Result<Filtered, ReadError> {
     for _ in 0..=MAX_REDIRECTS {
-        let io = |e: Box<dyn std::error::Error + Send + Sync>| ReadError::Io(uri.to_string(), e);
+        let io = |e: Box<dyn std::error::Error + Send + Sync>| ReadError::Io(redact(&uri), e);
         let req = http::Request::get(uri.clone())
             .header(http::header::ACCEPT, "text/calendar, */*;q=0.5")
             .header(http::header::USER_AGENT, "selfdestruct-schedule")
@@ -566,17 +574,17 @@ async fn get(mut uri: http::Uri, http: &HttpClient) -> Result<Filtered, ReadErro
 
 /// The URL a redirect's `Location` names, relative ones against `base`.
 fn redirect(base: &http::Uri, location: &str) -> Result<http::Uri, ReadError> {
-    let bad = |why: &str| ReadError::Redirect(format!("Location {location:?}: {why}"));
-    let next: http::Uri = location.parse().map_err(|_| bad("not a URL"))?;
+    let bad = |why: &str| ReadError::Redirect(format!("a Location header {why}"));
+    let next: http::Uri = location.parse().map_err(|_| bad("that is not a URL"))?;
     if next.scheme().is_some() {
         return match next.scheme_str() {
             Some("http" | "https") => Ok(next),
-            _ => Err(bad("not http(s)")),
+            _ => Err(bad("to another scheme than http(s)")),
         };
     }
     let mut parts = base.clone().into_parts();
     parts.path_and_query = next.path_and_query().cloned();
-    http::Uri::from_parts(parts).map_err(|_| bad("not a path"))
+    http::Uri::from_parts(parts).map_err(|_| bad("that is not a path"))
 }
 
 /// Reads the object's replicas and sets them to the count in force if they differ;

@@ -395,7 +395,11 @@ fn unreachable_calendar_at_start_runs_on_the_baseline() {
     let api = api();
     // A port nobody listens on.
     let closed = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/x.ics", closed.local_addr().unwrap());
+    // Its secret (a password, a `private-` path, a token) is never logged.
+    let url = format!(
+        "http://me:hunter2@{}/calendar/private-0123abcd/basic.ics?key=s3cr3t",
+        closed.local_addr().unwrap()
+    );
     drop(closed);
     let home = tempdir("schedule-unreachable");
     let mut p = start(&api, &url, &home);
@@ -421,6 +425,9 @@ fn unreachable_calendar_at_start_runs_on_the_baseline() {
     );
     let (status, _) = p.terminate();
     assert_eq!(status.and_then(|s| s.code()), Some(0));
+    for secret in ["hunter2", "private-", "s3cr3t"] {
+        assert!(!p.log().contains(secret), "{secret} logged:\n{}", p.log());
+    }
 }
 
 #[test]
