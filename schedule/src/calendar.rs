@@ -224,13 +224,13 @@ impl Calendar {
 fn count_in(text: Option<&str>) -> Result<Option<u32>, String> {
     let Some(text) = text else { return Ok(None) };
     let lower = text.to_ascii_lowercase();
-    let Some(at) = lower.find(MARK) else {
-        return Ok(None);
-    };
-    let rest = text[at + MARK.len()..].trim_start();
-    let Some(rest) = rest.strip_prefix(':').or_else(|| rest.strip_prefix('=')) else {
-        return Err(format!("`{MARK}` is not followed by `: N`"));
-    };
+    // The word followed by `:` or `=`: a prose mention ("Talk: placeholders in
+    // Kubernetes") is no count.
+    let marked = lower.match_indices(MARK).find_map(|(at, _)| {
+        let rest = lower[at + MARK.len()..].trim_start();
+        rest.strip_prefix([':', '='])
+    });
+    let Some(rest) = marked else { return Ok(None) };
     let digits: String = rest
         .trim_start()
         .chars()

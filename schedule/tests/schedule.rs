@@ -425,3 +425,20 @@ fn the_filter_bounds_an_event_a_line_and_the_events_kept() {
     let e = f.push(b"BEGIN:VCALENDAR\r\nX-A:\xff\r\n").unwrap_err();
     assert_eq!(e.line, Some(2), "{e}");
 }
+
+#[test]
+fn a_prose_mention_of_the_word_is_no_count() {
+    let text = ics(&format!(
+        "{}{}",
+        event(
+            "SUMMARY:Talk: placeholders in Kubernetes\r\nDTSTART:20260302T090000Z\r\nDTEND:20260302T100000Z\r\n"
+        ),
+        event(
+            "SUMMARY:Why placeholders? Lab\r\nDESCRIPTION:more placeholders here\\, placeholders: 6\r\n\
+             DTSTART:20260302T090000Z\r\nDTEND:20260302T100000Z\r\n"
+        ),
+    ));
+    let cal = Calendar::parse(&text, Tz::UTC).unwrap();
+    let counts: Vec<(&str, u32)> = cal.events.iter().map(|e| (&*e.name, e.count)).collect();
+    assert_eq!(counts, [("Why placeholders? Lab", 6)]);
+}
