@@ -55,7 +55,9 @@ fn a_calendar_file_is_read_within_its_bounds() {
     let dir = tempdir("schedule-file");
     let read = |name: &str| {
         let source = CalendarSource::File(dir.join(name));
-        block_on(async { read_calendar(&source, &https_client(), Duration::from_secs(10)).await })
+        block_on(async {
+            read_calendar(&source, &https_client(), Duration::from_secs(10), &mut None).await
+        })
     };
     std::fs::write(
         dir.join("ok.ics"),
@@ -97,7 +99,7 @@ fn an_answer_announcing_more_than_the_cap_is_refused_before_its_body() {
     let timeout = Duration::from_secs(60);
     let e = block_on(async {
         let http = https_client();
-        let read = read_calendar(&source, &http, timeout).await;
+        let read = read_calendar(&source, &http, timeout, &mut None).await;
         drop(http);
         read
     })
