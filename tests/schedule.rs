@@ -230,6 +230,11 @@ fn class_now(n: u32, summary: &str) -> String {
 /// A shared calendar just under the 4 MiB read bound: events without a count, and classes
 /// running now with one (the largest `n`), their text just under the 128 KiB bound.
 fn shared_calendar(n: u32) -> String {
+    shared_calendar_with(n, |_| "")
+}
+
+/// [`shared_calendar`], the class `k` with the recurrence rule `rule(k)`.
+fn shared_calendar_with(n: u32, rule: impl Fn(usize) -> &'static str) -> String {
     let class = class_now(n, "Class");
     let (head, rest) = class.split_once("BEGIN:VEVENT").unwrap();
     let event = format!("BEGIN:VEVENT{}", rest.trim_end_matches("END:VCALENDAR\r\n"));
@@ -237,11 +242,18 @@ fn shared_calendar(n: u32) -> String {
     let mut k = 0;
     while events.len() + event.len() < 120 << 10 {
         let count = if k == 0 { n } else { 1 + k % n };
+        let rule = match rule(k as usize) {
+            "" => String::new(),
+            r => format!("{r}\r\n"),
+        };
         events.push_str(
-            &event.replace("UID:lab", &format!("UID:class-{k}")).replace(
-                &format!("placeholders: {n}"),
-                &format!("placeholders: {count}"),
-            ),
+            &event
+                .replace("UID:lab", &format!("UID:class-{k}"))
+                .replace(
+                    &format!("placeholders: {n}"),
+                    &format!("placeholders: {count}"),
+                )
+                .replace("DTSTART:", &format!("{rule}DTSTART:")),
         );
         k += 1;
     }
@@ -264,6 +276,20 @@ fn vm(pid: u32, field: &str) -> u64 {
         .find(|l| l.starts_with(field))
         .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
         .unwrap_or(0)
+}
+
+/// The CPU time of process `pid` so far, user and system, in clock ticks (1/100 s).
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = stat.rsplit_once(')').map_or("", |(_, a)| a);
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let tick = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    tick(11) + tick(12)
 }
 
 fn start(api: &Api, calendar: &str, home: &std::path::Path) -> Proc {
@@ -404,6 +430,30 @@ fn bad_calendar_answers_keep_the_last_schedule_and_memory_bounded() {
         vm(p.pid(), "VmHWM:"),
         vm(p.pid(), "VmRSS:"),
         vm(p.pid(), "RssAnon:")
+    );
+    // The same at the bounds with the worst rules: every second (its span cut at 50,000
+    // occurrences held), every minute, or never in a form the parse cannot see (stepped
+    // through to rrule's loop limit, the expansion cut at its 2 s budget).
+    let worst = [
+        "RRULE:FREQ=SECONDLY",
+        "RRULE:FREQ=MINUTELY",
+        "RRULE:FREQ=DAILY;BYSETPOS=2",
+    ];
+    let hostile = shared_calendar_with(13, |k| worst[k % 3]);
+    let (size, cpu) = (hostile.len(), cpu_ticks(p.pid()));
+    *cal.answer.lock().unwrap() = Answer::Calendar(hostile);
+    assert!(
+        wait_until(WAIT, || api.replicas.load(Ordering::SeqCst) == 13),
+        "{}",
+        p.log()
+    );
+    println!(
+        "schedule mode at the bounds: VmHWM {} KiB, {:.2} s of CPU to read, parse and expand \
+         a {size}-byte calendar whose 128 KiB of events with a count each occur every second, \
+         every minute or never (and the 1 s re-reads of it till then), VmRSS {} KiB after",
+        vm(p.pid(), "VmHWM:"),
+        (cpu_ticks(p.pid()) - cpu) as f64 / 100.0,
+        vm(p.pid(), "VmRSS:"),
     );
     let (status, _) = p.terminate();
     assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", p.log());
