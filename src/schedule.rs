@@ -470,10 +470,11 @@ fn start_job(cfg: &ScheduleConfig, http: &HttpClient, cal: &mut CalendarState, n
                 let e = expand(&c, now, to);
                 Ok((Arc::new(c), e))
             });
-            match parsed.await {
-                Ok(parsed) => Done::Read(fingerprint, parsed),
-                Err(e) => Done::Failed(ReadError::Io("the parse".into(), Box::new(e)), None),
-            }
+            let parsed = parsed.await.unwrap_or_else(|e| {
+                let reason = format!("parsing failed: {e}");
+                Err(CalendarError { line: None, reason })
+            });
+            Done::Read(fingerprint, parsed)
         }));
     } else if let Some(c) = &cal.calendar
         && now + cfg.schedule.lead + cfg.settings.tick * 2 >= cal.until
@@ -554,11 +555,11 @@ fn job_done(cfg: &ScheduleConfig, cal: &mut CalendarState, done: Done) {
             return;
         }
         Done::Read(fingerprint, Ok((c, e))) => {
-            let events = c.events.len();
-            if read(false) {
-                info!(calendar = %source, events, "calendar read again");
-            } else if first {
+            let (events, recovered) = (c.events.len(), read(false));
+            if first {
                 info!(calendar = %source, events, "calendar read");
+            } else if recovered {
+                info!(calendar = %source, events, "calendar read again");
             }
             let mut skipped: Vec<String> = c.skipped.iter().map(ToString::to_string).collect();
             skipped.extend(e.skipped.iter().map(ToString::to_string));
