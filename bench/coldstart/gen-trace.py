@@ -3,7 +3,8 @@ same bytes. Run from the repository root.
 
     python3 bench/coldstart/gen-trace.py ramp       # bench/coldstart/trace.csv (the quick and full forms)
     python3 bench/coldstart/gen-trace.py cycling    # bench/coldstart/cycling.csv (the cycling form)
-    python3 bench/coldstart/gen-trace.py cycling --peak-users 96 --out bench/coldstart/cycling-binder.csv
+    python3 bench/coldstart/gen-trace.py cycling --peak-users 96 --quiet-users 6 \
+        --out bench/coldstart/cycling-binder.csv   # the binder form (32-user nodes)
 
 ramp: a 100-minute ramp with a burst at 40-50 min, sessions lognormal (median about 20 min), all
 ended by 115 min.
