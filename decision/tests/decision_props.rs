@@ -197,6 +197,7 @@ fn policy() -> impl Strategy<Value = Policy> {
                     move_jitter,
                     max_moves_per_hour: cap,
                     min_age,
+                    avoid_deletion_candidates: false,
                 }
             },
         )
@@ -699,6 +700,7 @@ proptest! {
             move_jitter: Duration::ZERO,
             max_moves_per_hour: cap,
             min_age: Duration::ZERO,
+            avoid_deletion_candidates: false,
         };
         let mut memory = Memory::default();
         let mut now = at(20);
@@ -777,6 +779,7 @@ fn extreme_configured_durations_never_panic() {
             move_jitter: Duration::ZERO,
             max_moves_per_hour: 0,
             min_age: Duration::ZERO,
+            avoid_deletion_candidates: false,
         },
         memory: Memory::default(),
         draw: 0.99,
