@@ -10,7 +10,9 @@
 //! one (retried with capped, jittered backoff), a malformed one is refused with its line
 //! and reason and the last good one kept; a bad setting exits 2 at start.
 
+use std::collections::HashSet;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
@@ -20,6 +22,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
 use kube::runtime::events::{EventType, Reporter};
 use serde_json::{Value, json};
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::{error, info, warn};
 
@@ -35,7 +38,8 @@ use selfdestruct_decision::duration::format as human;
 use selfdestruct_decision::settings::{Setting, SettingError, duration};
 use selfdestruct_schedule::chrono::{DateTime, TimeDelta, Utc};
 use selfdestruct_schedule::{
-    Baseline, Calendar, Filter, Filtered, InForce, Occurrence, Schedule, Tz,
+    Baseline, Calendar, CalendarError, Expansion, Filter, Filtered, InForce, Occurrence, Schedule,
+    Tz,
 };
 
 /// The most bytes of a calendar read (a URL's answer or a file).
@@ -143,10 +147,18 @@ pub(crate) enum CalendarSource {
 impl std::fmt::Display for CalendarSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            CalendarSource::Url(u) => write!(f, "{u}"),
+            CalendarSource::Url(u) => f.write_str(&redact(u)),
             CalendarSource::File(p) => write!(f, "{}", p.display()),
         }
     }
+}
+
+/// `uri` as logged: its scheme, host and port. Its userinfo (a password), path (Google's
+/// `private-<token>` address) and query (a token) may be the calendar's secret.
+fn redact(uri: &http::Uri) -> String {
+    let host = uri.authority().map_or("", |a| a.as_str());
+    let host = host.rsplit('@').next().unwrap_or_default();
+    format!("{}://{host}/…", uri.scheme_str().unwrap_or("https"))
 }
 
 fn target(value: &str) -> Result<Option<Target>, String> {
@@ -276,14 +288,44 @@ pub(crate) async fn run(cfg: ScheduleConfig, access: Discovered, signals: Signal
     on_client_or_pause(access, namespace, signals, cannot, run).await
 }
 
-/// The calendar as last read well, and its occurrences over a span.
+/// The calendar as last read well, its occurrences over a span, and what runs beside the
+/// loop to renew them.
 struct CalendarState {
-    calendar: Option<Calendar>,
+    calendar: Option<Arc<Calendar>>,
+    /// A fingerprint of the text it was parsed from: an unchanged read is not parsed again.
+    fingerprint: u64,
     occurrences: Vec<Occurrence>,
-    /// The end of the span `occurrences` covers.
+    /// Every occurrence starting before this is in `occurrences`.
     until: DateTime<Utc>,
     next_read: Instant,
+    /// No expansion before this (one cut short by its bounds waits a refresh).
+    next_expansion: Instant,
     failures: u32,
+    /// Whether a first read ended, well or not: before, the count is only raised.
+    settled: bool,
+    /// The read or the expansion in flight: one at a time.
+    job: Option<JoinHandle<Done>>,
+    /// A file read that did not return in time (a FIFO nobody writes, a hung mount): the
+    /// next read waits on it again, never starting a second.
+    hung: Option<FileRead>,
+    /// The skipped events told (logged, and in an Event), and those not yet in an Event.
+    told: HashSet<String>,
+    untold: Vec<String>,
+}
+
+type FileRead = JoinHandle<Result<Filtered, ReadError>>;
+
+/// What a job ended with.
+enum Done {
+    /// A read that failed; the hung file read, if any.
+    Failed(ReadError, Option<FileRead>),
+    /// The same text as the calendar in force.
+    Unchanged,
+    /// A new calendar (its fingerprint) and its expansion from `now` over the span, or why
+    /// it is refused.
+    Read(u64, Result<(Arc<Calendar>, Expansion), CalendarError>),
+    /// The calendar in force expanded from `now` over the span.
+    Expanded(Expansion),
 }
 
 /// What was last applied to the object, and when to look at it again.
@@ -295,7 +337,11 @@ struct Applied {
     retry_at: Instant,
 }
 
-/// [`run`] on `client` until `signals` fires.
+/// How long one expansion may step through recurrences (then the events left are skipped).
+const EXPANSION_BUDGET: Duration = Duration::from_secs(2);
+
+/// [`run`] on `client` until `signals` fires. The count in force is evaluated every tick;
+/// reading, parsing and expanding the calendar run beside, one at a time.
 async fn run_on(cfg: ScheduleConfig, client: Client, mut signals: Stop) -> Result {
     let namespace = &client.default_namespace().to_string();
     info!(
@@ -312,10 +358,17 @@ async fn run_on(cfg: ScheduleConfig, client: Client, mut signals: Stop) -> Resul
     let start = Instant::now();
     let mut cal = CalendarState {
         calendar: None,
+        fingerprint: 0,
         occurrences: Vec::new(),
         until: DateTime::<Utc>::MIN_UTC,
         next_read: start,
+        next_expansion: start,
         failures: 0,
+        settled: cfg.settings.calendar.is_none(),
+        job: None,
+        hung: None,
+        told: HashSet::new(),
+        untold: Vec::new(),
     };
     let mut obj = Applied {
         count: None,
@@ -325,36 +378,49 @@ async fn run_on(cfg: ScheduleConfig, client: Client, mut signals: Stop) -> Resul
     };
     crate::malloc_trim::release_idle();
     loop {
-        if let Some(source) = &cfg.settings.calendar
-            && Instant::now() >= cal.next_read
-        {
-            tokio::select! {
-                sig = signals.terminated() => return stop(sig),
-                () = refresh_calendar(&cfg, source, &http, &mut cal) => {}
-            }
-        }
         let now = wall_now();
-        if cal.calendar.is_some() && now + cfg.schedule.lead + cfg.settings.tick * 2 >= cal.until {
-            expand(&cfg, &mut cal, now).await;
-        }
+        start_job(&cfg, &http, &mut cal, now);
         let f = cfg.schedule.in_force(&cal.occurrences, now);
         let due = obj.count != Some(f.count) || Instant::now() >= obj.next_check;
         if due && Instant::now() >= obj.retry_at {
+            let apply = apply(&cfg, &client, namespace, &f, cal.settled, &mut obj);
             tokio::select! {
                 sig = signals.terminated() => return stop(sig),
-                () = apply(&cfg, &client, namespace, &f, &mut obj) => {}
+                () = apply => {}
+            }
+        }
+        if !cal.untold.is_empty() {
+            let told = tell_skipped(&cfg, &client, namespace, std::mem::take(&mut cal.untold));
+            tokio::select! {
+                sig = signals.terminated() => return stop(sig),
+                () = told => {}
             }
         }
         let mut wake = Instant::now() + cfg.settings.tick;
-        if cfg.settings.calendar.is_some() {
+        if cfg.settings.calendar.is_some() && cal.job.is_none() {
             wake = wake.min(cal.next_read);
         }
         if obj.count != Some(f.count) {
             wake = wake.min(obj.retry_at.max(Instant::now()));
         }
-        tokio::select! {
+        let job = async {
+            match cal.job.as_mut() {
+                Some(job) => job.await,
+                None => std::future::pending().await,
+            }
+        };
+        let done = tokio::select! {
             sig = signals.terminated() => return stop(sig),
-            () = tokio::time::sleep_until(wake) => {}
+            done = job => Some(done),
+            () = tokio::time::sleep_until(wake) => None,
+        };
+        if let Some(done) = done {
+            cal.job = None;
+            match done {
+                Ok(done) => job_done(&cfg, &mut cal, done),
+                Err(e) => error!(error = %e, "reading or expanding the calendar failed"),
+            }
+            crate::malloc_trim::release_idle();
         }
     }
 }
@@ -363,79 +429,190 @@ fn wall_now() -> DateTime<Utc> {
     DateTime::<Utc>::from(SystemTime::now())
 }
 
-/// Reads and parses the calendar; keeps the last good one on any failure.
-async fn refresh_calendar(
-    cfg: &ScheduleConfig,
-    source: &CalendarSource,
-    http: &HttpClient,
-    cal: &mut CalendarState,
-) {
-    let read = read_calendar(source, http, cfg.settings.calendar_timeout).await;
-    let kept = if cal.calendar.is_some() {
-        "keeping the last good calendar"
-    } else {
-        "running on the baseline alone until it can be read"
+/// The end of the span expanded from `now`: past the lead time by [`SPAN`].
+fn horizon(cfg: &ScheduleConfig, now: DateTime<Utc>) -> DateTime<Utc> {
+    now + TimeDelta::from_std(cfg.schedule.lead).unwrap_or(TimeDelta::MAX / 4) + SPAN
+}
+
+/// `calendar`'s occurrences over the span from `now`, within [`EXPANSION_BUDGET`].
+fn expand(calendar: &Calendar, now: DateTime<Utc>, to: DateTime<Utc>) -> Expansion {
+    let deadline = std::time::Instant::now() + EXPANSION_BUDGET;
+    calendar.expand(now, to, &mut || std::time::Instant::now() < deadline)
+}
+
+/// Starts a read when one is due, else an expansion when the span runs short; neither
+/// while a job runs.
+fn start_job(cfg: &ScheduleConfig, http: &HttpClient, cal: &mut CalendarState, now: DateTime<Utc>) {
+    let Some(source) = &cfg.settings.calendar else {
+        return;
     };
-    // A calendar refused while read is refused like one that does not parse.
-    let filtered = match read {
-        Ok(f) => Ok(f),
-        Err(ReadError::Refused(e)) => Err(e),
-        Err(e) => {
+    if cal.job.is_some() {
+        return;
+    }
+    let (tz, to) = (cfg.schedule.tz, horizon(cfg, now));
+    if Instant::now() >= cal.next_read {
+        let (source, http, timeout) = (source.clone(), http.clone(), cfg.settings.calendar_timeout);
+        let (mut hung, known) = (cal.hung.take(), cal.fingerprint);
+        cal.job = Some(tokio::spawn(async move {
+            let filtered = match read_calendar(&source, &http, timeout, &mut hung).await {
+                Ok(filtered) => filtered,
+                // A calendar refused while read is refused like one that does not parse.
+                Err(ReadError::Refused(e)) => return Done::Read(0, Err(e)),
+                Err(e) => return Done::Failed(e, hung),
+            };
+            let fingerprint = fingerprint(&filtered);
+            if fingerprint == known {
+                return Done::Unchanged;
+            }
+            // Parsing and expanding is CPU work: off the signals' thread.
+            let parsed = tokio::task::spawn_blocking(move || {
+                let c = Calendar::parse_filtered(&filtered, tz)?;
+                let e = expand(&c, now, to);
+                Ok((Arc::new(c), e))
+            });
+            let parsed = parsed.await.unwrap_or_else(|e| {
+                let reason = format!("parsing failed: {e}");
+                Err(CalendarError { line: None, reason })
+            });
+            Done::Read(fingerprint, parsed)
+        }));
+    } else if let Some(c) = &cal.calendar
+        && now + cfg.schedule.lead + cfg.settings.tick * 2 >= cal.until
+        && Instant::now() >= cal.next_expansion
+    {
+        let c = Arc::clone(c);
+        cal.job = Some(tokio::spawn(async move {
+            let expanded = tokio::task::spawn_blocking(move || expand(&c, now, to)).await;
+            Done::Expanded(expanded.unwrap_or_else(|e| Expansion {
+                occurrences: Vec::new(),
+                until: now,
+                skipped: vec![CalendarError {
+                    line: None,
+                    reason: format!("expanding the calendar failed: {e}"),
+                }],
+            }))
+        }));
+    }
+}
+
+/// A fingerprint of what a read kept.
+fn fingerprint(f: &Filtered) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    for k in f.events.iter().chain(&f.zones) {
+        k.text.hash(&mut h);
+    }
+    h.finish() | 1
+}
+
+/// Takes what a job found: the calendar, its occurrences, the skipped events to tell.
+fn job_done(cfg: &ScheduleConfig, cal: &mut CalendarState, done: Done) {
+    let source = cfg
+        .settings
+        .calendar
+        .as_ref()
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    let first = cal.calendar.is_none();
+    let kept = if first {
+        "running on the baseline alone until it can be read"
+    } else {
+        "keeping the last good calendar"
+    };
+    let failures = cal.failures;
+    let mut read = |failed: bool| {
+        let recovered = cal.failures > 0 && !failed;
+        cal.failures = if failed {
+            cal.failures.saturating_add(1)
+        } else {
+            0
+        };
+        cal.settled = true;
+        cal.next_read = Instant::now() + cfg.settings.refresh;
+        recovered
+    };
+    let e = match done {
+        Done::Failed(e, hung) => {
             let wait = Backoff {
                 base: Duration::from_secs(1),
                 cap: cfg.settings.refresh,
             }
-            .delay(cal.failures, draw());
-            cal.failures = cal.failures.saturating_add(1);
+            .delay(failures, draw());
+            read(true);
+            (cal.hung, cal.next_read) = (hung, Instant::now() + wait);
             warn!(calendar = %source, error = %Chain(&e), retry_in = %human(wait), "cannot read the calendar; {kept}");
-            cal.next_read = Instant::now() + wait;
             return;
         }
-    };
-    cal.failures = 0;
-    cal.next_read = Instant::now() + cfg.settings.refresh;
-    let (tz, now) = (cfg.schedule.tz, wall_now());
-    let horizon = now + SPAN;
-    // Parsing and expanding a large calendar is CPU work: off the signals' thread.
-    let parsed = tokio::task::spawn_blocking(move || {
-        // The text is dropped once parsed.
-        let c = Calendar::parse_filtered(&filtered?, tz)?;
-        let o = c.occurrences(now, horizon)?;
-        Ok::<_, selfdestruct_schedule::CalendarError>((c, o))
-    })
-    .await;
-    match parsed {
-        Ok(Ok((c, o))) => {
-            if cal.calendar.is_none() {
-                info!(calendar = %source, events = c.events.len(), "calendar read");
-            }
-            cal.calendar = Some(c);
-            cal.occurrences = o;
-            cal.until = horizon;
+        Done::Read(_, Err(e)) => {
+            read(true);
+            error!(calendar = %source, error = %e, "calendar refused; {kept}");
+            return;
         }
-        Ok(Err(e)) => error!(calendar = %source, error = %e, "calendar refused; {kept}"),
-        Err(e) => error!(calendar = %source, error = %e, "calendar parsing failed; {kept}"),
+        Done::Unchanged => {
+            if read(false) {
+                info!(calendar = %source, "calendar read again");
+            }
+            return;
+        }
+        Done::Read(fingerprint, Ok((c, e))) => {
+            let (events, recovered) = (c.events.len(), read(false));
+            if first {
+                info!(calendar = %source, events, "calendar read");
+            } else if recovered {
+                info!(calendar = %source, events, "calendar read again");
+            }
+            let mut skipped: Vec<String> = c.skipped.iter().map(ToString::to_string).collect();
+            skipped.extend(e.skipped.iter().map(ToString::to_string));
+            // An event mended and broken again is told again.
+            cal.told.retain(|t| skipped.contains(t));
+            tell(cal, skipped);
+            (cal.calendar, cal.fingerprint) = (Some(c), fingerprint);
+            e
+        }
+        Done::Expanded(e) => {
+            tell(cal, e.skipped.iter().map(ToString::to_string).collect());
+            e
+        }
+    };
+    // One cut short by its bounds: the next waits a refresh, not a tick.
+    if e.until < horizon(cfg, wall_now()) - SPAN / 2 {
+        warn!(until = %e.until, "the calendar has too many occurrences: those from this time on are not read yet");
+        cal.next_expansion = Instant::now() + cfg.settings.refresh;
     }
-    crate::malloc_trim::release_idle();
+    (cal.occurrences, cal.until) = (e.occurrences, e.until);
 }
 
-/// Expands the last good calendar's occurrences over the next span.
-async fn expand(cfg: &ScheduleConfig, cal: &mut CalendarState, now: DateTime<Utc>) {
-    let Some(c) = cal.calendar.clone() else {
-        return;
-    };
-    let horizon = now + SPAN;
-    let done = tokio::task::spawn_blocking(move || c.occurrences(now, horizon)).await;
-    match done {
-        Ok(Ok(o)) => {
-            cal.occurrences = o;
-            cal.until = horizon;
+/// Logs each skipped event not yet told, once, and keeps it for the next Event.
+fn tell(cal: &mut CalendarState, skipped: Vec<String>) {
+    for s in skipped {
+        if cal.told.insert(s.clone()) {
+            warn!(skipped = %s, "calendar event skipped; the others count");
+            cal.untold.push(s);
         }
-        Ok(Err(e)) => {
-            error!(error = %e, "cannot expand the calendar's recurrences; keeping its occurrences as they were");
-            cal.until = now + cfg.settings.refresh.max(cfg.settings.tick);
-        }
-        Err(e) => error!(error = %e, "expanding the calendar failed"),
+    }
+}
+
+/// Posts one Warning Event on the object naming the events skipped since the last.
+async fn tell_skipped(
+    cfg: &ScheduleConfig,
+    client: &Client,
+    namespace: &str,
+    skipped: Vec<String>,
+) {
+    let note = format!(
+        "{} calendar event(s) skipped: {}",
+        skipped.len(),
+        skipped.join("; ")
+    );
+    let event = (
+        EventType::Warning,
+        "Skip",
+        "CalendarEventSkipped",
+        note.as_str(),
+    );
+    let regarding = regarding(cfg, namespace, None);
+    if let Err(e) = post_event(client, reporter(), &regarding, event).await {
+        warn!(error = %Chain(&e), "cannot post the Event (needs create on events.k8s.io events)");
     }
 }
 
@@ -452,7 +629,7 @@ enum ReadError {
     Timeout(Duration),
     /// Refused while read: not UTF-8, or beyond the filter's bounds.
     #[error(transparent)]
-    Refused(selfdestruct_schedule::CalendarError),
+    Refused(CalendarError),
     /// Too many redirects, or one without a usable Location.
     #[error("redirect refused: {0}")]
     Redirect(String),
@@ -479,18 +656,24 @@ fn https_client() -> HttpClient {
 }
 
 /// The calendar, at most [`CALENDAR_MAX_BYTES`] and `timeout`, taken piece by piece
-/// through a [`Filter`]: only the events with a count are held, never the whole text.
+/// through a [`Filter`]: only the events with a count are held, never the whole text. A
+/// file is read on a blocking thread; one that has not returned within `timeout` is left
+/// in `hung`, and the next read waits on it rather than starting another.
 async fn read_calendar(
     source: &CalendarSource,
     http: &HttpClient,
     timeout: Duration,
+    hung: &mut Option<FileRead>,
 ) -> Result<Filtered, ReadError> {
     let read = async {
         match source {
             CalendarSource::Url(uri) => get(uri.clone(), http).await,
             CalendarSource::File(path) => {
                 let path = path.clone();
-                let read = tokio::task::spawn_blocking(move || read_file(&path)).await;
+                let file = hung
+                    .get_or_insert_with(|| tokio::task::spawn_blocking(move || read_file(&path)));
+                let read = file.await;
+                *hung = None;
                 read.map_err(|e| ReadError::Io(source.to_string(), Box::new(e)))?
             }
         }
@@ -525,7 +708,7 @@ fn read_file(path: &std::path::Path) -> Result<Filtered, ReadError> {
 
 async fn get(mut uri: http::Uri, http: &HttpClient) -> Result<Filtered, ReadError> {
     for _ in 0..=MAX_REDIRECTS {
-        let io = |e: Box<dyn std::error::Error + Send + Sync>| ReadError::Io(uri.to_string(), e);
+        let io = |e: Box<dyn std::error::Error + Send + Sync>| ReadError::Io(redact(&uri), e);
         let req = http::Request::get(uri.clone())
             .header(http::header::ACCEPT, "text/calendar, */*;q=0.5")
             .header(http::header::USER_AGENT, "selfdestruct-schedule")
@@ -566,48 +749,49 @@ async fn get(mut uri: http::Uri, http: &HttpClient) -> Result<Filtered, ReadErro
 
 /// The URL a redirect's `Location` names, relative ones against `base`.
 fn redirect(base: &http::Uri, location: &str) -> Result<http::Uri, ReadError> {
-    let bad = |why: &str| ReadError::Redirect(format!("Location {location:?}: {why}"));
-    let next: http::Uri = location.parse().map_err(|_| bad("not a URL"))?;
+    let bad = |why: &str| ReadError::Redirect(format!("a Location header {why}"));
+    let next: http::Uri = location.parse().map_err(|_| bad("that is not a URL"))?;
     if next.scheme().is_some() {
         return match next.scheme_str() {
             Some("http" | "https") => Ok(next),
-            _ => Err(bad("not http(s)")),
+            _ => Err(bad("to another scheme than http(s)")),
         };
     }
     let mut parts = base.clone().into_parts();
     parts.path_and_query = next.path_and_query().cloned();
-    http::Uri::from_parts(parts).map_err(|_| bad("not a path"))
+    http::Uri::from_parts(parts).map_err(|_| bad("that is not a path"))
 }
 
-/// Reads the object's replicas and sets them to the count in force if they differ;
-/// posts an Event naming the cause at each change. Failures are logged and retried
-/// with backoff.
+/// Reads the object's replicas and sets them to the count in force if they differ (only
+/// raises them before the calendar is `settled`); posts an Event naming the cause at
+/// each change. Failures are logged and retried with backoff.
 async fn apply(
     cfg: &ScheduleConfig,
     client: &Client,
     namespace: &str,
     f: &InForce,
+    settled: bool,
     obj: &mut Applied,
 ) {
-    match set_replicas(cfg, client, namespace, f).await {
+    match set_replicas(cfg, client, namespace, f, settled).await {
         Ok(before) => {
+            let held = before.is_some_and(|b| b > f.count) && !settled;
             obj.failures = 0;
-            obj.count = Some(f.count);
+            obj.count = (!held).then_some(f.count);
             obj.next_check = Instant::now() + cfg.settings.refresh;
-            obj.retry_at = Instant::now();
-            if before != Some(f.count) {
-                info!(target = %cfg.target, from = ?before, to = f.count, cause = %f, "replicas set");
+            obj.retry_at = Instant::now()
+                + if held {
+                    cfg.settings.tick
+                } else {
+                    Duration::ZERO
+                };
+            if before != Some(f.count) && !held {
+                // A number, or nothing when unset (never `Some(4)` in a JSON log).
+                info!(target = %cfg.target, from = before, to = f.count, cause = %f, "replicas set");
             }
         }
         Err(e) => {
-            let backoff = match e.code() {
-                Some(403 | 404) => Backoff {
-                    base: Duration::from_secs(30),
-                    cap: Duration::from_secs(300),
-                },
-                _ => Backoff::TRANSIENT,
-            };
-            let mut wait = backoff.delay(obj.failures, draw());
+            let mut wait = retry(e.code(), cfg.settings.refresh).delay(obj.failures, draw());
             if let ApiError::Status {
                 retry_after: Some(r),
                 ..
@@ -617,12 +801,16 @@ async fn apply(
             }
             obj.failures = obj.failures.saturating_add(1);
             obj.retry_at = Instant::now() + wait;
+            let (_, api_version, kind, _) = cfg.target.parts();
             let hint = match e.code() {
                 Some(403) => format!(
                     ": the service account may not get/patch {} (bind the Role of the chart's schedule section)",
                     cfg.target
                 ),
-                Some(404) => format!(": {} does not exist in namespace {namespace}", cfg.target),
+                Some(404) => format!(
+                    ": {} does not exist in namespace {namespace} (read as a {kind} of {api_version})",
+                    cfg.target
+                ),
                 _ => String::new(),
             };
             warn!(target = %cfg.target, error = %Chain(&e), retry_in = %human(wait), "cannot set the replicas{hint}; retrying");
@@ -630,13 +818,53 @@ async fn apply(
     }
 }
 
-/// GETs the object; PATCHes `spec.replicas` when it differs and posts a `Normal` Event
-/// `ScheduledScale` on the object (events.k8s.io/v1); returns the replicas before.
+/// How the object's GET or PATCH is retried after an answer with `code`: a 403 waits for
+/// an operator (30 s doubling to 5 min); a missing object (404: a target created after
+/// the schedule) is looked for again soon, 2 s doubling to a minute (or the refresh).
+fn retry(code: Option<u16>, refresh: Duration) -> Backoff {
+    match code {
+        Some(403) => Backoff {
+            base: Duration::from_secs(30),
+            cap: Duration::from_secs(300),
+        },
+        Some(404) => Backoff {
+            base: Duration::from_secs(2),
+            cap: refresh.min(Duration::from_secs(60)),
+        },
+        _ => Backoff::TRANSIENT,
+    }
+}
+
+/// The Events' reporter.
+fn reporter() -> Reporter {
+    Reporter {
+        controller: "selfdestruct-schedule".into(),
+        instance: std::env::var("POD_NAME").ok(),
+    }
+}
+
+/// The scaled object, as an Event names it.
+fn regarding(cfg: &ScheduleConfig, namespace: &str, uid: Option<&str>) -> ObjectReference {
+    let (name, api_version, kind, _) = cfg.target.parts();
+    ObjectReference {
+        api_version: Some(api_version.into()),
+        kind: Some(kind.into()),
+        name: Some(name.into()),
+        namespace: Some(namespace.into()),
+        uid: uid.map(Into::into),
+        ..ObjectReference::default()
+    }
+}
+
+/// GETs the object; PATCHes `spec.replicas` when it differs (when it is lower, only once
+/// `settled`) and posts a `Normal` Event `ScheduledScale` on the object
+/// (events.k8s.io/v1); returns the replicas before.
 async fn set_replicas(
     cfg: &ScheduleConfig,
     client: &Client,
     namespace: &str,
     f: &InForce,
+    settled: bool,
 ) -> Result<Option<u32>, ApiError> {
     let url = cfg.target.url(namespace);
     let req = http::Request::get(&url)
@@ -647,7 +875,7 @@ async fn set_replicas(
     let before = obj["spec"]["replicas"]
         .as_u64()
         .map(|r| u32::try_from(r).unwrap_or(u32::MAX));
-    if before == Some(f.count) {
+    if before == Some(f.count) || (!settled && before.is_some_and(|b| b > f.count)) {
         return Ok(before);
     }
     let patch = json!({ "spec": { "replicas": f.count } });
@@ -661,21 +889,9 @@ async fn set_replicas(
         before.map_or_else(|| "unset".into(), |b| b.to_string()),
         f.count
     );
-    let (name, api_version, kind, _) = cfg.target.parts();
-    let regarding = ObjectReference {
-        api_version: Some(api_version.into()),
-        kind: Some(kind.into()),
-        name: Some(name.into()),
-        namespace: Some(namespace.into()),
-        uid: obj["metadata"]["uid"].as_str().map(Into::into),
-        ..ObjectReference::default()
-    };
-    let reporter = Reporter {
-        controller: "selfdestruct-schedule".into(),
-        instance: std::env::var("POD_NAME").ok(),
-    };
+    let regarding = regarding(cfg, namespace, obj["metadata"]["uid"].as_str());
     let event = (EventType::Normal, "Scale", "ScheduledScale", note.as_str());
-    if let Err(e) = post_event(client, reporter, &regarding, event).await {
+    if let Err(e) = post_event(client, reporter(), &regarding, event).await {
         warn!(error = %Chain(&e), "cannot post the Event (needs create on events.k8s.io events)");
     }
     Ok(before)

@@ -18,11 +18,16 @@ fn root() -> &'static Path {
 }
 
 fn render_output(set: &str) -> Output {
+    render_args(&["--set-json", set])
+}
+
+/// The chart rendered with `helm template`'s value flags `args`.
+fn render_args(args: &[&str]) -> Output {
     let python = std::env::temp_dir().join("selfdestruct-validate-venv/bin/python");
     Command::new(&python)
         .current_dir(root())
         .args(["ci/render-chart.py", CHART, "hub", "hub-ns", "--json"])
-        .args(["--set-json", set])
+        .args(args)
         .output()
         .unwrap_or_else(|e| {
             panic!(
@@ -291,4 +296,105 @@ fn the_chart_refuses_what_the_mode_refuses() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn a_release_of_the_schedule_alone_scales_a_capacity_buffer() {
+    // Issue 46 item 22: `placeholders: []` was refused (minItems 1), so a CapacityBuffer
+    // could not be scheduled without a placeholder set beside it.
+    let buffer = json!({
+        "enabled": true,
+        "target": "capacitybuffer/user-headroom",
+        "baseline": "Mon-Fri 08:00-18:00 = 12; * = 2",
+    });
+    let schedule = format!("schedule={buffer}");
+    let out = render_args(&["--set-json", "placeholders=[]", "--set-json", &schedule]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let docs: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let kinds: Vec<&str> = docs.iter().filter_map(|d| d["kind"].as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "PriorityClass",
+            "ServiceAccount",
+            "Role",
+            "RoleBinding",
+            "Deployment"
+        ],
+        "the schedule's objects (and the PriorityClass a buffer's pods may use) alone"
+    );
+    mode_accepts(&env_of(find(&docs, "Deployment"))).unwrap();
+    // Without a buffer to scale, no set is no release.
+    let out = render_args(&["--set-json", "placeholders=[]"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("capacitybuffer/NAME"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_calendar_configmap_is_rendered_from_a_value_or_mounted_optional() {
+    // Issue 46 item 22: the chart did not render the calendar's ConfigMap, and its volume
+    // was not optional: the pod waited in ContainerCreating until someone guessed the name.
+    let ics = "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nEND:VCALENDAR\r\n";
+    let inline = json!({"enabled": true, "calendar": {"ics": ics, "key": "classes.ics"}});
+    let docs = render(&format!("schedule={inline}"));
+    let cm = docs
+        .iter()
+        .find(|d| d["kind"] == "ConfigMap" && d["metadata"]["name"] == "hub-schedule-calendar")
+        .expect("the calendar's ConfigMap");
+    assert_eq!(cm["data"]["classes.ics"], ics);
+    let d = find(&docs, "Deployment");
+    let volume = &d["spec"]["template"]["spec"]["volumes"][0]["configMap"];
+    assert_eq!(volume["name"], "hub-schedule-calendar");
+    let env = env_of(d);
+    assert!(env.contains(&(
+        "SELFDESTRUCT_SCHEDULE_CALENDAR".into(),
+        "/etc/selfdestruct/calendar/classes.ics".into()
+    )));
+    mode_accepts(&env).unwrap();
+    // One made by hand: optional, so the pod starts without it.
+    let own = json!({"enabled": true, "calendar": {"configMap": "timetable"}});
+    let docs = render(&format!("schedule={own}"));
+    let d = find(&docs, "Deployment");
+    let volume = &d["spec"]["template"]["spec"]["volumes"][0]["configMap"];
+    assert_eq!(
+        (&volume["name"], &volume["optional"]),
+        (&json!("timetable"), &json!(true))
+    );
+    // The command that makes it is in values.yaml, and in docs/schedule.md.
+    let command = "kubectl create configmap NAME --from-file=calendar.ics=FILE.ics -n NS";
+    for doc in ["charts/selfdestruct/values.yaml", "docs/schedule.md"] {
+        let text = std::fs::read_to_string(root().join(doc)).unwrap();
+        assert!(text.contains(command), "{doc} does not say {command:?}");
+    }
+    // Two sources at once are refused.
+    let both = json!({"enabled": true, "calendar": {"ics": ics, "url": "https://x.example/c.ics"}});
+    let out = render_output(&format!("schedule={both}"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("one of url, ics and configMap"),
+        "{err}"
+    );
+}
+
+#[test]
+fn values_yaml_says_when_the_object_is_checked_and_which_buffer_api() {
+    // Issue 46 item 21: values.yaml said a `helm upgrade` resets the replicas "until the next
+    // evaluation, 15 s at most"; the object is checked every `refresh` (5 min). Item 22:
+    // nothing said the buffer must be autoscaling.x-k8s.io/v1beta1.
+    let values = std::fs::read_to_string(root().join("charts/selfdestruct/values.yaml")).unwrap();
+    let target = values
+        .split("\nschedule:\n")
+        .nth(1)
+        .and_then(|s| s.split("  target:").next())
+        .unwrap();
+    assert!(!target.contains("15 s"), "{target}");
+    assert!(target.contains("`refresh` at most"), "{target}");
+    assert!(target.contains("autoscaling.x-k8s.io/v1beta1"), "{target}");
 }

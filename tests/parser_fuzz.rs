@@ -9,7 +9,9 @@
 //! `node-gate`'s), through clap and `Task::from_cli`, so the list cannot fall
 //! behind the settings; and, within them, `duration::parse`,
 //! `images::parse_list` / `ImageRef::parse`, `Selector::parse` (node and sibling
-//! selectors, the gate's taint key), the booleans, modes and Kubernetes names.
+//! selectors, the gate's taint key), the booleans, modes and Kubernetes names; and the
+//! calendar of `selfdestruct schedule` (the filter, the parse and the expansion), which
+//! must read the same calendar however it is folded, cased or cut into pieces.
 //!
 //! The crate's inner parsers are fuzzed beside their code, in the unit tests'
 //! `fuzz` modules: the `RUST_LOG` fallback (`config`), the Downward API files
@@ -286,4 +288,242 @@ proptest! {
         }
     }
 
+}
+
+// ---------------------------------------------------------------------------------------
+// The calendar of `selfdestruct schedule`: the filter (`selfdestruct_schedule::Filter`)
+// and the parse and expansion of what it keeps, on calendars in the forms calendar apps
+// write (issue 46): names in any case, folded lines, VTIMEZONEs with IANA, Windows,
+// prefixed and custom TZIDs, dates, floating, zoned and UTC times (some in a gap), UNTIL
+// in each form, prose mentions of the word, bad counts. 64 cases each by default: each
+// case reads, parses and expands one or two calendars.
+
+use selfdestruct_schedule::{Calendar, CalendarError, Filter, Tz};
+
+/// A calendar close to what calendar apps write, often enough valid to reach the parse.
+fn calendar_like() -> impl Strategy<Value = String> {
+    let zone = prop_oneof![
+        Just("Europe/Berlin"),
+        Just("europe/berlin"),
+        Just("/mozilla.org/20070129_1/Europe/Berlin"),
+        Just("W. Europe Standard Time"),
+        Just("Customized Time Zone"),
+        Just("Asia/Beirut"),
+        Just("Mars/Olympus"),
+    ];
+    let day = "2026(02(2[0-8])|03(0[1-9]|[12][0-9]|3[01]))";
+    // DTSTART and DTEND in one form (a date, UTC, floating or zoned; some times in
+    // Berlin's gap), the end 1 to 3 hours (or days) on; now and then anything.
+    let times = (
+        0..5usize,
+        zone.clone(),
+        day,
+        0u32..21,
+        1u32..4,
+        "[:;][0-9TZ=A-Z]{0,16}",
+    )
+        .prop_map(|(form, zone, day, hour, long, junk)| {
+            let at = |h: u32| match form {
+                0 => format!(";VALUE=DATE:{}", &day[..6]) + &format!("{:02}", h % 28 + 1),
+                1 => format!(":{day}T{h:02}0000Z"),
+                2 => format!(":{day}T{h:02}3000"),
+                3 => format!(";TZID={zone}:{day}T{h:02}3000"),
+                _ => junk.clone(),
+            };
+            (
+                format!("DTSTART{}", at(hour)),
+                format!("DTEND{}", at(hour + long)),
+            )
+        });
+    let until = prop_oneof![
+        Just(String::new()),
+        day.prop_map(|d| format!(";UNTIL={d}")),
+        day.prop_map(|d| format!(";UNTIL={d}T120000")),
+        day.prop_map(|d| format!(";UNTIL={d}T120000Z")),
+        Just(";COUNT=3".to_string()),
+    ];
+    let by = prop_oneof![
+        Just(""),
+        Just(";BYDAY=MO,WE,FR"),
+        Just(";BYMONTH=2;BYMONTHDAY=30"),
+        Just(";BYSETPOS=2"),
+        Just(";BYDAY=-1SU;BYMONTH=3"),
+        Just(";INTERVAL=0"),
+    ];
+    let rule = (
+        "(SECONDLY|MINUTELY|HOURLY|DAILY|WEEKLY|MONTHLY|YEARLY|SOMETIMES)",
+        until,
+        by,
+    )
+        .prop_map(|(f, u, b)| format!("RRULE:FREQ={f}{u}{b}"));
+    let summary =
+        "[A-Za-z ]{0,8}(placeholders|PLACEHOLDERS)( ?[:=] ?[0-9]{1,3}| in Kubernetes|: lots)"
+            .prop_map(|s| format!("SUMMARY:{s}"));
+    let extra = prop_oneof![
+        4 => rule,
+        1 => (zone.clone(), day).prop_map(|(z, d)| format!("EXDATE;TZID={z}:{d}T023000")),
+        2 => "DESCRIPTION:[a-z\\\\,;: ]{0,20}",
+        2 => "[A-Z-]{1,10}[:;][ -~]{0,20}",
+        1 => any::<String>().prop_map(|s| s.replace(['\r', '\n'], " ")),
+    ];
+    let event = (
+        summary,
+        times,
+        prop::collection::vec(extra, 0..3),
+        0..8usize,
+    )
+        .prop_map(|(summary, (start, end), extras, drop)| {
+            let mut ls = vec![summary, start, end];
+            ls.extend(extras);
+            // Now and then without one of the three.
+            if drop < 3 {
+                ls.remove(drop);
+            }
+            format!("BEGIN:VEVENT\r\n{}END:VEVENT\r\n", lines(&ls))
+        });
+    let offset = "[+-](0[0-9]|1[0-4])[0-5]0";
+    let observance = (
+        "(STANDARD|DAYLIGHT)",
+        offset,
+        offset,
+        "(0[1-9]|1[0-2])",
+        "(-1|1|2)SU",
+    )
+        .prop_map(|(kind, from, to, month, day)| {
+            format!(
+                "BEGIN:{kind}\r\nDTSTART:19700101T020000\r\nTZOFFSETFROM:{from}\r\n\
+                 TZOFFSETTO:{to}\r\nRRULE:FREQ=YEARLY;BYMONTH={month};BYDAY={day}\r\nEND:{kind}\r\n"
+            )
+        });
+    let vtimezone = (zone, prop::collection::vec(observance, 0..3)).prop_map(|(z, os)| {
+        format!(
+            "BEGIN:VTIMEZONE\r\nTZID:{z}\r\n{}END:VTIMEZONE\r\n",
+            os.concat()
+        )
+    });
+    let component = prop_oneof![3 => event, 1 => vtimezone, 1 => "[A-Z:]{0,12}\r\n"];
+    prop::collection::vec(component, 0..6).prop_map(|cs| {
+        format!(
+            "BEGIN:VCALENDAR\r\nVERSION:2.0\r\n{}END:VCALENDAR\r\n",
+            cs.concat()
+        )
+    })
+}
+
+fn lines(ls: &[String]) -> String {
+    ls.iter().map(|l| format!("{l}\r\n")).collect()
+}
+
+/// `text` as a calendar app may write it: the names of properties and components in lower
+/// case (RFC 5545 2.1), every line folded at `width` bytes (3.1).
+fn as_written(text: &str, lower: bool, width: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    for line in text.split_terminator("\r\n") {
+        let mut line = line.to_string();
+        if lower {
+            let name_end = line.find([':', ';']).unwrap_or(line.len());
+            let lowered = line[..name_end].to_ascii_lowercase();
+            line.replace_range(..name_end, &lowered);
+            if lowered == "begin" || lowered == "end" {
+                line = line.to_ascii_lowercase();
+            }
+        }
+        for (i, piece) in line.as_bytes().chunks(width).enumerate() {
+            if i > 0 {
+                out.extend_from_slice(b"\r\n ");
+            }
+            out.extend_from_slice(piece);
+        }
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
+/// What a calendar is to the schedule: its events, the reasons of those skipped, and its
+/// occurrences over the 40 days the generated times fall in (the expansion's budget
+/// counted, not timed, so that it is the same for two equal calendars).
+type Read = (Vec<(String, u32)>, Vec<String>, Vec<(String, i64, i64)>);
+
+fn read(bytes: &[u8], chunk: usize) -> Result<Read, CalendarError> {
+    let mut filter = Filter::new();
+    for piece in bytes.chunks(chunk) {
+        filter.push(piece)?;
+    }
+    let cal = Calendar::parse_filtered(&filter.finish()?, Tz::Europe__Berlin)?;
+    let from = "2026-02-20T00:00:00Z".parse().unwrap();
+    let to = "2026-04-01T00:00:00Z".parse().unwrap();
+    let mut asked = 0;
+    let e = cal.expand(from, to, &mut || {
+        asked += 1;
+        asked < 40
+    });
+    // What an expansion promises.
+    assert!(e.occurrences.len() <= selfdestruct_schedule::calendar::MAX_HELD);
+    assert!(e.occurrences.is_sorted_by_key(|o| o.start));
+    for o in &e.occurrences {
+        assert!(
+            o.start < e.until && o.start <= to && o.end > from && o.end > o.start,
+            "{o:?}"
+        );
+        assert!(o.count <= selfdestruct_schedule::baseline::MAX_COUNT);
+    }
+    let events = cal
+        .events
+        .iter()
+        .map(|e| (e.name.to_string(), e.count))
+        .collect();
+    let skipped = cal.skipped.iter().chain(&e.skipped);
+    let skipped = skipped.map(|s| s.reason.clone()).collect();
+    let occurrences = e.occurrences.iter();
+    let occurrences =
+        occurrences.map(|o| (o.name.to_string(), o.start.timestamp(), o.end.timestamp()));
+    Ok((events, skipped, occurrences.collect()))
+}
+
+proptest! {
+    #![proptest_config(proptest_config(64))]
+
+    #[test]
+    fn calendars_never_panic(text in calendar_like(), bytes in any::<Vec<u8>>(), chunk in 1usize..300) {
+        let _ = read(text.as_bytes(), chunk);
+        let _ = read(&bytes, chunk);
+    }
+
+    #[test]
+    fn a_calendar_folded_in_lower_case_and_read_in_pieces_is_the_same(
+        text in calendar_like(),
+        lower in any::<bool>(),
+        width in 1usize..80,
+        chunk in 1usize..300,
+    ) {
+        let written = as_written(&text, lower, width);
+        let (a, b) = (read(text.as_bytes(), 1 << 20), read(&written, chunk));
+        prop_assert_eq!(a.map_err(|e| e.reason), b.map_err(|e| e.reason));
+    }
+}
+
+#[test]
+fn the_calendar_generator_reaches_events_that_count() {
+    let mut runner = proptest::test_runner::TestRunner::new_with_rng(
+        proptest_config(200),
+        proptest::test_runner::TestRng::deterministic_rng(
+            proptest::test_runner::RngAlgorithm::ChaCha,
+        ),
+    );
+    let (mut counted, mut occurring, mut skipped) = (0, 0, 0);
+    for _ in 0..200 {
+        let text = calendar_like()
+            .new_tree(&mut runner)
+            .expect("tree")
+            .current();
+        if let Ok((events, skips, occ)) = read(text.as_bytes(), 4096) {
+            counted += usize::from(!events.is_empty());
+            occurring += usize::from(!occ.is_empty());
+            skipped += usize::from(!skips.is_empty());
+        }
+    }
+    eprintln!(
+        "of 200 calendars: {counted} with events that count, {occurring} with occurrences, {skipped} with skipped events"
+    );
+    assert!(counted > 10 && occurring > 5 && skipped > 10);
 }

@@ -566,6 +566,9 @@ struct RowResult {
     /// Created → Ready of the users that preempted a placeholder, simulated seconds: the
     /// victim's end and the scheduler's retry, at least 1 s real (its backoff, uncompressed).
     preempt_s: Vec<f64>,
+    /// Created → Ready of the warm users that did not preempt, simulated seconds: the bind
+    /// and the container's start (100 ms real), as the observer's 100 ms looks saw them.
+    warm_ready_s: Vec<f64>,
     /// A placeholder's going → its successor first seen, simulated seconds: the StatefulSet
     /// controller's re-creation, uncompressed.
     recreate_s: Vec<f64>,
@@ -768,6 +771,7 @@ fn main() {
                 "warm_start_late_s": lag(rs, |r| &r.start_late_s),
                 "kubelet_tick_ms": lag(rs, |r| &r.tick_ms),
                 "preempt_s": lag(rs, |r| &r.preempt_s),
+                "warm_ready_s": lag(rs, |r| &r.warm_ready_s),
                 "recreate_s": lag(rs, |r| &r.recreate_s),
             },
             "form": args.form, "factor": f, "groups_side_by_side": groups.len(),
@@ -893,6 +897,11 @@ async fn run_real(
 ) -> (BTreeMap<String, RowResult>, BTreeMap<String, Vec<Sample>>) {
     let f = args.factor;
     let d = |s: f64| Duration::from_secs_f64(s / f);
+    // A copy of the agent's binary: a build during the runs must not change the agent of the
+    // pods started after it.
+    let agent_bin = root().join(format!("target/coldstart-bin/selfdestruct-{}", std::process::id()));
+    std::fs::create_dir_all(agent_bin.parent().expect("a folder")).expect("target/coldstart-bin");
+    std::fs::copy(env!("CARGO_BIN_EXE_selfdestruct"), &agent_bin).expect("a copy of the agent");
     // Heartbeats every 30 s (not 10 s) and a grace of 2 minutes: the one stand-in kubelet
     // beats for every node in turn, and at 150 nodes its 10 s beats delayed pulls and starts
     // by 10-60 s under load (issue 34's quick run of 12 groups).
@@ -912,7 +921,7 @@ async fn run_real(
             .into(),
             start_delay: Duration::from_millis(100),
             heartbeat: Duration::from_secs(30),
-            selfdestruct_bin: Some(PathBuf::from(env!("CARGO_BIN_EXE_selfdestruct"))),
+            selfdestruct_bin: Some(agent_bin.clone()),
             concurrency: args.kubelet_concurrency,
             ..KubeletOptions::default()
         },
@@ -1326,8 +1335,12 @@ async fn run_real(
         if let Some(c) = u.created {
             let ready = (u.ready.unwrap_or(window_end_at).max(c) - c).as_secs_f64() * f;
             r.ready_s.push(ready);
-            if u.preempting && !u.cold && u.ready.is_some() {
-                r.preempt_s.push(ready);
+            if !u.cold && u.ready.is_some() {
+                if u.preempting {
+                    r.preempt_s.push(ready);
+                } else {
+                    r.warm_ready_s.push(ready);
+                }
             }
         }
         match (u.created, u.bound) {
@@ -1520,6 +1533,7 @@ struct Delays {
     /// rows of each row's p50), when the runs measured any.
     preempt_s: Option<f64>,
     recreate_s: Option<f64>,
+    start_s: Option<f64>,
 }
 
 fn measured_delays(args: &Args, out: &[Value], placement: &str) -> Delays {
@@ -1553,6 +1567,7 @@ fn delays_from(ready_s: f64, pull_s: f64, lags: &[&Value]) -> Delays {
             spread: 0.0,
             preempt_s: None,
             recreate_s: None,
+            start_s: None,
         };
     };
     let (ready, pull) = (ready_s + b50.max(0.0), pull_s + i50.max(0.0));
@@ -1563,6 +1578,7 @@ fn delays_from(ready_s: f64, pull_s: f64, lags: &[&Value]) -> Delays {
         spread: round2(spread.min(0.9)),
         preempt_s: median("preempt_s", "p50").map(round2),
         recreate_s: median("recreate_s", "p50").map(round2),
+        start_s: median("warm_ready_s", "p50").map(round2),
     }
 }
 
@@ -1648,6 +1664,7 @@ fn run_sim(args: &Args, placement: &str, window_s: f64, delays: &Delays) -> Vec<
     for (flag, v) in [
         ("--preemption-delay", delays.preempt_s),
         ("--recreate-delay", delays.recreate_s),
+        ("--start-delay", delays.start_s),
     ] {
         if let Some(v) = v {
             cmd.arg(flag).arg(format!("{}ms", (v * 1000.0).round() as u64));
@@ -1726,7 +1743,7 @@ fn sim_rows(args: &Args, placement: &str, v: &Value, window_s: f64, delays: &Del
                 "drained": {"all": col("drain_evictions")}},
             "delays": {"node_ready_s": delays.ready_s, "image_pull_s": delays.pull_s,
                 "spread": delays.spread, "preemption_s": delays.preempt_s,
-                "recreate_s": delays.recreate_s},
+                "recreate_s": delays.recreate_s, "start_s": delays.start_s},
             "form": args.form, "factor": args.factor}));
     }
     out

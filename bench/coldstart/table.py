@@ -1,16 +1,21 @@
 """Markdown tables of bench/results/real-stack.json (docs/benchmarks.md, docs/peers.md):
 python3 bench/coldstart/table.py [FORM]  (run from the repository root; FORM: quick, full,
-peers or readme)."""
-import json, sys
+cycling, binder, peers, readme, peers-cycling or readme-cycling; RESULTS=FILE reads another
+results file)."""
+import json, os, sys
 
 form = sys.argv[1] if len(sys.argv) > 1 else "quick"
 # "peers": docs/peers.md's one table of cold starts (both placements side by side), full form.
 peers = form == "peers"
 # "readme": the README's one sentence of real-stack figures, full form.
 readme = form == "readme"
-form = "full" if peers or readme else form
-rows = ["static", "new-node", "gate", "gate+new-node", "buffer", "buffer+gate"]
-data = [r for r in json.load(open("bench/results/real-stack.json")) if r.get("form") == form]
+# "peers-cycling", "readme-cycling": the same of the cycling form.
+cycling_doc = form in ("peers-cycling", "readme-cycling")
+form = "full" if peers or readme else "cycling" if cycling_doc else form
+rows = ["static", "new-node", "new-node+avoid-candidates", "new-node+pin", "static+pin", "gate",
+        "gate+new-node", "buffer", "buffer+gate"]
+data = [r for r in json.load(open(os.environ.get("RESULTS", "bench/results/real-stack.json")))
+        if r.get("form") == form]
 
 
 def cell(p, row, src):
@@ -45,6 +50,66 @@ def runs(r):
     return fmt(round(r["cold"], 1)) + (" (%g-%g)" % (min(v), max(v)) if len(v) > 1 and min(v) != max(v) else "")
 
 
+def within(p, row):
+    """The real mean inside the simulator's seed range: "yes", else how far outside."""
+    r, s = cell(p, row, "real"), cell(p, row, "sim")
+    if not r or not s:
+        return "-"
+    lo, hi = s["spread"]["cold"]
+    c = r["cold"]
+    return "yes" if lo <= c <= hi else ("%+g" % round(c - (hi if c > hi else lo), 1))
+
+
+def beats_static(p, row):
+    """In how many real runs the row had fewer cold starts than static in the same run."""
+    r, st = cell(p, row, "real"), cell(p, "static", "real")
+    if not r or not st or row == "static":
+        return "-"
+    pairs = list(zip(r["per_run"]["cold"], st["per_run"]["cold"]))
+    return "%d of %d" % (sum(a < b for a, b in pairs), len(pairs))
+
+
+def landed(r, key):
+    """Where the successors went, over all runs: new / old / pending (brought a node)."""
+    l = (r or {}).get("landed", {}).get(key)
+    if not l:
+        return "-"
+    if "old" not in l:  # the simulator's: on the target node of all (moves), a seed (drains)
+        if key == "moved":
+            return "%g of %g" % (sum(l.get("new", l["all"])), sum(l["all"]))
+        return fmt(sum(l["all"]) / len(l["all"]))
+    n = len(l["all"])
+    mean = lambda k: fmt(sum(l[k]) / n)
+    return f"{mean('new')} / {mean('old')} / {mean('pending')} ({mean('brought')})"
+
+
+if cycling_doc and sys.argv[1] == "readme-cycling":
+    ps = ["most-allocated", "least-allocated"]
+
+    def cold(row):
+        return " and ".join(fmt(round(cell(p, row, "real")["cold"], 1)) for p in ps if cell(p, row, "real"))
+
+    def beats(row):
+        return " and ".join(beats_static(p, row) for p in ps if cell(p, row, "real"))
+
+    print(f"static {cold('static')} cold starts, `new-node` {cold('new-node')} (fewer than static in "
+          f"{beats('new-node')} runs), `new-node+pin` {cold('new-node+pin')} ({beats('new-node+pin')}), "
+          f"`static+pin` {cold('static+pin')} ({beats('static+pin')}), the buffer {cold('buffer')}, "
+          f"the gate rows 0")
+    sys.exit(0)
+
+if cycling_doc:
+    print("| row | most-allocated: real (runs) | sim (seeds) | within | fewer than static | least-allocated: real (runs) | sim (seeds) | within | fewer than static |")
+    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+    for row in rows:
+        cells = []
+        for p in ["most-allocated", "least-allocated"]:
+            r, s = cell(p, row, "real"), cell(p, row, "sim")
+            cells += [runs(r), runs(s), within(p, row), beats_static(p, row)]
+        if any(c != "-" for c in cells):
+            print(f"| {row} | " + " | ".join(cells) + " |")
+    sys.exit(0)
+
 if readme:
     # The README's sentence of real-stack figures (tests/bench_docs.rs checks the README holds it).
     ps = ["most-allocated", "least-allocated"]
@@ -75,7 +140,8 @@ if peers:
         for p in ["most-allocated", "least-allocated"]:
             r, s = cell(p, row, "real"), cell(p, row, "sim")
             cells += [fmt(r and round(r["cold"], 1)), runs(s), *ratio(p, row)]
-        print(f"| {row} | " + " | ".join(cells) + " |")
+        if any(cell(p, row, "real") for p in ["most-allocated", "least-allocated"]):
+            print(f"| {row} | " + " | ".join(cells) + " |")
     sys.exit(0)
 
 for p in ["most-allocated", "least-allocated"]:
@@ -99,6 +165,22 @@ for p in ["most-allocated", "least-allocated"]:
     sim = sorted([k for k in order if order[k][1] is not None], key=lambda k: order[k][1])
     print("\norder by cold starts, real: " + " ≤ ".join(f"{k} {fmt(order[k][0])}" for k in real))
     print("order by cold starts, sim:  " + " ≤ ".join(f"{k} {fmt(order[k][1])}" for k in sim))
+    if form in ("cycling", "binder"):
+        print(f"\n{p} ({form}): the users' own wait (created → Ready, simulated s, all runs or seeds), "
+              "the user-minutes it cost (mean a run), the real mean inside the simulator's seed range, "
+              "the runs with fewer cold starts than static, and where the successors of moved, preempted "
+              "and drained placeholders landed (mean a run: new / old node / pending (of which it brought "
+              "a node); sim: moves landed on their target of all, drains a seed):\n")
+        print("| row | wait p50 / p90 / p99 real | sim | user-min real | sim | within | fewer than static | moved | moved sim | preempted | drained | drained sim |")
+        print("|---|---|---|--:|--:|--:|--:|---|---|---|---|--:|")
+        for row in rows:
+            r, s = cell(p, row, "real"), cell(p, row, "sim")
+            if not r and not s:
+                continue
+            q = lambda x: "-" if not x or "ready_s" not in x else " / ".join(fmt(x["ready_s"][k]) for k in ("p50", "p90", "p99"))
+            print(f"| {row} | {q(r)} | {q(s)} | {fmt(r and r.get('user_minutes'))} | {fmt(s and s.get('user_minutes'))} | "
+                  f"{within(p, row)} | {beats_static(p, row)} | {landed(r, 'moved')} | {landed(s, 'moved')} | "
+                  f"{landed(r, 'preempted')} | {landed(r, 'drained')} | {landed(s, 'drained')} |")
 
 # The stand-in kubelet's lateness, measured in each run (simulated seconds, p50 / p90 over
 # the run's nodes or warm users; "runs": each run's p50 / p90; the kubelet's tick in real ms).

@@ -164,9 +164,10 @@ fn rule(text: &str) -> Result<Rule, String> {
         .split_once('=')
         .ok_or("expected `DAYS [HH:MM-HH:MM] = COUNT`, e.g. `Mon-Fri 08:00-18:00 = 12`")?;
     let count = count.trim();
-    let count: u32 = count
-        .parse()
-        .ok()
+    // Digits only: `u32::from_str` also takes a sign.
+    let count: u32 = (count.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| count.parse().ok())
+        .flatten()
         .filter(|c| *c <= MAX_COUNT)
         .ok_or_else(|| format!("count {count:?} is not a whole number from 0 to {MAX_COUNT}"))?;
     let mut words = when.split_whitespace();

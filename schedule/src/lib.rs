@@ -13,6 +13,7 @@
 pub mod baseline;
 pub mod calendar;
 pub mod filter;
+mod zone;
 
 use std::fmt;
 use std::time::Duration;
@@ -22,8 +23,8 @@ use chrono::{DateTime, TimeDelta, Utc};
 pub use chrono_tz::Tz;
 
 pub use baseline::{Baseline, BaselineError, Rule};
-pub use calendar::{Calendar, CalendarError, Occurrence};
-pub use filter::{Filter, Filtered};
+pub use calendar::{Calendar, CalendarError, Expansion, Occurrence};
+pub use filter::{Filter, Filtered, Kept};
 
 /// The schedule's settings: the baseline, its zone, the lead time and the bounds.
 #[derive(Clone, Debug, PartialEq)]

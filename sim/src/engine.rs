@@ -729,9 +729,13 @@ impl<'a> Engine<'a> {
         let start = if preempted {
             now + self.sc.preemption_delay
         } else {
-            now
+            now + self.sc.start_delay
         };
-        let running = if cold { start.max(image_at) } else { start };
+        let running = if cold {
+            start.max(image_at + self.sc.start_delay)
+        } else {
+            start
+        };
         user.running_at = Some(running);
         let end = running + user.session;
         self.push(end, Event::SessionEnd(u));

@@ -20,7 +20,7 @@ use selfdestruct_sim::trace::{ReadOptions, Trace};
     name = "simulate",
     about = "Simulates placeholder pods running the selfdestruct agent and compares policies on the same user arrivals.",
     after_help = "Rows: none, static, timer, new-node, new-node+images, gate, gate+new-node, \
-                  the peers buffer, buffer+gate, rebalancer, node-balloon, podlifetime (docs/peers.md), configured \
+                  new-node+avoid-candidates, static+pin, new-node+pin (docs/decision.md), the peers buffer, buffer+gate, rebalancer, node-balloon, podlifetime (docs/peers.md), configured \
                   (the policy flags below, defaulting to the agent's own defaults). Durations: 90s, 15m, 1h30m, 0. \
                   Same seed and flags give byte-identical output. \
                   --arrivals replays launches instead of the scenario's arrivals (its cluster, session model and delays stay): \
@@ -201,6 +201,10 @@ struct Args {
     /// retry) [1s; at most 10m]
     #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Scenario")]
     preemption_delay: Option<Duration>,
+    /// From a user's binding to its start on a node holding the image (the container's
+    /// start) [0; at most 10m]
+    #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Scenario")]
+    start_delay: Option<Duration>,
     /// Autoscaler --scale-down-unneeded-time
     #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Scenario")]
     unneeded_time: Option<Duration>,
@@ -564,14 +568,18 @@ fn scenario(a: &Args) -> Result<Scenario, String> {
     if let Some(d) = a.recreate_delay {
         sc.recreate_delay = ms(d).max(1);
     }
-    if let Some(d) = a.preemption_delay {
+    for (flag, d, field) in [
+        ("--preemption-delay", a.preemption_delay, &mut sc.preemption_delay),
+        ("--start-delay", a.start_delay, &mut sc.start_delay),
+    ] {
+        let Some(d) = d else { continue };
         if d > Duration::from_secs(600) {
             return Err(format!(
-                "--preemption-delay {}: at most 10m",
+                "{flag} {}: at most 10m",
                 selfdestruct_decision::duration::format(d)
             ));
         }
-        sc.preemption_delay = ms(d);
+        *field = ms(d);
     }
     if let Some(d) = a.unneeded_time {
         sc.autoscaler.unneeded_time = ms(d);

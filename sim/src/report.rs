@@ -667,7 +667,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("Peers (docs/peers.md): my-buffer 7 cold"),
+            text.contains("Peers (docs/peers.md): my-buffer 10 cold"),
             "{text}"
         );
         assert!(!text.contains("my-configured"), "{text}");

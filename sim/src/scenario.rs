@@ -268,6 +268,9 @@ pub struct Scenario {
     /// From a preempting user's arrival to its start: the victim's termination and the
     /// scheduler's retry.
     pub preemption_delay: Ms,
+    /// From a user's binding to its start on a node with the image (the kubelet's container
+    /// start; on a cold node, after the pull).
+    pub start_delay: Ms,
     /// Before the measured window (not counted).
     pub warmup: Ms,
     /// Length of the measured window.
@@ -328,6 +331,7 @@ impl Scenario {
             replicas: 25,
             recreate_delay: 2 * SEC,
             preemption_delay: SEC,
+            start_delay: 0,
             warmup: 2 * HOUR,
             measured: 24 * HOUR,
             default_spreading: false,

@@ -245,8 +245,8 @@ fn table_json_sweep_and_plot() {
     let doc: serde_json::Value = serde_json::from_slice(&a.stdout).expect("valid JSON");
     assert_eq!(
         doc["rows"].as_array().map(Vec::len),
-        Some(13),
-        "the peer rows too"
+        Some(16),
+        "the peer rows and issue 45's policy rows too"
     );
     // the other placement, the peer rows included: still the same bytes
     let mut least = QUICK.to_vec();

@@ -55,7 +55,9 @@ fn a_calendar_file_is_read_within_its_bounds() {
     let dir = tempdir("schedule-file");
     let read = |name: &str| {
         let source = CalendarSource::File(dir.join(name));
-        block_on(async { read_calendar(&source, &https_client(), Duration::from_secs(10)).await })
+        block_on(async {
+            read_calendar(&source, &https_client(), Duration::from_secs(10), &mut None).await
+        })
     };
     std::fs::write(
         dir.join("ok.ics"),
@@ -97,11 +99,33 @@ fn an_answer_announcing_more_than_the_cap_is_refused_before_its_body() {
     let timeout = Duration::from_secs(60);
     let e = block_on(async {
         let http = https_client();
-        let read = read_calendar(&source, &http, timeout).await;
+        let read = read_calendar(&source, &http, timeout, &mut None).await;
         drop(http);
         read
     })
     .expect_err("too large");
     assert!(matches!(e, ReadError::TooLarge), "{e:?}");
     server.join().unwrap();
+}
+
+#[test]
+fn a_calendar_urls_secret_is_never_shown() {
+    // Google's secret address is its path; a password, its userinfo; a token, its query.
+    let secret = "https://me:hunter2@calendar.example.com:8443/calendar/ical/x%40group/private-0123abcd/basic.ics?key=s3cr3t";
+    let Ok(Some(source)) = calendar_source(secret) else {
+        panic!("a URL")
+    };
+    assert_eq!(source.to_string(), "https://calendar.example.com:8443/…");
+    let uri = secret.parse().unwrap();
+    for e in [
+        ReadError::Io(redact(&uri), "refused".into()),
+        redirect(&uri, "https://other.example/private-0123abcd?key=s3cr3t")
+            .map_or_else(|e| e, |u| ReadError::Io(redact(&u), "refused".into())),
+        redirect(&uri, "ftp://other.example/private-0123abcd").expect_err("ftp"),
+    ] {
+        let shown = format!("{e} {e:?}");
+        for part in ["hunter2", "private-", "s3cr3t", "ical"] {
+            assert!(!shown.contains(part), "{shown}");
+        }
+    }
 }
