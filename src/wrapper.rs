@@ -16,10 +16,11 @@ use kube::runtime::events::EventType;
 use tokio::sync::watch;
 use tracing::{debug, error, info, warn};
 
-use crate::access::{Access, AccessError};
-use crate::agent::{self, NotReady, Ready};
+use crate::access::Discovered;
+use crate::agent::{self, Ready, Start};
 use crate::api::{Mode, outcome_of, rbac_hint};
 use crate::config::{Config, OnExit};
+use crate::connect::no_access;
 use crate::error::{Error, Result};
 use crate::logging::Chain;
 use crate::signals::{self, Stop, WrapperSignal, WrapperSignals};
@@ -39,7 +40,7 @@ pub(crate) async fn run(
     cfg: Config,
     program: OsString,
     args: Vec<OsString>,
-    access: Result<Access, AccessError>,
+    access: Discovered,
     mut signals: WrapperSignals,
 ) -> Result {
     let argv = std::iter::once(&program).chain(&args);
@@ -62,7 +63,7 @@ pub(crate) async fn run(
     info!(
         pid,
         command = %command,
-        on_exit = if cfg.args.on_exit == OnExit::Delete { "delete" } else { "exit" },
+        on_exit = if cfg.on_exit == OnExit::Delete { "delete" } else { "exit" },
         pid1 = reaper,
         "started the command as the child of selfdestruct"
     );
@@ -109,7 +110,7 @@ pub(crate) async fn run(
     } else {
         info!(code, "the child exited with code {code}");
     }
-    if cfg.args.on_exit == OnExit::Delete {
+    if cfg.on_exit == OnExit::Delete {
         match terminating {
             Some(sig) => info!(
                 signal = sig,
@@ -168,37 +169,32 @@ async fn delete_on_exit(
 
 /// The agent's decision loop, never returning: it reads the own pod (and
 /// publishes it in `known`), then runs until the wrapper drops it. Without API
-/// access it says once what it cannot do.
-async fn agent_side(
-    cfg: Config,
-    access: Result<Access, AccessError>,
-    known: watch::Sender<Option<Ready>>,
-) {
+/// access, or the own pod, it says once what it cannot do: the child runs on.
+async fn agent_side(cfg: Config, access: Discovered, known: watch::Sender<Option<Ready>>) {
+    let cannot = "cannot move the pod (lifetime, new nodes) or delete it on exit";
     let mut never = Stop::Never;
     match agent::prepare(&cfg, access, &mut never).await {
-        Ok(ready) => {
-            known.send_replace(Some(ready.clone()));
+        Ok(Start::Ready(ready)) => {
+            known.send_replace(Some((*ready).clone()));
             // With `Stop::Never` it returns only when dropped.
             let _ = ready.decision_loop(cfg, &mut never).await;
         }
-        Err(NotReady::NoApi(why)) => no_api(&why),
-        Err(NotReady::NoClient(why) | NotReady::BadKubeconfig(why)) => no_api(&why),
-        Err(NotReady::Fatal | NotReady::NotOurs) => warn!(
-            "cannot identify the own pod (see above): running the command as a plain init, \
-             but cannot move the pod or delete it on exit"
+        Ok(Start::NoAccess(why)) => no_access(
+            &why,
+            &format!(
+                "running the command as a plain init (signals forwarded, zombies reaped, its exit code kept), but {cannot}"
+            ),
         ),
-        Err(NotReady::Stopped(_)) => {}
+        Ok(Start::NotOurs) | Err(Error::OwnPod) => {
+            warn!(
+                "cannot identify the own pod (see above): running the command as a plain init, but {cannot}"
+            )
+        }
+        // The child runs already: a configuration error found now is said, not exited on.
+        Err(e) => error!(error = %e.chain(), "running the command as a plain init, but {cannot}"),
+        Ok(Start::Stopped(_)) => {}
     }
     std::future::pending::<()>().await
-}
-
-/// Says once what the wrapper cannot do without API access, and why.
-fn no_api(why: &(dyn std::error::Error + 'static)) {
-    info!(
-        reason = %Chain(why),
-        "no API access: running the command as a plain init (signals forwarded, zombies reaped, \
-         its exit code kept), but cannot move the pod (lifetime, new nodes) or delete it on exit"
-    );
 }
 
 /// `SELFDESTRUCT_ON_EXIT=delete`: deletes the own pod with the uid precondition,
@@ -207,7 +203,7 @@ async fn delete_own_pod(cfg: &Config, ready: &Ready, code: i32) {
     let (api, uid, namespace) = (&ready.api, &ready.own.uid, &ready.own.namespace);
     let reason =
         format!("command exited with code {code}: deleting the pod (SELFDESTRUCT_ON_EXIT=delete)");
-    if cfg.args.dry_run {
+    if cfg.dry_run {
         info!(dry_run = true, reason = %reason, "dry run: would delete own pod");
         return;
     }
