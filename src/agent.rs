@@ -7,13 +7,14 @@ mod view;
 
 use std::time::SystemTime;
 
-use tracing::{debug, error, info, warn};
+use tracing::{debug, error, warn};
 
-use crate::access::{Access, AccessError, Discovered};
+use crate::access::{Access, Discovered};
 use crate::api::{PodApi, rbac_hint};
-use crate::client::{ClientError, client_retrying};
+use crate::client::ClientError;
 use crate::clock::Clock;
 use crate::config::Config;
+use crate::connect::{Api, connect, no_access};
 use crate::error::{Error, Result};
 use crate::identity::{self, Source};
 use crate::logging::Chain;
@@ -27,59 +28,49 @@ use selfdestruct_decision::model::OwnPod;
 use view::View;
 
 /// Runs until SIGTERM/SIGINT (exit code 0) or a configuration error (2), on the
-/// API `access` that `main` discovered (a named kubeconfig that cannot be used
-/// was refused there).
+/// API `access` that `main` discovered.
 pub(crate) async fn run(cfg: Config, access: Discovered, signals: Signals) -> Result {
     let mut signals = Stop::Signals(signals);
-    let ready = prepare(&cfg, access, &mut signals).await;
-    finish(ready, cfg, signals).await
+    let start = prepare(&cfg, access, &mut signals).await?;
+    finish(start, cfg, signals).await
 }
 
 /// [`run`] in-process (the tests' virtual-time tier): on `client`, reading the time
 /// from `clock`, until `stop` fires; only these three differ from [`run`].
 pub async fn run_on(client: kube::Client, cfg: Config, clock: Clock, mut stop: Stop) -> Result {
-    let namespace = client.default_namespace().to_string();
-    let given = async |_: &str| Ok(client);
-    let ready = prepare_on(&cfg, &mut stop, Some(&namespace), clock, given).await;
-    finish(ready, cfg, stop).await
+    let process_start = clock.now();
+    let id = resolve(&cfg, Some(client.default_namespace()))?;
+    let start = on_client(&mut stop, id, (clock, process_start), client).await?;
+    finish(start, cfg, stop).await
 }
 
-async fn finish(ready: Result<Ready, NotReady>, cfg: Config, mut signals: Stop) -> Result {
-    match ready {
-        Ok(ready) => ready.decision_loop(cfg, &mut signals).await,
-        Err(NotReady::NoApi(why)) => {
-            info!(reason = %why, "no API access: running as a plain pause container");
+async fn finish(start: Start, cfg: Config, mut signals: Stop) -> Result {
+    match start {
+        Start::Ready(ready) => ready.decision_loop(cfg, &mut signals).await,
+        Start::NoAccess(why) => {
+            no_access(&why, "running as a plain pause container");
             pause(signals.terminated()).await
         }
-        Err(NotReady::NoClient(e)) => {
-            error!(error = %Chain(&e), "cannot build an API client from the kubeconfig: running as a plain pause container");
-            pause(signals.terminated()).await
-        }
-        Err(NotReady::Stopped(sig)) => stop(sig),
-        Err(NotReady::BadKubeconfig(e)) => Err(e.into()),
-        Err(NotReady::Fatal) => Err(Error::OwnPod),
-        Err(NotReady::NotOurs) => pause(signals.terminated()).await,
+        Start::NotOurs => pause(signals.terminated()).await,
+        Start::Stopped(sig) => stop(sig),
     }
 }
 
 // --- start-up, shared by `run` and the entrypoint wrapper (src/wrapper.rs) ---
 
-/// Why [`prepare`] found no own pod to act on.
-pub(crate) enum NotReady {
-    /// No API access at all (no kubeconfig, no service-account token).
-    NoApi(AccessError),
-    /// Access that no client can be built from.
-    NoClient(ClientError),
-    /// No client can be built from the kubeconfig named by `KUBECONFIG` or
-    /// `--kubeconfig` (a configuration error).
-    BadKubeconfig(ClientError),
-    /// `stop` fired first (SIGTERM/SIGINT): the signal's name.
-    Stopped(&'static str),
-    /// The own pod cannot be identified; already logged ([`Error::OwnPod`]).
-    Fatal,
+/// What start-up found: the own pod to act on, or why there is none (the identity
+/// that cannot be found, or a kubeconfig the user named that cannot be used, is an
+/// error instead).
+pub(crate) enum Start {
+    /// The own pod, read.
+    Ready(Box<Ready>),
+    /// No API access.
+    NoAccess(ClientError),
     /// The pod under the own name is a successor, not ours (already logged; see
     /// [`identity::NotOurs`]). Nothing may be done to it.
     NotOurs,
+    /// `stop` fired first (SIGTERM/SIGINT): the signal's name.
+    Stopped(&'static str),
 }
 
 /// The own pod, read once, with an API client bound to it: what the decision
@@ -91,64 +82,61 @@ pub(crate) struct Ready {
     clock: Clock,
 }
 
-/// Builds a client on `access`, finds the own identity and reads the own pod
-/// (retrying), unless `stop` fires first.
-pub(crate) async fn prepare(
-    cfg: &Config,
-    access: Result<Access, AccessError>,
-    stop: &mut Stop,
-) -> Result<Ready, NotReady> {
-    let access = match access {
-        Ok(access) => access,
-        Err(e) if e.is_missing() => return Err(NotReady::NoApi(e)),
-        Err(e) => return Err(NotReady::NoClient(e.into())),
-    };
-    let build = async |namespace: &str| {
-        debug!(source = %access.source, server = %access.config.cluster_url, "API access");
-        let built = client_retrying(&access, namespace).await;
-        built.map_err(|e| {
-            if access.named {
-                NotReady::BadKubeconfig(e)
-            } else {
-                NotReady::NoClient(e)
-            }
-        })
-    };
-    let namespace_hint = access.namespace.as_deref();
-    prepare_on(cfg, stop, namespace_hint, Clock::system(), build).await
+/// The own identity; `kubeconfig_namespace` is the kubeconfig context's, used last.
+fn resolve(cfg: &Config, kubeconfig_namespace: Option<&str>) -> Result<identity::Identity> {
+    identity::resolve(&cfg.identity, identity::hostname(), kubeconfig_namespace).map_err(|e| {
+        error!("{e}");
+        Error::OwnPod
+    })
 }
 
-/// [`prepare`] on a client that `client` builds (or gives, in-process) for the
-/// own namespace.
-async fn prepare_on(
-    cfg: &Config,
-    stop: &mut Stop,
-    namespace_hint: Option<&str>,
-    clock: Clock,
-    client: impl AsyncFnOnce(&str) -> Result<kube::Client, NotReady>,
-) -> Result<Ready, NotReady> {
+/// Builds a client on `access` (`connect`), finds the own identity and reads the own
+/// pod (retrying), unless `stop` fires first.
+pub(crate) async fn prepare(cfg: &Config, access: Discovered, stop: &mut Stop) -> Result<Start> {
+    let clock = Clock::system();
     let process_start = clock.now();
-    let id = identity::resolve(&cfg.shared.identity, identity::hostname(), namespace_hint)
-        .map_err(|e| {
-            error!("{e}");
-            NotReady::Fatal
-        })?;
-    let client = tokio::select! {
-        sig = stop.terminated() => return Err(NotReady::Stopped(sig)),
-        client = client(&id.namespace) => client?,
+    let mut id = None;
+    let namespace = |a: &Access| {
+        let found = resolve(cfg, a.namespace.as_deref())?;
+        let namespace = found.namespace.clone();
+        id = Some(found);
+        Ok(namespace)
     };
+    let api = tokio::select! {
+        sig = stop.terminated() => return Ok(Start::Stopped(sig)),
+        api = connect(access, namespace) => api?,
+    };
+    match (api, id) {
+        (Api::Client(client), Some(id)) => {
+            on_client(stop, id, (clock, process_start), client).await
+        }
+        (Api::NoAccess(why), _) => Ok(Start::NoAccess(why)),
+        (Api::Client(_), None) => unreachable!("connect names the namespace before the client"),
+    }
+}
+
+/// [`prepare`] once the client is there: reads the own pod (`clock` and when this
+/// process started on it tell a successor from the own pod).
+async fn on_client(
+    stop: &mut Stop,
+    id: identity::Identity,
+    (clock, process_start): (Clock, SystemTime),
+    client: kube::Client,
+) -> Result<Start> {
     let api = PodApi::new(client, &id.namespace, &id.name);
     let pod = tokio::select! {
-        sig = stop.terminated() => return Err(NotReady::Stopped(sig)),
+        sig = stop.terminated() => return Ok(Start::Stopped(sig)),
         pod = fetch_own_pod(&api, &id) => pod,
     };
-    let pod = pod.ok_or(NotReady::Fatal)?;
-    let mut own = id.own_pod(&pod, process_start).map_err(|e| {
-        warn!(pod = %id.name, "{e}");
-        NotReady::NotOurs
-    })?;
+    let pod = pod.ok_or(Error::OwnPod)?;
+    let Ok(mut own) = id
+        .own_pod(&pod, process_start)
+        .inspect_err(|e| warn!(pod = %id.name, "{e}"))
+    else {
+        return Ok(Start::NotOurs);
+    };
     clamp_future_start(&mut own, clock.now());
-    Ok(Ready { api, own, clock })
+    Ok(Start::Ready(Box::new(Ready { api, own, clock })))
 }
 
 /// A start time in the future (a node clock ahead, a bad answer) would put off

@@ -259,17 +259,21 @@ pub(crate) enum Siblings {
     Off,
 }
 
-/// The validated configuration: what the settings say together, and the settings as given.
+/// The agent's settings, validated: each one as the agent uses it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
     /// The decision policy (the lifetime range and the node trigger's settings).
     pub(crate) policy: Policy,
     /// The deletion grace period as sent: whole seconds, 0 only with `--force-delete`.
     pub(crate) grace_period: Option<Duration>,
-    /// The shared settings as given.
-    pub(crate) shared: SharedSettings,
-    /// The agent's settings as given.
-    pub(crate) args: AgentSettings,
+    pub(crate) mode: Mode,
+    pub(crate) dry_run: bool,
+    pub(crate) node_selector: Selector,
+    pub(crate) start_jitter: Duration,
+    pub(crate) siblings: Siblings,
+    pub(crate) on_exit: OnExit,
+    /// The own pod's identity and API access.
+    pub(crate) identity: IdentitySettings,
 }
 
 fn log_level(value: &str) -> Result<LevelFilter, String> {
@@ -322,8 +326,13 @@ impl Config {
         Ok(Config {
             policy: a.policy.policy(a.images.required_images.clone())?,
             grace_period: a.grace_period.map(whole_seconds),
-            shared: cli.shared.clone(),
-            args: a.clone(),
+            mode: a.mode,
+            dry_run: a.dry_run,
+            node_selector: a.node_selector.clone(),
+            start_jitter: a.start_jitter,
+            siblings: a.sibling_selector.clone(),
+            on_exit: a.on_exit,
+            identity: cli.shared.identity.clone(),
         })
     }
 }

@@ -3,7 +3,6 @@
 
 use selfdestruct_decision::settings::SettingError;
 
-use crate::access::AccessError;
 use crate::client::ClientError;
 
 /// How a mode ends: `Ok` on SIGTERM/SIGINT.
@@ -24,10 +23,8 @@ pub enum Error {
     /// `check-settings` refuses a setting (a configuration error).
     #[error(transparent)]
     Check(#[from] CheckError),
-    /// A kubeconfig the user named cannot be used (a configuration error).
-    #[error(transparent)]
-    Kubeconfig(#[from] AccessError),
-    /// No client can be built from a kubeconfig the user named (a configuration error).
+    /// A kubeconfig the user named cannot be used, or gives no client (a
+    /// configuration error).
     #[error(transparent)]
     Client(#[from] ClientError),
     /// The own pod cannot be identified (a configuration error, logged where found).

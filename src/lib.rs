@@ -18,6 +18,7 @@ mod candidates;
 mod client;
 mod clock;
 mod config;
+mod connect;
 mod error;
 mod exec_plugin;
 mod identity;
@@ -36,7 +37,6 @@ mod watch;
 mod wrapper;
 
 use std::ffi::OsString;
-use std::future::Future;
 
 pub use access::{AccessError, KubeconfigError};
 pub use client::{ClientError, client_over};
@@ -47,9 +47,7 @@ pub use node_gate::GateConfig;
 pub use schedule::ScheduleConfig;
 pub use signals::{Signals, Stop};
 
-use access::Discovered;
 use config::{Command, check_settings};
-use identity::IdentitySettings;
 use signals::WrapperSignals;
 
 /// A mode with its validated settings: what `selfdestruct` runs.
@@ -123,14 +121,16 @@ pub fn run(cli: &Cli) -> Result<(), Error> {
         // The handlers come first: a SIGTERM while a kubeconfig is read exits 0.
         if let Task::Wrapper(cfg, program, args) = task {
             let mut signals = WrapperSignals::install().map_err(cannot_install)?;
-            let Some(access) = discover(identity, signals.terminated()).await? else {
-                return Ok(());
+            let access = tokio::select! {
+                sig = signals.terminated() => return signals::stop(sig),
+                access = connect::discover(identity) => access?,
             };
             return wrapper::run(cfg, program, args, access, signals).await;
         }
         let mut signals = Signals::install().map_err(cannot_install)?;
-        let Some(access) = discover(identity, signals.terminated()).await? else {
-            return Ok(());
+        let access = tokio::select! {
+            sig = signals.terminated() => return signals::stop(sig),
+            access = connect::discover(identity) => access?,
         };
         match task {
             Task::Agent(cfg) => agent::run(cfg, access, signals).await,
@@ -144,25 +144,4 @@ pub fn run(cli: &Cli) -> Result<(), Error> {
     runtime.shutdown_background();
     exec_plugin::kill_running();
     done
-}
-
-/// The API access, found once, unless `terminated` resolves first (`None`, logged):
-/// a kubeconfig the user named (a configuration error, found before anything else
-/// starts) that cannot be used is an error.
-async fn discover(
-    identity: &IdentitySettings,
-    terminated: impl Future<Output = &'static str>,
-) -> Result<Option<Discovered>, Error> {
-    let discovery = access::discover(
-        |k| std::env::var_os(k),
-        identity.kubeconfig.as_deref(),
-        &identity.service_account_dir,
-    );
-    tokio::select! {
-        sig = terminated => signals::stop(sig).map(|()| None),
-        access = discovery => match access {
-            Err(e) if e.is_named() => Err(e.into()),
-            access => Ok(Some(access)),
-        },
-    }
 }

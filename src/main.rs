@@ -37,7 +37,7 @@ fn exit_code(e: &Error) -> i32 {
             eprintln!("selfdestruct: {}", e.chain());
             EXIT_FAILURE
         }
-        Error::Kubeconfig(_) | Error::Client(_) => {
+        Error::Client(_) => {
             eprintln!("selfdestruct: {}", e.chain());
             EXIT_CONFIG
         }

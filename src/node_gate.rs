@@ -20,6 +20,7 @@ use crate::jitter::draw;
 use crate::logging::Chain;
 use crate::signals::{Signals, Stop, on_client_or_pause, pause};
 use selfdestruct_decision::backoff::Backoff;
+use selfdestruct_decision::duration::format as fmt_duration;
 use selfdestruct_decision::selector::{Requirement, Selector};
 use selfdestruct_decision::settings::{ImageSettings, Setting, SettingError, duration};
 use tokio::time::Instant;
@@ -241,8 +242,8 @@ pub async fn run_on(cfg: GateConfig, client: Client, mut signals: Stop) -> Resul
     info!(
         node = %cfg.node_name, taint = %cfg.gate.taint_key,
         required_images = %cfg.gate.images.required_images.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
-        timeout = %selfdestruct_decision::duration::format(cfg.gate.timeout),
-        poll = %selfdestruct_decision::duration::format(cfg.gate.poll),
+        timeout = %fmt_duration(cfg.gate.timeout),
+        poll = %fmt_duration(cfg.gate.poll),
         "node gate started"
     );
     tokio::select! {
@@ -253,16 +254,6 @@ pub async fn run_on(cfg: GateConfig, client: Client, mut signals: Stop) -> Resul
         () = open_gate(&cfg, &client) => {}
     }
     pause(signals.terminated()).await
-}
-
-/// Where one look at the node leaves the gate.
-enum Step {
-    /// The node carries no gate taint (any more).
-    Opened,
-    /// Look again after this long.
-    Wait(Duration),
-    /// The taints changed between the read and the patch: read again soon.
-    Conflict,
 }
 
 /// Whether a failed PATCH means "the taints changed since the read" (the `test`
@@ -285,46 +276,24 @@ fn is_admission_denial(message: &str) -> bool {
         || message.contains("denied the request")
 }
 
-/// What the gate has seen and said so far.
-struct Progress {
-    started: Instant,
-    failures: u32,
-    conflicts: u32,
-    told_waiting: bool,
-    told_fail_open: bool,
-    told_label_waits: bool,
-    /// The taint went at the fail-open; only the label is left.
-    opened: bool,
-    /// A PATCH was accepted but its answer did not show the node free of the
-    /// taint: the next read decides.
-    unverified: bool,
-}
-
 /// Steps until the own node carries no gate taint, waiting as each step says.
 async fn open_gate(cfg: &GateConfig, client: &Client) {
-    let mut p = Progress {
-        started: Instant::now(),
-        failures: 0,
-        conflicts: 0,
-        told_waiting: false,
-        told_fail_open: false,
-        told_label_waits: false,
-        opened: false,
-        unverified: false,
-    };
+    let started = Instant::now();
+    let (mut p, mut failures, mut conflicts) = (Progress::default(), 0u32, 0u32);
     loop {
-        let wait = match step(cfg, client, &mut p).await {
-            Step::Opened => return,
-            Step::Wait(d) => d,
-            Step::Conflict => {
-                p.conflicts = p.conflicts.saturating_add(1);
+        let wait = match step(cfg, client, started, &mut p, &mut failures, conflicts + 1).await {
+            Next::Done => return,
+            Next::Wait(d) => d,
+            Next::Patch { .. } => unreachable!("step sends the patch"),
+            Next::Reread => {
+                conflicts = conflicts.saturating_add(1);
                 // At once the first time, then 0.5-1 s doubling up to 30 s, so a taint
                 // that flaps does not make a hot loop.
                 let backoff = Backoff {
                     base: Duration::from_secs(1),
                     cap: Duration::from_secs(30),
                 };
-                match p.conflicts {
+                match conflicts {
                     1 => Duration::ZERO,
                     n => backoff.delay(n - 2, draw()),
                 }
@@ -334,111 +303,240 @@ async fn open_gate(cfg: &GateConfig, client: &Client) {
     }
 }
 
-/// One look at the node: read it, wait for the images (until the fail-open
-/// deadline), then remove the gate taint and add the warm label with one guarded
-/// patch. Done once the node carries no gate taint and (if one is set) the label;
-/// after a fail-open the label waits for the images.
-async fn step(cfg: &GateConfig, client: &Client, p: &mut Progress) -> Step {
-    let (node, taint) = (&cfg.node_name, &cfg.gate.taint_key);
-    let deadline = p.started + cfg.gate.timeout;
-    let fail_open = Instant::now() >= deadline;
+/// One look at the node, the I/O around [`look`] and [`answered`]: read it, decide,
+/// send the patch if so (`attempt` counts the reads after a conflict, for the log).
+async fn step(
+    cfg: &GateConfig,
+    client: &Client,
+    started: Instant,
+    p: &mut Progress,
+    failures: &mut u32,
+    attempt: u32,
+) -> Next {
+    let node = &cfg.node_name;
     let v = match get_node(client, node).await {
         Ok(n) => view(&n, cfg),
-        Err(e) => return Step::Wait(gate_error(&e, Call::Get, cfg, &mut p.failures)),
+        Err(e) => return Next::Wait(gate_error(&e, Call::Get, cfg, failures)),
     };
-    // The warm label, while the node lacks it (with any value: one set by someone
-    // else is left as it is).
-    let label = cfg.gate.warm_label.as_deref();
-    let label = label.filter(|k| v.labels.get(k).is_none());
-    if v.gate_indices.is_empty() && label.is_none() {
-        if p.unverified {
-            info!(%node, %taint, "gate opened: taint removed (checked by reading the node)");
-        } else if !p.opened {
-            info!(%node, %taint, "node has no gate taint: nothing to remove");
+    let left = (started + cfg.gate.timeout).saturating_duration_since(Instant::now());
+    let (next, note) = look(&v, &cfg.gate, left, p);
+    say(note, &v, cfg, started, attempt);
+    let Next::Patch {
+        patch,
+        label,
+        ready,
+    } = next
+    else {
+        if let Next::Wait(_) = next {
+            *failures = 0;
         }
-        return Step::Opened;
-    }
-    let ready = v.missing.is_empty();
-    let missing = v.missing.join(",");
-    let timeout = selfdestruct_decision::duration::format(cfg.gate.timeout);
-    if !ready && !fail_open {
-        if !p.told_waiting {
-            info!(%node, %missing, %timeout, "waiting for images before opening the gate");
-            p.told_waiting = true;
-        }
-        p.failures = 0;
-        // Wake up for the fail-open deadline rather than up to one poll after it.
-        let left = deadline.saturating_duration_since(Instant::now());
-        return Step::Wait(cfg.gate.poll.min(left).max(Duration::from_millis(10)));
-    }
-    if ready && p.told_waiting && !p.told_fail_open {
-        info!(%node, "required images are on the node");
-    } else if !ready && v.gate_indices.is_empty() {
-        // Fail-open left only the label, which says the images are there: wait for them.
-        if !p.told_label_waits {
-            info!(%node, %missing, label = label.unwrap_or_default(), "images still missing: the node is labelled once they are listed");
-            p.told_label_waits = true;
-        }
-        p.failures = 0;
-        return Step::Wait(cfg.gate.poll);
-    } else if !ready && !p.told_fail_open {
-        warn!(
-            %node, %missing, %timeout,
-            "images still missing after SELFDESTRUCT_GATE_TIMEOUT: opening the gate anyway (fail-open)"
-        );
-        p.told_fail_open = true;
-    }
-    let label = label.filter(|_| ready);
-    let Some(patch) = gate_patch(&v, label) else {
-        return Step::Opened;
+        return next;
     };
-    let attempt = p.conflicts + 1;
     let answer = match patch_node(client, node, &patch).await {
         Ok(answer) => answer,
         Err(e) if is_conflict(&e) => {
             info!(%node, error = %Chain(&e), attempt, "taints or labels changed meanwhile; reading the node again");
-            return Step::Conflict;
+            return Next::Reread;
         }
-        Err(e) => return Step::Wait(gate_error(&e, Call::Patch, cfg, &mut p.failures)),
+        Err(e) => return Next::Wait(gate_error(&e, Call::Patch, cfg, failures)),
     };
-    // Done only once the answer shows no taint with the key, and the label.
-    let answer = serde_json::from_slice::<Value>(&answer)
-        .ok()
-        .filter(|n| n["metadata"]["name"] == *node);
-    let left = answer.as_ref().map(|n| gate_taints_left(n, taint));
+    let (next, note) = answered(&answer, node, &v, label.as_deref(), ready, &cfg.gate, p);
+    say(note, &v, cfg, started, attempt);
+    next
+}
+
+/// Logs what the gate notes, with what it read of its node (`v`).
+fn say(note: Option<Note>, v: &NodeView, cfg: &GateConfig, started: Instant, attempt: u32) {
+    let (node, taint) = (&cfg.node_name, &cfg.gate.taint_key);
+    let (missing, timeout) = (v.missing.join(","), fmt_duration(cfg.gate.timeout));
+    let warm = cfg.gate.warm_label.as_deref().unwrap_or_default();
+    match note {
+        None => {}
+        Some(Note::NothingToRemove) => {
+            info!(%node, %taint, "node has no gate taint: nothing to remove")
+        }
+        Some(Note::OpenedChecked) => {
+            info!(%node, %taint, "gate opened: taint removed (checked by reading the node)")
+        }
+        Some(Note::Waiting) => {
+            info!(%node, %missing, %timeout, "waiting for images before opening the gate")
+        }
+        Some(Note::ImagesThere) => info!(%node, "required images are on the node"),
+        Some(Note::LabelWaits) => info!(
+            %node, %missing, label = warm,
+            "images still missing: the node is labelled once they are listed"
+        ),
+        Some(Note::FailOpen) => warn!(
+            %node, %missing, %timeout,
+            "images still missing after SELFDESTRUCT_GATE_TIMEOUT: opening the gate anyway (fail-open)"
+        ),
+        Some(Note::Labelled { label }) => {
+            info!(%node, %label, "node labelled: it holds the images")
+        }
+        Some(Note::Opened { label, fail_open }) => info!(
+            %node, %taint, removed = v.gate_indices.len(), %label, fail_open,
+            waited = %fmt_duration(Duration::from_secs(started.elapsed().as_secs())),
+            "gate opened: taint removed"
+        ),
+        Some(Note::Unverified { left, labelled }) => {
+            let left = left.map_or_else(
+                || "unknown (the answer is not the node)".into(),
+                |n| n.to_string(),
+            );
+            warn!(
+                %node, %taint, %left, labelled, attempt,
+                "the patch was accepted but the node's answer does not show the gate taint gone and the label set; reading the node again"
+            )
+        }
+    }
+}
+
+// --- the pure step: what the gate does on one read of its node, tested without I/O ---
+
+/// What the gate has seen and said so far: the memory of [`look`] and [`answered`].
+#[derive(Debug, Default, PartialEq)]
+struct Progress {
+    told_waiting: bool,
+    told_fail_open: bool,
+    told_label_waits: bool,
+    /// The taint went at the fail-open; only the label is left.
+    opened: bool,
+    /// A PATCH was accepted but its answer did not show the node free of the taint:
+    /// the next read decides.
+    unverified: bool,
+}
+
+/// What the gate does next.
+#[derive(Debug, PartialEq)]
+enum Next {
+    /// Done: the node carries no gate taint, and the warm label if it holds the images.
+    Done,
+    /// Read the node again after this long.
+    Wait(Duration),
+    /// Read the node again soon: the taints changed meanwhile, or the answer to a patch
+    /// did not show it applied.
+    Reread,
+    /// Send this guarded patch, which adds `label` (`ready`: the images are there).
+    Patch {
+        patch: Value,
+        label: Option<String>,
+        ready: bool,
+    },
+}
+
+/// What the gate says about it (each once, where that matters).
+#[derive(Debug, PartialEq)]
+enum Note {
+    NothingToRemove,
+    OpenedChecked,
+    Waiting,
+    ImagesThere,
+    LabelWaits,
+    FailOpen,
+    Labelled { label: String },
+    Opened { label: String, fail_open: bool },
+    Unverified { left: Option<usize>, labelled: bool },
+}
+
+/// `note`, unless `told` says it was said already.
+fn once(told: &mut bool, note: Note) -> Option<Note> {
+    (!std::mem::replace(told, true)).then_some(note)
+}
+
+/// One read of the node (`v`), `left` before the fail-open: wait for the images (until
+/// the fail-open), then remove the gate taint and add the warm label with one guarded
+/// patch. Done once the node carries no gate taint and (if one is set) the label; after
+/// a fail-open the label waits for the images.
+fn look(
+    v: &NodeView,
+    gate: &GateSettings,
+    left: Duration,
+    p: &mut Progress,
+) -> (Next, Option<Note>) {
+    // The warm label, while the node lacks it (with any value: one set by someone
+    // else is left as it is).
+    let label = gate
+        .warm_label
+        .as_deref()
+        .filter(|k| v.labels.get(k).is_none());
+    if v.gate_indices.is_empty() && label.is_none() {
+        let note = match p.unverified {
+            true => Some(Note::OpenedChecked),
+            false => (!p.opened).then_some(Note::NothingToRemove),
+        };
+        return (Next::Done, note);
+    }
+    let ready = v.missing.is_empty();
+    if !ready && !left.is_zero() {
+        // Wake up for the fail-open deadline rather than up to one poll after it.
+        let wait = gate.poll.min(left).max(Duration::from_millis(10));
+        return (Next::Wait(wait), once(&mut p.told_waiting, Note::Waiting));
+    }
+    let note = if ready && p.told_waiting && !p.told_fail_open {
+        Some(Note::ImagesThere)
+    } else if !ready && v.gate_indices.is_empty() {
+        // Fail-open left only the label, which says the images are there: wait for them.
+        return (
+            Next::Wait(gate.poll),
+            once(&mut p.told_label_waits, Note::LabelWaits),
+        );
+    } else if !ready {
+        once(&mut p.told_fail_open, Note::FailOpen)
+    } else {
+        None
+    };
+    let label = label.filter(|_| ready);
+    match gate_patch(v, label) {
+        Some(patch) => (
+            Next::Patch {
+                patch,
+                label: label.map(String::from),
+                ready,
+            },
+            note,
+        ),
+        None => (Next::Done, note),
+    }
+}
+
+/// The API server's `answer` to the patch [`look`] made of `v` (adding `label`;
+/// `ready`: the images are there): done only once the answer, the node `node`, shows
+/// no taint with the gate key, and the label.
+fn answered(
+    answer: &[u8],
+    node: &str,
+    v: &NodeView,
+    label: Option<&str>,
+    ready: bool,
+    gate: &GateSettings,
+    p: &mut Progress,
+) -> (Next, Option<Note>) {
+    let answer = serde_json::from_slice::<Value>(answer).ok();
+    let answer = answer.filter(|n| n["metadata"]["name"] == *node);
+    let left = answer
+        .as_ref()
+        .map(|n| gate_taints_left(n, &gate.taint_key));
     let labelled = answer
         .as_ref()
         .is_some_and(|n| label.is_none_or(|k| n["metadata"]["labels"].get(k).is_some()));
-    if left == Some(0) && labelled {
-        let label = label.unwrap_or_default();
-        if v.gate_indices.is_empty() {
-            info!(%node, %label, "node labelled: it holds the images");
-        } else {
-            let waited = Duration::from_secs(p.started.elapsed().as_secs());
-            info!(
-                %node, %taint, removed = v.gate_indices.len(), %label,
-                waited = %selfdestruct_decision::duration::format(waited),
-                fail_open = !ready,
-                "gate opened: taint removed"
-            );
-        }
-        if ready || cfg.gate.warm_label.is_none() {
-            return Step::Opened;
-        }
-        // Opened by the fail-open: the label waits for the images.
-        p.opened = true;
-        return Step::Wait(cfg.gate.poll);
+    if left != Some(0) || !labelled {
+        p.unverified = true;
+        return (Next::Reread, Some(Note::Unverified { left, labelled }));
     }
-    let left = left.map_or_else(
-        || "unknown (the answer is not the node)".into(),
-        |n| n.to_string(),
-    );
-    warn!(
-        %node, %taint, %left, labelled, attempt,
-        "the patch was accepted but the node's answer does not show the gate taint gone and the label set; reading the node again"
-    );
-    p.unverified = true;
-    Step::Conflict
+    let label = label.unwrap_or_default().to_string();
+    let note = match v.gate_indices.is_empty() {
+        true => Note::Labelled { label },
+        false => Note::Opened {
+            label,
+            fail_open: !ready,
+        },
+    };
+    if ready || gate.warm_label.is_none() {
+        return (Next::Done, Some(note));
+    }
+    // Opened by the fail-open: the label waits for the images.
+    p.opened = true;
+    (Next::Wait(gate.poll), Some(note))
 }
 
 /// What to do when the taint removal is refused (an admission policy's 403 or a 422).

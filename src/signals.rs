@@ -3,13 +3,11 @@
 //! would also take the status of children others wait for by pid (kube's exec
 //! plugins, through std's `Command::output()`), which then fail with ECHILD; as PID 1
 //! that conflict remains (docs/reliability.md, "Zombies").
+//!
+//! The ground floor: it names no other module but `malloc_trim` (tests/layout.rs checks
+//! it). A mode reaches the API through `connect` (above it), which implements [`Connect`].
 
 use tokio::signal::unix::{Signal, SignalKind, signal};
-
-use crate::access::{Access, Discovered};
-use crate::client::{ClientError, client_retrying};
-use crate::error::Result;
-use crate::logging::Chain;
 
 /// The signals the agent listens to.
 pub struct Signals {
@@ -208,49 +206,53 @@ impl WrapperSignals {
 }
 
 /// A plain pause container: gives the start-up memory back, then waits for
-/// SIGTERM/SIGINT.
-pub(crate) async fn pause(terminated: impl Future<Output = &'static str>) -> Result {
+/// SIGTERM/SIGINT (`Ok`, whatever a mode's error type).
+pub(crate) async fn pause<E>(terminated: impl Future<Output = &'static str>) -> Result<(), E> {
     crate::malloc_trim::release_idle();
     stop(terminated.await)
 }
 
 /// Logs that `signal` ends the process, which is no error.
-pub(crate) fn stop(signal: &str) -> Result {
+pub(crate) fn stop<E>(signal: &str) -> Result<(), E> {
     tracing::info!(signal, "received {signal}, exiting");
     Ok(())
 }
 
-/// A mode on the client of `access` (`namespace` its default namespace): `run_on`
-/// until `signals` fires. Without one (no access, or a client that cannot be built
-/// but from a kubeconfig the user named: an error), a plain pause, saying once what
-/// the mode `cannot` do.
-pub(crate) async fn on_client_or_pause<F>(
-    access: Discovered,
-    namespace: impl FnOnce(&Access) -> String,
+/// A mode's way to the API, as `connect` (src/connect.rs, above this floor) gives it
+/// from the access found: a client with the default namespace `namespace` picks, or
+/// `None`, no access here (said already); `Err` is a configuration error.
+pub(crate) trait Connect<N, E> {
+    /// The API client.
+    type Client;
+    /// The client; `cannot` says what the mode cannot do without one.
+    fn client(
+        self,
+        namespace: N,
+        cannot: &str,
+    ) -> impl Future<Output = Result<Option<Self::Client>, E>>;
+}
+
+/// A mode on the client `access` gives (`namespace` picks its default namespace) until
+/// `signals` fires; without one, a plain pause. The node gate's and `schedule`'s way to
+/// run (the agent and the wrapper call `connect` themselves).
+pub(crate) async fn on_client_or_pause<A: Connect<N, E>, N, E, F>(
+    access: A,
+    namespace: N,
     mut signals: Signals,
     cannot: &str,
-    run_on: impl FnOnce(kube::Client, Stop) -> F,
-) -> Result
+    run_on: impl FnOnce(A::Client, Stop) -> F,
+) -> Result<(), E>
 where
-    F: Future<Output = Result>,
+    F: Future<Output = Result<(), E>>,
 {
-    let why = match access {
-        Err(e) => ClientError::Access(e),
-        Ok(a) => {
-            let namespace = namespace(&a);
-            let built = tokio::select! {
-                sig = signals.terminated() => return stop(sig),
-                built = client_retrying(&a, &namespace) => built,
-            };
-            match built {
-                Ok(client) => return run_on(client, Stop::Signals(signals)).await,
-                Err(e) if a.named => return Err(e.into()),
-                Err(e) => e,
-            }
-        }
+    let client = tokio::select! {
+        sig = signals.terminated() => return stop(sig),
+        client = access.client(namespace, cannot) => client?,
     };
-    tracing::info!(reason = %Chain(&why), "no API access: {cannot}; running as a plain pause container");
-    pause(signals.terminated()).await
+    match client {
+        Some(client) => run_on(client, Stop::Signals(signals)).await,
+        None => pause(signals.terminated()).await,
+    }
 }
 
 /// Whether this process is PID 1 (the init of its PID namespace).

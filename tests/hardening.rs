@@ -65,10 +65,10 @@ fn accepted_removal(r: &RecordedRequest, pod: &str) -> bool {
 fn per_second(reqs: &[RecordedRequest], from: Instant, secs: u64) -> Vec<usize> {
     let mut v = vec![0; secs as usize];
     for r in reqs {
-        if let Some(d) = r.at.checked_duration_since(from) {
-            if let Some(slot) = v.get_mut(d.as_secs() as usize) {
-                *slot += 1;
-            }
+        if let Some(d) = r.at.checked_duration_since(from)
+            && let Some(slot) = v.get_mut(d.as_secs() as usize)
+        {
+            *slot += 1;
         }
     }
     v

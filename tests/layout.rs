@@ -1,12 +1,15 @@
 //! The root crate's modules import downward only: no module of `src/` reaches,
 //! through `crate::` paths in its non-test code, a module that reaches it back.
 //! Read from the sources (a module is `src/NAME.rs` with `src/NAME/`; its `tests.rs`
-//! files and `src/testing.rs` are test code and not counted).
+//! files and `src/testing.rs` are test code and not counted). And pause semantics
+//! (`signals`) import only the ground floor: the modules that import no other and do
+//! not name the `kube` crate (taken for a module, `kube`: API access).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-/// Each module of `src/` and the other modules its non-test code names.
+/// Each module of `src/` and the other modules its non-test code names (and `kube`, a
+/// module of its own here, when it names the kube crate).
 fn imports(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
     let mut files = Vec::new();
     let mut dirs = vec![src.to_path_buf()];
@@ -36,7 +39,11 @@ fn imports(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
                 deps.insert(name);
             }
         }
+        if text.contains("kube::") {
+            deps.insert("kube".into());
+        }
     }
+    graph.insert("kube".into(), BTreeSet::new());
     let modules: BTreeSet<String> = graph.keys().cloned().collect();
     for deps in graph.values_mut() {
         deps.retain(|d| modules.contains(d));
@@ -108,6 +115,55 @@ fn the_modules_import_downward_only() {
         None,
         "an import cycle between modules of src/"
     );
+}
+
+/// The ground floor: the modules whose non-test code names no other module (nor
+/// `kube`, which is no ground).
+fn ground_floor(graph: &BTreeMap<String, BTreeSet<String>>) -> BTreeSet<String> {
+    let leaves = graph
+        .iter()
+        .filter(|(m, deps)| deps.is_empty() && *m != "kube");
+    leaves.map(|(m, _)| m.clone()).collect()
+}
+
+/// What `module` names above the ground floor.
+fn above_the_ground_floor(graph: &BTreeMap<String, BTreeSet<String>>, module: &str) -> Vec<String> {
+    let ground = ground_floor(graph);
+    graph[module].difference(&ground).cloned().collect()
+}
+
+/// Pause semantics (`signals`) stand on the ground floor: no client, no API access, no
+/// mode can keep a placeholder from pausing and exiting on SIGTERM.
+#[test]
+fn pause_semantics_import_only_the_ground_floor() {
+    let graph = imports(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
+    assert!(
+        graph.contains_key("signals") && graph["connect"].contains("client"),
+        "{graph:?}"
+    );
+    assert_eq!(
+        above_the_ground_floor(&graph, "signals"),
+        Vec::<String>::new(),
+        "signals imports modules above the ground floor {:?}",
+        ground_floor(&graph)
+    );
+}
+
+#[test]
+fn a_module_above_the_ground_floor_is_named() {
+    let graph: BTreeMap<String, BTreeSet<String>> = [
+        ("signals", vec!["malloc_trim", "client"]),
+        ("malloc_trim", vec![]),
+        ("client", vec!["access"]),
+        ("access", vec!["kube"]),
+        ("kube", vec![]),
+    ]
+    .into_iter()
+    .map(|(m, ds)| (m.into(), ds.into_iter().map(String::from).collect()))
+    .collect();
+    assert_eq!(above_the_ground_floor(&graph, "signals"), ["client"]);
+    assert_eq!(above_the_ground_floor(&graph, "client"), ["access"]);
+    assert_eq!(above_the_ground_floor(&graph, "access"), ["kube"]);
 }
 
 #[test]

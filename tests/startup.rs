@@ -155,6 +155,7 @@ const BAD: &[(&str, &[(&str, &str)])] = &[
     ("SELFDESTRUCT_MOVE_JITTER", &[("x", "duration such as"), ("99999999999999h", "duration such as")]),
     ("SELFDESTRUCT_MAX_MOVES_PER_HOUR", &[("-3", "whole number"), ("many", "whole number"), ("5000000000", "whole number")]),
     ("SELFDESTRUCT_MIN_AGE", &[("old", "duration such as")]),
+    ("SELFDESTRUCT_AVOID_DELETION_CANDIDATES", &[("often", "true or false"), ("", "true or false")]),
     ("SELFDESTRUCT_START_JITTER", &[("soon", "duration such as")]),
     ("SELFDESTRUCT_SIBLING_SELECTOR", &[("a=b,,", "label selector")]),
     ("SELFDESTRUCT_ON_EXIT", &[("restart", "expected exit or delete")]),

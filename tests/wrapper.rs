@@ -126,8 +126,9 @@ fn reaps_orphans_as_pid_1_and_keeps_the_childs_status() {
         p.log()
     );
     let init = init_of(&p, Duration::from_secs(30)).expect("the wrapper as PID 1");
+    // Its log line and the child's come through two pipes: wait for it.
     assert!(
-        p.log().contains("pid1=true"),
+        wait_until(Duration::from_secs(10), || p.log().contains("pid1=true")),
         "not PID 1 in its namespace:\n{}",
         p.log()
     );

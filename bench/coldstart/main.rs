@@ -47,7 +47,12 @@ const WARM_LABEL: &str = "selfdestruct.io/images-warm";
 /// The policies a placeholder row may add (`ROW+POLICY`): `avoid-warm` and
 /// `avoid-warm-required` (the chart's `avoidWarmNodes`), `avoid-candidates`
 /// (`SELFDESTRUCT_AVOID_DELETION_CANDIDATES`), `pin` (`pinned`).
-const POLICIES: [&str; 4] = ["avoid-warm", "avoid-warm-required", "avoid-candidates", "pin"];
+const POLICIES: [&str; 4] = [
+    "avoid-warm",
+    "avoid-warm-required",
+    "avoid-candidates",
+    "pin",
+];
 const ROWS: [&str; 6] = [
     "static",
     "new-node",
@@ -162,7 +167,8 @@ impl Args {
     }
 
     fn wait_threshold_s(&self) -> f64 {
-        self.wait_threshold_s.unwrap_or((3.0 * self.factor).max(15.0))
+        self.wait_threshold_s
+            .unwrap_or((3.0 * self.factor).max(15.0))
     }
 
     fn replicas(&self) -> u32 {
@@ -899,7 +905,10 @@ async fn run_real(
     let d = |s: f64| Duration::from_secs_f64(s / f);
     // A copy of the agent's binary: a build during the runs must not change the agent of the
     // pods started after it.
-    let agent_bin = root().join(format!("target/coldstart-bin/selfdestruct-{}", std::process::id()));
+    let agent_bin = root().join(format!(
+        "target/coldstart-bin/selfdestruct-{}",
+        std::process::id()
+    ));
     std::fs::create_dir_all(agent_bin.parent().expect("a folder")).expect("target/coldstart-bin");
     std::fs::copy(env!("CARGO_BIN_EXE_selfdestruct"), &agent_bin).expect("a copy of the agent");
     // Heartbeats every 30 s (not 10 s) and a grace of 2 minutes: the one stand-in kubelet
@@ -1002,8 +1011,8 @@ async fn run_real(
                     d["spec"]["template"]["spec"]["affinity"]["nodeAffinity"] = a;
                 }
                 if pinned(&g.row) {
-                    d["spec"]["template"]["metadata"]["annotations"]
-                        ["cluster-autoscaler.kubernetes.io/safe-to-evict"] = json!("false");
+                    d["spec"]["template"]["metadata"]["annotations"]["cluster-autoscaler.kubernetes.io/safe-to-evict"] =
+                        json!("false");
                 }
             }
             ok(cp.apply(&docs));
@@ -1469,8 +1478,7 @@ async fn landings(
         lives.sort_by_key(|(_, p)| p.created);
         for pair in lives.windows(2) {
             let ((uid, before), (_, after)) = (pair[0], pair[1]);
-            let (Some(gone), Some((bound_before, _))) = (before.gone, before.bound.as_ref())
-            else {
+            let (Some(gone), Some((bound_before, _))) = (before.gone, before.bound.as_ref()) else {
                 continue;
             };
             let r = res.entry(ns.to_string()).or_default();
@@ -1667,7 +1675,8 @@ fn run_sim(args: &Args, placement: &str, window_s: f64, delays: &Delays) -> Vec<
         ("--start-delay", delays.start_s),
     ] {
         if let Some(v) = v {
-            cmd.arg(flag).arg(format!("{}ms", (v * 1000.0).round() as u64));
+            cmd.arg(flag)
+                .arg(format!("{}ms", (v * 1000.0).round() as u64));
         }
     }
     if args.plot.is_some() && placement == args.placement[0] {

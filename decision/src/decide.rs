@@ -413,40 +413,12 @@ impl<'a> Snapshot<'a> {
         self.verdict(node, &OnceCell::new(), None)
     }
 
-    /// The siblings that can show a new node full ([`Reject::Full`]): not the own pod,
-    /// with a creation time, placed on an old node. Old in the sense the own pod counts
-    /// "new": created before it was scheduled; the own node counts as old (the own pod
-    /// was scheduled onto it). A sibling on another new node, or on a node not in the
-    /// view (deleted, or outside the node selector), says nothing about a node. One
-    /// pass over the nodes, one lookup among the old ones per sibling. `None`: the
-    /// rule does not apply (no sibling or node view, or no schedule time).
-    fn witnesses(&self) -> Option<Vec<&'a Sibling>> {
-        let (siblings, nodes) = (self.siblings?, self.nodes?);
-        let scheduled = self.own.scheduled_at?;
-        let own_node = self.own.node_name.as_deref();
-        // The old nodes, sorted for lookups: a handful of names, one lookup per sibling.
-        let mut old: Vec<&str> = nodes
-            .iter()
-            .filter(|o| o.created.is_some_and(|c| c < scheduled))
-            .map(|o| o.name.as_str())
-            .collect();
-        old.sort_unstable();
-        let is_old = |n: &str| own_node == Some(n) || old.binary_search(&n).is_ok();
-        Some(
-            siblings
-                .iter()
-                .filter(|s| s.created.is_some() && !self.is_self(&s.name, &s.uid))
-                .filter(|s| s.node_name.as_deref().is_some_and(is_old))
-                .collect(),
-        )
-    }
-
-    /// [`Snapshot::node_verdict`], with the full rule's [`Snapshot::witnesses`] found
-    /// at most once for all the nodes of one evaluation.
+    /// [`Snapshot::node_verdict`], the siblings' nodes looked up at most once for all the
+    /// nodes of one evaluation: in `placed` if it was built of this view, else in `found`.
     fn verdict(
         &self,
         node: &NodeSummary,
-        witnesses: &OnceCell<Option<Vec<&'a Sibling>>>,
+        found: &OnceCell<SiblingNodes>,
         placed: Option<&SiblingNodes>,
     ) -> Result<Duration, Reject> {
         let own = self.own;
@@ -506,27 +478,15 @@ impl<'a> Snapshot<'a> {
         // The node could take a pod from when it became Ready and, as far as this
         // agent saw, schedulable (a startup taint or a cordon lifted later moves no
         // Kubernetes time). A caller that keeps no record counts from Ready.
-        let usable = || {
-            self.memory
-                .usable_since
-                .get(&node.name)
-                .map_or(since, |t| since.max(*t))
-        };
-        if let Some((nodes, siblings)) = self.nodes.zip(self.siblings)
-            && let Some(placed) = placed.filter(|p| p.fits(nodes, siblings))
-        {
-            if let Some(s) = placed.full_witness(siblings, own, scheduled, usable(), &node.name) {
-                return Err(Reject::Full {
-                    sibling: s.name.clone(),
-                });
-            }
-        } else if let Some(witnesses) = witnesses.get_or_init(|| self.witnesses()) {
-            let usable = usable();
-            let placed_on_older = witnesses.iter().find(|s| {
-                s.created.is_some_and(|c| c > usable)
-                    && s.node_name.as_deref().is_some_and(|n| n != node.name)
-            });
-            if let Some(s) = placed_on_older {
+        let usable = self.memory.usable_since.get(&node.name);
+        let usable = usable.map_or(since, |t| since.max(*t));
+        // The full rule: a sibling created since the node became usable was placed on an
+        // old node ([`SiblingNodes::full_witness`]).
+        if let Some((nodes, siblings)) = self.nodes.zip(self.siblings) {
+            let placed = placed.filter(|p| p.fits(nodes, siblings));
+            let placed =
+                placed.unwrap_or_else(|| found.get_or_init(|| SiblingNodes::new(nodes, siblings)));
+            if let Some(s) = placed.full_witness(siblings, own, scheduled, usable, &node.name) {
                 return Err(Reject::Full {
                     sibling: s.name.clone(),
                 });
@@ -578,7 +538,7 @@ impl<'a> Snapshot<'a> {
         let Some(nodes) = self.nodes else {
             return verdicts;
         };
-        let witnesses = OnceCell::new();
+        let found = OnceCell::new();
         let mut best: Option<(Duration, usize, SystemTime)> = None;
         // A node created before the own pod was scheduled (or with no schedule time) is
         // rejected before the full rule whatever else holds (own node, not Ready, not
@@ -588,7 +548,7 @@ impl<'a> Snapshot<'a> {
             if scheduled.is_none_or(|s| node.created.is_none_or(|c| c < s)) {
                 continue;
             }
-            match self.verdict(node, &witnesses, placed) {
+            match self.verdict(node, &found, placed) {
                 Ok(ready_for) => {
                     let better = best.is_none_or(|(d, b, _)| {
                         ready_for > d || (ready_for == d && node.name < nodes[b].name)
@@ -822,10 +782,12 @@ impl SiblingNodes {
             && self.siblings == (siblings.as_ptr() as usize, siblings.len())
     }
 
-    /// Of the siblings [`Snapshot::witnesses`] lists for the own pod `own` (scheduled at
-    /// `scheduled`), the first, in the view's order, created after `usable` and placed
-    /// on a node not named `node`: the sibling that shows `node` full
-    /// ([`Reject::Full`]). Only the siblings created after `usable` are looked at,
+    /// The sibling that shows `node` full for the own pod `own` (scheduled at `scheduled`)
+    /// ([`Reject::Full`]): the first, in the view's order, that is not the own pod,
+    /// was created after `usable`, and was placed on an old node (one created before the
+    /// own pod was scheduled, or the own node) other than `node`. A sibling on another new
+    /// node, or on a node not in the view (deleted, or outside the node selector), says
+    /// nothing about a node. Only the siblings created after `usable` are looked at,
     /// newest first: mostly none.
     fn full_witness<'a>(
         &self,

@@ -49,10 +49,10 @@ pub struct Toleration {
 impl Toleration {
     /// The scheduler's `Toleration.ToleratesTaint`.
     pub fn tolerates(&self, taint: &Taint) -> bool {
-        if let Some(effect) = self.effect.as_deref().filter(|e| !e.is_empty()) {
-            if effect != taint.effect {
-                return false;
-            }
+        if let Some(effect) = self.effect.as_deref().filter(|e| !e.is_empty())
+            && effect != taint.effect
+        {
+            return false;
         }
         let key = self.key.as_deref().unwrap_or("");
         if !key.is_empty() && key != taint.key {
@@ -220,7 +220,9 @@ impl NodeSummary {
     /// The cluster autoscaler marks the node as a deletion candidate
     /// ([`DELETION_CANDIDATE_TAINT`]).
     pub fn is_deletion_candidate(&self) -> bool {
-        self.taints.iter().any(|t| t.key == DELETION_CANDIDATE_TAINT)
+        self.taints
+            .iter()
+            .any(|t| t.key == DELETION_CANDIDATE_TAINT)
     }
 }
 

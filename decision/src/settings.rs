@@ -87,7 +87,11 @@ const REASON_CHARS: usize = 1000;
 /// `value` as a refusal repeats it: cut at `limit` characters.
 fn shown(value: &str, limit: usize) -> String {
     match value.char_indices().nth(limit) {
-        Some((end, _)) => format!("{}... ({} characters)", &value[..end], value.chars().count()),
+        Some((end, _)) => format!(
+            "{}... ({} characters)",
+            &value[..end],
+            value.chars().count()
+        ),
         None => value.to_string(),
     }
 }

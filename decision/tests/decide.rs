@@ -1072,7 +1072,11 @@ fn a_deletion_candidate_is_no_target_when_the_policy_avoids_it() {
         value: None,
         effect: Some("PreferNoSchedule".into()),
     }];
-    assert_eq!(c.verdict(&marked), Ok(Duration::from_secs(500)), "off: tolerated");
+    assert_eq!(
+        c.verdict(&marked),
+        Ok(Duration::from_secs(500)),
+        "off: tolerated"
+    );
     c.policy.avoid_deletion_candidates = true;
     assert_eq!(c.verdict(&marked), Err(Reject::DeletionCandidate));
     assert_eq!(c.verdict(&node("new", 500)), Ok(Duration::from_secs(500)));

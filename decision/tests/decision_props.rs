@@ -340,18 +340,18 @@ fn check(w: &World) -> Result<Decision, String> {
             return Err("moves beyond SELFDESTRUCT_MAX_MOVES_PER_HOUR".into());
         }
         // MIN_AGE holds node moves only; the lifetime is the user's explicit promise.
-        if let (Some(start), Some(Trigger::NewNode { .. })) = (w.own.started_at, trigger_of(&d)) {
-            if w.now < start + w.policy.min_age {
-                return Err("moves to a node while younger than SELFDESTRUCT_MIN_AGE".into());
-            }
+        if let (Some(start), Some(Trigger::NewNode { .. })) = (w.own.started_at, trigger_of(&d))
+            && w.now < start + w.policy.min_age
+        {
+            return Err("moves to a node while younger than SELFDESTRUCT_MIN_AGE".into());
         }
         if w.memory.retry_at.is_some_and(|r| r > w.now) {
             return Err("moves during a backoff".into());
         }
-        if let Some(armed) = &w.memory.armed {
-            if armed.at > w.now {
-                return Err("moves before the armed (jittered) time".into());
-            }
+        if let Some(armed) = &w.memory.armed
+            && armed.at > w.now
+        {
+            return Err("moves before the armed (jittered) time".into());
         }
     }
     match &d {
@@ -367,10 +367,10 @@ fn check(w: &World) -> Result<Decision, String> {
             if w.memory.armed.is_none() && *at > w.now + w.policy.move_jitter {
                 return Err("arms later than SELFDESTRUCT_MOVE_JITTER".into());
             }
-            if let Some(armed) = &w.memory.armed {
-                if armed.at != *at {
-                    return Err("an armed move does not keep its time".into());
-                }
+            if let Some(armed) = &w.memory.armed
+                && armed.at != *at
+            {
+                return Err("an armed move does not keep its time".into());
             }
         }
         _ => {}

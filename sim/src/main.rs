@@ -569,7 +569,11 @@ fn scenario(a: &Args) -> Result<Scenario, String> {
         sc.recreate_delay = ms(d).max(1);
     }
     for (flag, d, field) in [
-        ("--preemption-delay", a.preemption_delay, &mut sc.preemption_delay),
+        (
+            "--preemption-delay",
+            a.preemption_delay,
+            &mut sc.preemption_delay,
+        ),
         ("--start-delay", a.start_delay, &mut sc.start_delay),
     ] {
         let Some(d) = d else { continue };

@@ -100,7 +100,7 @@ fn invariants_hold_for_every_policy_and_scenario() {
             },
             gate: true,
             peer: Peer::Selfdestruct,
-        pin: false,
+            pin: false,
         };
         for setup in standard_rows(&sc, configured) {
             let r = run(&sc, &setup, 3);

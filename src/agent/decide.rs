@@ -54,8 +54,8 @@ impl Decider {
             expires_in = deadline
                 .map(|d| fmt_duration(Duration::from_secs(d.duration_since(clock.now()).unwrap_or_default().as_secs())))
                 .unwrap_or_default(),
-            mode = if cfg.args.mode == Mode::Evict { "evict" } else { "delete" },
-            dry_run = cfg.args.dry_run,
+            mode = if cfg.mode == Mode::Evict { "evict" } else { "delete" },
+            dry_run = cfg.dry_run,
             move_to_new_nodes = cfg.policy.move_to_new_nodes,
             "selfdestruct started"
         );
@@ -160,12 +160,12 @@ impl Decider {
     /// Evicts or deletes the own pod (or says it would, in a dry run).
     async fn remove(&mut self, own: &OwnPod, trigger: &Trigger) -> Outcome {
         // The verb for the log, and the Event's action.
-        let (verb, action) = match self.cfg.args.mode {
+        let (verb, action) = match self.cfg.mode {
             Mode::Evict => ("evict", "Evict"),
             Mode::Delete => ("delete", "Delete"),
         };
         let reason = trigger.to_string();
-        if self.cfg.args.dry_run {
+        if self.cfg.dry_run {
             // As after a real move, nothing more is decided: the pod is "gone".
             info!(dry_run = true, reason = %reason,
                 "dry run: would {verb} own pod {} (pausing now, as after a real move)", own.name);
@@ -173,7 +173,7 @@ impl Decider {
         }
         let res = self
             .api
-            .remove(self.cfg.args.mode, &own.uid, self.cfg.grace_period)
+            .remove(self.cfg.mode, &own.uid, self.cfg.grace_period)
             .await;
         // Two budgets over the pod: a 500 that no retry can cure. Say what is
         // wrong (and once, in an Event) and retry rarely.

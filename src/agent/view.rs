@@ -44,12 +44,11 @@ impl View {
             ..View::default()
         };
         // One delay for both lists: a fleet that starts together spreads out.
-        let start_delay =
-            selfdestruct_decision::scaled(cfg.args.start_jitter, crate::jitter::draw());
+        let start_delay = selfdestruct_decision::scaled(cfg.start_jitter, crate::jitter::draw());
         if cfg.policy.move_to_new_nodes {
             let (tx, rx) = mpsc::channel(64);
             let target = Target {
-                selector: cfg.args.node_selector.to_string(),
+                selector: cfg.node_selector.to_string(),
                 fields: String::new(),
                 what: "nodes",
                 max_bytes: watch::NODE_LIST_BYTES,
@@ -72,7 +71,7 @@ impl View {
             tokio::spawn(summarize::keeping_labels(keys, follow));
             view.node_rx = Some(rx);
         }
-        let selector = match &cfg.args.sibling_selector {
+        let selector = match &cfg.siblings {
             Siblings::Off => None,
             Siblings::Selector(s) => Some(s.clone()),
             Siblings::FromLabels => {

@@ -19,10 +19,14 @@ fn cli(flags: &[&str]) -> Result<Cli, String> {
 /// Flags and their values.
 type Pairs<'a> = &'a [(&'a str, &'a str)];
 
-fn parse(pairs: Pairs) -> Result<Config, String> {
+/// The agent's configuration, and the settings of every mode (logging), from `pairs`.
+fn parse(pairs: Pairs) -> Result<(Config, SharedSettings), String> {
     let flags: Vec<String> = pairs.iter().map(|(f, v)| format!("--{f}={v}")).collect();
     let cli = cli(&flags.iter().map(String::as_str).collect::<Vec<_>>())?;
-    Config::from_cli(&cli).map_err(|e| e.to_string())
+    Ok((
+        Config::from_cli(&cli).map_err(|e| e.to_string())?,
+        cli.shared,
+    ))
 }
 
 fn secs(s: u64) -> Duration {
@@ -34,21 +38,20 @@ fn secs(s: u64) -> Duration {
 
 #[test]
 fn defaults_are_sane() {
-    let c = parse(&[]).expect("defaults are valid");
+    let (c, shared) = parse(&[]).expect("defaults are valid");
     // The core's `Policy::default()` (which the simulator runs as "the agent's
     // defaults") is exactly what the flags' defaults give.
     assert_eq!(c.policy, selfdestruct_decision::Policy::default());
     assert_eq!(
-        (c.grace_period, c.shared.level(None)),
+        (c.grace_period, shared.level(None)),
         (None, LevelFilter::INFO)
     );
-    let a = &c.args;
     assert_eq!(
-        (a.mode, a.dry_run, c.shared.log_format, a.on_exit),
+        (c.mode, c.dry_run, shared.log_format, c.on_exit),
         (Mode::Evict, false, LogFormat::Text, OnExit::Exit)
     );
-    assert_eq!(a.sibling_selector, Siblings::FromLabels);
-    assert!(a.node_selector.is_empty() && c.shared.identity.pod_name.is_none());
+    assert_eq!(c.siblings, Siblings::FromLabels);
+    assert!(c.node_selector.is_empty() && c.identity.pod_name.is_none());
 }
 
 #[test]
@@ -68,7 +71,7 @@ fn wrapper_command_and_on_exit() {
 #[test]
 fn valid_forms_trimmed_and_in_any_case() {
     #[rustfmt::skip]
-    let c = parse(&[
+    let (c, shared) = parse(&[
         ("min-lifetime", "1h"), ("max-lifetime", "1h30m"), ("mode", " Delete "),
         ("dry-run", "yes"), ("grace-period", "5s"), ("log-format", "JSON"),
         ("log-level", "debug"), ("node-selector", "pool=user,zone in (a,b)"),
@@ -78,7 +81,7 @@ fn valid_forms_trimmed_and_in_any_case() {
         ("pod-namespace", "jhub"), ("pod-uid", "0b1f-77"), ("node-name", "ip-10.ec2.internal"),
     ])
     .expect("valid");
-    let (p, a) = (&c.policy, &c.args);
+    let p = &c.policy;
     let images =
         selfdestruct_decision::images::parse_list("jupyter/scipy-notebook:2024,quay.io/x/y:1");
     assert_eq!(p.lifetime, Some((secs(3600), secs(5400))));
@@ -86,14 +89,14 @@ fn valid_forms_trimmed_and_in_any_case() {
     assert!(p.max_moves_per_hour == 0 && !p.move_to_new_nodes);
     let given = (
         c.grace_period,
-        c.shared.level(None),
-        a.mode,
-        a.dry_run,
-        c.shared.log_format,
+        shared.level(None),
+        c.mode,
+        c.dry_run,
+        shared.log_format,
     );
     let want = (Some(secs(5)), LevelFilter::DEBUG, Mode::Delete, true);
     assert_eq!(given, (want.0, want.1, want.2, want.3, LogFormat::Json));
-    let id = &c.shared.identity;
+    let id = &c.identity;
     let names = [&id.pod_name, &id.namespace, &id.uid, &id.node_name].map(|n| n.as_deref());
     let want = [
         "user-placeholder-3",
@@ -103,15 +106,15 @@ fn valid_forms_trimmed_and_in_any_case() {
     ];
     assert_eq!(names, want.map(Some));
     let selector = |s| Selector::parse(s).expect("valid");
-    assert_eq!(a.node_selector, selector("pool=user,zone in (a,b)"));
-    assert_eq!(a.sibling_selector, Siblings::Selector(selector("app=x")));
+    assert_eq!(c.node_selector, selector("pool=user,zone in (a,b)"));
+    assert_eq!(c.siblings, Siblings::Selector(selector("app=x")));
     // a bare boolean flag means true
     assert!(cli(&["--dry-run"]).expect("flag").agent.dry_run);
 }
 
 #[test]
 fn lifetime_bounds_and_unset_values() {
-    let lifetime = |pairs: Pairs| parse(pairs).expect("valid").policy.lifetime;
+    let lifetime = |pairs: Pairs| parse(pairs).expect("valid").0.policy.lifetime;
     #[rustfmt::skip]
     let table: &[(Pairs, Option<(u64, u64)>)] = &[
         // one bound alone fixes the lifetime
@@ -135,8 +138,8 @@ fn lifetime_bounds_and_unset_values() {
     assert_eq!(empty, parse(&[]), "empty = unset");
     // `none` in any case turns sibling awareness off
     for none in ["none", "NONE", "None"] {
-        let c = parse(&[("sibling-selector", none)]).expect("valid");
-        assert_eq!(c.args.sibling_selector, Siblings::Off);
+        let (c, _) = parse(&[("sibling-selector", none)]).expect("valid");
+        assert_eq!(c.siblings, Siblings::Off);
     }
     let e = parse(&[("min-lifetime", "2h"), ("max-lifetime", "1h")]).expect_err("min > max");
     let want = "invalid SELFDESTRUCT_MIN_LIFETIME (--min-lifetime) = \"2h\": expected at \
@@ -146,7 +149,7 @@ fn lifetime_bounds_and_unset_values() {
 
 #[test]
 fn grace_period_is_whole_seconds_and_never_a_silent_force_delete() {
-    let grace = |pairs: Pairs| parse(pairs).expect("valid").grace_period;
+    let grace = |pairs: Pairs| parse(pairs).expect("valid").0.grace_period;
     #[rustfmt::skip]
     let table = [("0", 1), ("0s", 1), ("500ms", 1), ("1500ms", 2), ("30s", 30)];
     for (value, want) in table {

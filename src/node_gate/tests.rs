@@ -284,6 +284,242 @@ fn a_failed_test_is_a_conflict_an_admission_denial_is_not() {
     assert!(!is_conflict(&ApiError::Timeout(Duration::from_secs(30))));
 }
 
+// --- the pure step: look and answered ---
+
+const IMAGE: &str = "quay.io/jupyter/scipy-notebook:2025-01-06";
+
+/// Node `n1`: tainted with the gate key or not, holding `IMAGE` or not, labelled warm or not.
+fn n1(gated: bool, image: bool, warm: bool) -> Value {
+    let mut taints =
+        vec![json!({"key": "hub.jupyter.org/dedicated", "value": "user", "effect": "NoSchedule"})];
+    if gated {
+        taints.push(json!({"key": DEFAULT_TAINT, "value": "true", "effect": "NoSchedule"}));
+    }
+    let mut labels = json!({"kubernetes.io/hostname": "n1"});
+    if warm {
+        labels[DEFAULT_WARM_LABEL] = json!("true");
+    }
+    let images = if image {
+        json!([{"names": [IMAGE]}])
+    } else {
+        json!([])
+    };
+    json!({"metadata": {"name": "n1", "labels": labels}, "spec": {"taints": taints},
+           "status": {"images": images}})
+}
+
+/// What [`look`] decided, without the patch's text.
+fn kind(next: &Next) -> String {
+    match next {
+        Next::Patch { label, ready, .. } => format!("patch label={label:?} ready={ready}"),
+        other => format!("{other:?}"),
+    }
+}
+
+/// A case: its name, the node read, the required images, the time left before the
+/// fail-open, the progress before; what [`look`] decides, and says.
+type Case = (
+    &'static str,
+    Value,
+    &'static str,
+    Duration,
+    Progress,
+    String,
+    Option<Note>,
+);
+
+#[test]
+fn one_read_of_the_node_decides_what_the_gate_does() {
+    let secs = Duration::from_secs;
+    let (poll, timeout) = (secs(10), secs(60));
+    let label = Some(DEFAULT_WARM_LABEL.to_string());
+    let patch =
+        |label: &Option<String>, ready: bool| format!("patch label={label:?} ready={ready}");
+    let fresh = Progress::default;
+    let waited = || Progress {
+        told_waiting: true,
+        ..Progress::default()
+    };
+    #[rustfmt::skip]
+    let table: Vec<Case> = vec![
+        ("gated, nothing required", n1(true, false, false), "", timeout, fresh(),
+         patch(&label, true), None),
+        ("gated, the image there", n1(true, true, false), IMAGE, timeout, fresh(),
+         patch(&label, true), None),
+        ("the image came after a wait", n1(true, true, false), IMAGE, timeout, waited(),
+         patch(&label, true), Some(Note::ImagesThere)),
+        ("gated, the image missing: a poll", n1(true, false, false), IMAGE, timeout, fresh(),
+         kind(&Next::Wait(poll)), Some(Note::Waiting)),
+        ("said once", n1(true, false, false), IMAGE, timeout, waited(),
+         kind(&Next::Wait(poll)), None),
+        ("wakes at the fail-open, not a poll after it", n1(true, false, false), IMAGE, secs(3), waited(),
+         kind(&Next::Wait(secs(3))), None),
+        ("fail-open: the taint alone", n1(true, false, false), IMAGE, Duration::ZERO, waited(),
+         patch(&None, false), Some(Note::FailOpen)),
+        ("fail-open said once", n1(true, false, false), IMAGE, Duration::ZERO,
+         Progress { told_fail_open: true, ..waited() }, patch(&None, false), None),
+        ("after the fail-open the label waits", n1(false, false, false), IMAGE, Duration::ZERO,
+         Progress { opened: true, ..Progress::default() }, kind(&Next::Wait(poll)), Some(Note::LabelWaits)),
+        ("no taint: the label alone, once the image is there", n1(false, true, false), IMAGE, timeout, fresh(),
+         patch(&label, true), None),
+        ("no taint, the image missing: wait for it", n1(false, false, false), IMAGE, timeout, fresh(),
+         kind(&Next::Wait(poll)), Some(Note::Waiting)),
+        ("open and labelled", n1(false, true, true), IMAGE, timeout, fresh(),
+         kind(&Next::Done), Some(Note::NothingToRemove)),
+        ("labelled after a fail-open", n1(false, true, true), IMAGE, timeout,
+         Progress { opened: true, ..Progress::default() }, kind(&Next::Done), None),
+        ("an accepted patch checked by reading", n1(false, true, true), IMAGE, timeout,
+         Progress { unverified: true, ..Progress::default() }, kind(&Next::Done), Some(Note::OpenedChecked)),
+    ];
+    for (case, node, images, left, mut p, want, note) in table {
+        let c = cfg(images);
+        let (next, said) = look(&view(&node, &c), &c.gate, left, &mut p);
+        assert_eq!((kind(&next), said), (want, note), "{case}");
+    }
+    // Without a warm label: the taint alone, and then done.
+    let mut c = cfg("");
+    c.gate.warm_label = None;
+    let (next, _) = look(
+        &view(&n1(true, true, false), &c),
+        &c.gate,
+        timeout,
+        &mut fresh(),
+    );
+    assert_eq!(kind(&next), patch(&None, true));
+    let (next, _) = look(
+        &view(&n1(false, true, false), &c),
+        &c.gate,
+        timeout,
+        &mut fresh(),
+    );
+    assert_eq!(next, Next::Done);
+}
+
+/// The gate's pure step against a server that applies its patches (`apply_patch`),
+/// each read `at` after the start (the fail-open at `timeout`): the steps it took.
+fn run_gate(mut node: Value, c: &GateConfig, reads: &[(Duration, Option<Value>)]) -> Vec<String> {
+    let mut p = Progress::default();
+    let mut steps = Vec::new();
+    for (at, change) in reads {
+        if let Some(change) = change {
+            node = change.clone();
+        }
+        let v = view(&node, c);
+        let (next, note) = look(&v, &c.gate, c.gate.timeout.saturating_sub(*at), &mut p);
+        steps.push(format!("{} {note:?}", kind(&next)));
+        if let Next::Patch {
+            patch,
+            label,
+            ready,
+        } = next
+        {
+            node = apply_patch(&node, &patch);
+            let answer = node.to_string().into_bytes();
+            let (next, note) =
+                answered(&answer, "n1", &v, label.as_deref(), ready, &c.gate, &mut p);
+            steps.push(format!("{} {note:?}", kind(&next)));
+        }
+    }
+    steps
+}
+
+#[test]
+fn a_gate_waits_fails_open_then_labels_the_node_once_the_image_is_listed() {
+    let c = cfg(IMAGE);
+    let secs = Duration::from_secs;
+    let steps = run_gate(
+        n1(true, false, false),
+        &c,
+        &[
+            (secs(0), None),
+            (secs(10), None),
+            (secs(900), None),
+            (secs(910), None),
+            (secs(920), Some(n1(false, true, false))),
+            (secs(930), None),
+        ],
+    );
+    let label = DEFAULT_WARM_LABEL.to_string();
+    assert_eq!(
+        steps,
+        [
+            "Wait(10s) Some(Waiting)".to_string(),
+            "Wait(10s) None".into(),
+            "patch label=None ready=false Some(FailOpen)".into(),
+            "Wait(10s) Some(Opened { label: \"\", fail_open: true })".into(),
+            "Wait(10s) Some(LabelWaits)".into(),
+            "patch label=Some(\"selfdestruct.io/images-warm\") ready=true None".into(),
+            format!("Done Some(Labelled {{ label: {label:?} }})"),
+            "Done None".into(),
+        ]
+    );
+}
+
+#[test]
+fn an_answer_that_does_not_show_the_patch_applied_is_read_again() {
+    let c = cfg("");
+    let node = n1(true, false, false);
+    let v = view(&node, &c);
+    let (
+        Next::Patch {
+            patch,
+            label,
+            ready,
+        },
+        _,
+    ) = look(&v, &c.gate, c.gate.timeout, &mut Progress::default())
+    else {
+        panic!("a patch")
+    };
+    let applied = apply_patch(&node, &patch);
+    let mut p = Progress::default();
+    let mut answer = |a: &Value| {
+        answered(
+            a.to_string().as_bytes(),
+            "n1",
+            &v,
+            label.as_deref(),
+            ready,
+            &c.gate,
+            &mut p,
+        )
+    };
+    let label = DEFAULT_WARM_LABEL.to_string();
+    assert_eq!(
+        answer(&applied),
+        (
+            Next::Done,
+            Some(Note::Opened {
+                label,
+                fail_open: false
+            })
+        )
+    );
+    // A proxy or webhook that dropped the change: the same node back.
+    let unverified = |left, labelled| (Next::Reread, Some(Note::Unverified { left, labelled }));
+    assert_eq!(answer(&node), unverified(Some(1), false));
+    // The label went, the taint stayed; the taint went, the label did not.
+    let mut half = node.clone();
+    half["metadata"]["labels"][DEFAULT_WARM_LABEL] = json!("true");
+    assert_eq!(answer(&half), unverified(Some(1), true));
+    let mut half = applied.clone();
+    half["metadata"]["labels"]
+        .as_object_mut()
+        .expect("labels")
+        .remove(DEFAULT_WARM_LABEL);
+    assert_eq!(answer(&half), unverified(Some(0), false));
+    // Not the node: another node, a Status, no JSON.
+    let mut other = applied.clone();
+    other["metadata"]["name"] = json!("n2");
+    assert_eq!(answer(&other), unverified(None, false));
+    assert_eq!(answer(&json!({"kind": "Status"})), unverified(None, false));
+    assert_eq!(
+        answered(b"<html>", "n1", &v, None, true, &c.gate, &mut p),
+        unverified(None, false)
+    );
+    assert!(p.unverified, "the next read decides");
+}
+
 /// The gate's view of any Node (moved from tests/parser_fuzz.rs).
 mod fuzz {
     use proptest::prelude::*;
