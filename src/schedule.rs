@@ -755,6 +755,7 @@ fn read_for_preview(
     let mut problems = cal.skipped.clone();
     problems.extend(e.skipped);
     problems.extend(unknown_pools(&cal, &cfg.targets));
+    problems.sort_by_key(|p| p.line.unwrap_or(usize::MAX));
     if e.until <= to {
         let reason = format!(
             "more than {} occurrences from {from} to {to}: preview fewer days",
