@@ -126,8 +126,8 @@ fn moments<'a>(
             before.map(|b| (Moment::Margin, b)),
             Some((Moment::Start, o.start)),
         ];
-        let at = at.into_iter().flatten().filter(move |_| target.is_some());
-        at.map(move |(m, t)| (target.unwrap_or_default(), m, t, o))
+        let at = move |i| at.into_iter().flatten().map(move |(m, t)| (i, m, t, o));
+        target.into_iter().flat_map(at)
     })
 }
 
