@@ -1,7 +1,7 @@
 """Markdown tables of bench/results/real-stack.json (docs/benchmarks.md, docs/peers.md):
 python3 bench/coldstart/table.py [FORM]  (run from the repository root; FORM: quick, full,
-cycling, binder, class, peers, readme, peers-cycling or readme-cycling; RESULTS=FILE reads another
-results file)."""
+cycling, binder, class, peers, readme, peers-cycling, readme-cycling or decision-cycling;
+RESULTS=FILE reads another results file)."""
 import json, os, sys
 
 form = sys.argv[1] if len(sys.argv) > 1 else "quick"
@@ -10,7 +10,7 @@ peers = form == "peers"
 # "readme": the README's one sentence of real-stack figures, full form.
 readme = form == "readme"
 # "peers-cycling", "readme-cycling": the same of the cycling form.
-cycling_doc = form in ("peers-cycling", "readme-cycling")
+cycling_doc = form in ("peers-cycling", "readme-cycling", "decision-cycling")
 form = "full" if peers or readme else "cycling" if cycling_doc else form
 rows = ["static", "new-node", "new-node+avoid-candidates", "new-node+pin", "static+pin", "gate",
         "gate+new-node", "buffer", "buffer+gate"]
@@ -133,6 +133,31 @@ def class_table():
 
 if form == "class":
     class_table()
+    sys.exit(0)
+
+if cycling_doc and sys.argv[1] == "decision-cycling":
+    # docs/decision.md: the policies tried on the real stack, each run's cold starts beside
+    # static's in the same run.
+    policies = {"static": "static `pause` placeholders",
+                "new-node": "move to a new node (the default)",
+                "new-node+avoid-candidates": "not to a node with the autoscaler's soft deletion-candidate taint",
+                "new-node+pin": "move, on nodes the autoscaler may not drain (`safe-to-evict: false`)",
+                "static+pin": "static, on nodes the autoscaler may not drain"}
+    for p in ["most-allocated", "least-allocated"]:
+        st = cell(p, "static", "real")
+        if not st:
+            continue
+        print(f"\n{p} (cycling):\n")
+        print("| policy | what it does | cold, each run | mean | sim (seeds) | fewer than static | node-h | evict/h | user-min |")
+        print("|---|---|---|--:|--:|--:|--:|--:|--:|")
+        for row, what in policies.items():
+            r, s_ = cell(p, row, "real"), cell(p, row, "sim")
+            if not r:
+                continue
+            each = ", ".join("%g" % c for c in r["per_run"]["cold"])
+            um = r["per_run"].get("user_minutes")
+            print(f"| {row} | {what} | {each} | {fmt(round(r['cold'], 1))} | {runs(s_)} | {beats_static(p, row)} | "
+                  f"{fmt(r['node_hours'])} | {fmt(r['evictions_per_hour'])} | {fmt(um and round(sum(um) / len(um), 1))} |")
     sys.exit(0)
 
 if cycling_doc and sys.argv[1] == "readme-cycling":
