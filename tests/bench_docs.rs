@@ -38,6 +38,9 @@ fn the_docs_tables_are_the_results_files() {
         ("peers", "docs/peers.md"),
         ("full", "docs/benchmarks.md"),
         ("quick", "docs/benchmarks.md"),
+        ("cycling", "docs/benchmarks.md"),
+        ("peers-cycling", "docs/peers.md"),
+        ("decision-cycling", "docs/decision.md"),
     ] {
         let printed = table(form);
         assert!(
@@ -49,9 +52,11 @@ fn the_docs_tables_are_the_results_files() {
 
 #[test]
 fn the_readme_quotes_the_results_file() {
-    let sentence = words(&table("readme"));
-    assert!(
-        words(&doc("README.md")).contains(&sentence),
-        "README.md lacks `python3 bench/coldstart/table.py readme`'s sentence:\n{sentence}"
-    );
+    for form in ["readme", "readme-cycling"] {
+        let sentence = words(&table(form));
+        assert!(
+            words(&doc("README.md")).contains(&sentence),
+            "README.md lacks `python3 bench/coldstart/table.py {form}`'s sentence:\n{sentence}"
+        );
+    }
 }
