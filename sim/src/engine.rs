@@ -1352,6 +1352,7 @@ impl<'a> Engine<'a> {
             user: self.sc.user,
             placeholder: self.placeholder_size,
             daemonset: self.sc.daemonset,
+            reserve: self.sc.node_reserve,
         };
         let (removals, tainted) =
             autoscaler::scale_down(&mut self.nodes, &state, &shapes, &self.sc.autoscaler);

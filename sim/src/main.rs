@@ -135,6 +135,14 @@ struct Args {
     /// User pod memory request (GiB)
     #[arg(long, value_name = "GIB", help_heading = "Scenario")]
     user_mem_gib: Option<f64>,
+    /// The DaemonSet pod's CPU request (cores), in the node's reserve (100m beyond --node-cpu);
+    /// only the autoscaler's utilisation counts it
+    #[arg(long, value_name = "CPU", help_heading = "Scenario")]
+    daemonset_cpu: Option<f64>,
+    /// The DaemonSet pod's memory request (MiB), in the node's reserve (256 MiB beyond
+    /// --node-mem-gib)
+    #[arg(long, value_name = "MIB", help_heading = "Scenario")]
+    daemonset_mem_mib: Option<f64>,
     /// Launches per 10 minutes at the quietest hour (burst: the background rate)
     #[arg(
         long,
@@ -442,6 +450,12 @@ fn scenario(a: &Args) -> Result<Scenario, String> {
     }
     if let Some(m) = positive("user-mem-gib", a.user_mem_gib)? {
         sc.user.mem_mib = ((m * 1024.0).round() as u64).max(1);
+    }
+    if let Some(c) = positive("daemonset-cpu", a.daemonset_cpu)? {
+        sc.daemonset.cpu_m = (c * 1000.0).round() as u64;
+    }
+    if let Some(m) = positive("daemonset-mem-mib", a.daemonset_mem_mib)? {
+        sc.daemonset.mem_mib = m.round() as u64;
     }
     if sc.pods_per_node() == 0 {
         return Err("a user pod does not fit on an empty node".into());

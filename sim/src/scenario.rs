@@ -239,8 +239,12 @@ pub struct Scenario {
     pub name: String,
     /// Allocatable resources of a node for users and placeholders.
     pub node: Resources,
-    /// Requests of the DaemonSet pod every node runs, on top of `node` (as the real-stack bench's
-    /// node templates add it): only the autoscaler's utilisation counts it.
+    /// Allocatable beyond `node` that no user pod fits in, kept for the DaemonSet pod (the
+    /// real-stack bench's node templates add 100m and 256 MiB): only the autoscaler's
+    /// utilisation counts it.
+    pub node_reserve: Resources,
+    /// Requests of the DaemonSet pod every node runs, in `node_reserve`: only the autoscaler's
+    /// utilisation counts them.
     pub daemonset: Resources,
     /// Requests of a user pod (and of a placeholder).
     pub user: Resources,
@@ -314,6 +318,7 @@ impl Scenario {
         Scenario {
             name: "binder".into(),
             node: Resources::new(15.89, 100.0),
+            node_reserve: Resources::new(0.1, 0.25),
             daemonset: Resources::new(0.1, 0.25),
             user: Resources::new(0.15, 1.0),
             load: Load::Daily {
