@@ -1048,6 +1048,64 @@ fn no_move_before_the_required_image_is_on_the_node() {
     });
 }
 
+/// The full rule on the real scheduler: a new node with room for two placeholders, three
+/// on a busy old node. They move towards it one at a time until a successor lands on an old
+/// node (the scheduler found the new one no better): at most that one move is wasted, and
+/// every placeholder that did not move reads the new node as full.
+#[test]
+fn placeholders_stop_moving_once_the_new_node_is_full() {
+    let ns = "full";
+    scenario(ns, |client| async move {
+        let s = shared();
+        create_node(&client, &pool_node("full-old", ns, 8, &[], &[IMAGE])).await;
+        ok(s.cp.apply(&ok(placeholder_set(&s.cp, root(), ns, ns, 3, FAST))));
+        // No budget here: its 2-minute hold on a re-created pod (see MOVES) would only slow
+        // the moves; sibling awareness keeps them one at a time.
+        let budgets = Api::<k8s_openapi::api::policy::v1::PodDisruptionBudget>::namespaced(
+            client.clone(),
+            ns,
+        );
+        budgets
+            .delete("placeholder", &Default::default())
+            .await
+            .expect("the budget deleted");
+        let first = all_ready_on(&client, ns, 3, &["full-old"]).await;
+        let first: BTreeSet<String> = first.iter().map(uid).collect();
+        user_pod(&client, ns, "user", "full-old", ns, 5).await;
+        create_node(&client, &pool_node("full-new", ns, 2, &[], &[])).await;
+        let settled = ok(until(
+            "a wasted move, and every unmoved placeholder reading full-new as full",
+            MOVES,
+            || async {
+                let now = pods(&client, ns).await;
+                let wasted = now
+                    .iter()
+                    .filter(|p| !first.contains(&uid(p)) && node_of(p) == "full-old")
+                    .count();
+                let unmoved: Vec<&Pod> = now.iter().filter(|p| first.contains(&uid(p))).collect();
+                let full = |p: &&Pod| {
+                    s.kubelet
+                        .pod_logs(ns, &name(p))
+                        .contains("node full-new is full")
+                };
+                (now.len() == 3
+                    && now.iter().all(is_ready)
+                    && wasted >= 1
+                    && unmoved.iter().all(full))
+                .then_some(now)
+            },
+        )
+        .await);
+        let on_new = settled.iter().filter(|p| node_of(p) == "full-new").count();
+        let wasted = settled
+            .iter()
+            .filter(|p| !first.contains(&uid(p)) && node_of(p) == "full-old")
+            .count();
+        assert!(on_new >= 1, "nothing moved onto full-new");
+        assert_eq!(wasted, 1, "at most one wasted move");
+    });
+}
+
 // ---------------------------------------------------------------------------------------
 // zero-to-jupyterhub, post-rendered.
 
@@ -1107,6 +1165,7 @@ fn jupyterhub_post_rendered_placeholders_move_to_a_new_node() {
         }
         create_node(&client, &pool_node("jhub-old", ns, 4, &[], &[IMAGE])).await;
         ok(s.cp.apply(&docs));
+        roles_reach_only_the_placeholders(&client, ns).await;
         let first = all_ready_on(&client, ns, 2, &["jhub-old"]).await;
         user_pod(&client, ns, "user", "jhub-old", ns, 2).await;
         create_node(&client, &pool_node("jhub-new", ns, 16, &[], &[])).await;
@@ -1115,6 +1174,55 @@ fn jupyterhub_post_rendered_placeholders_move_to_a_new_node() {
             assert_eq!(seen[&name(p)].len(), 2, "{}: {seen:?}", name(p));
         }
     });
+}
+
+/// The post-rendered Role and ClusterRole, asked of the API server (SubjectAccessReviews for
+/// the placeholders' service account): the placeholder pods only (get, evict; the chart's four
+/// by name), not the hub's or a user's pod, no list (the default variant is minimal), and the
+/// nodes cluster-wide (moving to new nodes).
+async fn roles_reach_only_the_placeholders(client: &kube::Client, ns: &str) {
+    let allowed = |verb: &str, resource: &str, sub: &str, name: &str, namespace: &str| {
+        let review = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+            "spec": {"user": format!("system:serviceaccount:{ns}:selfdestruct-{ns}"),
+                     "groups": ["system:serviceaccounts", format!("system:serviceaccounts:{ns}"), "system:authenticated"],
+                     "resourceAttributes": {"namespace": namespace, "verb": verb, "resource": resource,
+                                            "subresource": sub, "name": name}}});
+        let req = http::Request::post("/apis/authorization.k8s.io/v1/subjectaccessreviews")
+            .header("content-type", "application/json")
+            .body(review.to_string().into_bytes())
+            .expect("a request");
+        async move {
+            let answer: Value = client.request(req).await.expect("a review");
+            answer["status"]["allowed"] == true
+        }
+    };
+    for other in ["hub-0", "jupyter-alice"] {
+        assert!(!allowed("get", "pods", "", other, ns).await, "get {other}");
+        assert!(
+            !allowed("create", "pods", "eviction", other, ns).await,
+            "evict {other}"
+        );
+    }
+    assert!(
+        !allowed("list", "pods", "", "", ns).await,
+        "minimal: no list"
+    );
+    for i in 0..4 {
+        let own = format!("user-placeholder-{i}");
+        assert!(allowed("get", "pods", "", &own, ns).await, "get {own}");
+        assert!(
+            allowed("create", "pods", "eviction", &own, ns).await,
+            "evict {own}"
+        );
+    }
+    assert!(
+        allowed("list", "nodes", "", "", "").await,
+        "nodes, cluster-wide"
+    );
+    assert!(
+        allowed("watch", "nodes", "", "", "").await,
+        "nodes, cluster-wide"
+    );
 }
 
 // ---------------------------------------------------------------------------------------
