@@ -66,9 +66,9 @@ pub struct Cli {
 pub(crate) enum Command {
     /// Image-puller mode: remove a startup taint from the own node once its images are pulled
     NodeGate(GateSettings),
-    /// Headroom on a calendar: set the replicas of one placeholder StatefulSet or
-    /// CapacityBuffer from a weekly baseline and an iCal calendar
-    Schedule(ScheduleSettings),
+    /// Headroom on a calendar: set the replicas of placeholder StatefulSets or
+    /// CapacityBuffers from weekly baselines and an iCal calendar
+    Schedule(Box<ScheduleSettings>),
     /// Check agent settings given as VARIABLE=VALUE with the agent's own rules; exit 2 naming a bad one
     ///
     /// Prints them as container env entries, one JSON object a line. Only the arguments are

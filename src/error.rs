@@ -36,6 +36,10 @@ pub enum Error {
     /// The entrypoint wrapper's command cannot be started (logged where found).
     #[error("cannot start the command")]
     Spawn(#[source] std::io::Error),
+    /// `schedule preview`: the calendar, or some of its events, cannot be read (each
+    /// named with its line).
+    #[error("{0}")]
+    Calendar(String),
     /// The entrypoint wrapper's command exited with this code, not 0 (logged where found).
     #[error("the command exited with code {0}")]
     Child(i32),

@@ -62,6 +62,8 @@ pub enum Task {
     Gate(GateConfig),
     /// `schedule`.
     Schedule(ScheduleConfig),
+    /// `schedule preview DAYS`.
+    Preview(ScheduleConfig),
 }
 
 impl Task {
@@ -79,7 +81,13 @@ impl Task {
             (_, None) if cli.wrapped => return Err(Error::NothingToRun),
             (Some(Command::NodeGate(_)), Some(_)) => return Err(Error::NoCommand("node-gate")),
             (Some(Command::Schedule(_)), Some(_)) => return Err(Error::NoCommand("schedule")),
-            (Some(Command::Schedule(s)), None) => Task::Schedule(ScheduleConfig::new(s, identity)?),
+            (Some(Command::Schedule(s)), None) => {
+                let cfg = ScheduleConfig::new(s, identity)?;
+                match &s.action {
+                    Some(_) => Task::Preview(cfg),
+                    None => Task::Schedule(cfg),
+                }
+            }
             (Some(Command::NodeGate(g)), None) => Task::Gate(GateConfig::new(g, identity)?),
             (None, Some((program, args))) => Task::Wrapper(Config::from_cli(cli)?, program, args),
             (None, None) => Task::Agent(Config::from_cli(cli)?),
@@ -100,6 +108,9 @@ pub fn run(cli: &Cli) -> Result<(), Error> {
             println!("{}", serde_json::json!({ "name": name, "value": value }));
         }
         return Ok(());
+    }
+    if let Task::Preview(cfg) = &task {
+        return schedule::preview(cfg);
     }
     let (shared, identity) = (&cli.shared, &cli.shared.identity);
     logging::init(
@@ -136,7 +147,7 @@ pub fn run(cli: &Cli) -> Result<(), Error> {
             Task::Agent(cfg) => agent::run(cfg, access, signals).await,
             Task::Gate(g) => node_gate::run(g, access, signals).await,
             Task::Schedule(s) => schedule::run(s, access, signals).await,
-            Task::Check(_) | Task::Wrapper(..) => Ok(()),
+            Task::Check(_) | Task::Wrapper(..) | Task::Preview(_) => Ok(()),
         }
     });
     // Nothing is left to flush, and the runtime's shutdown would wait for tasks; an exec

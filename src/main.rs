@@ -5,7 +5,8 @@ use selfdestruct::{Cli, Error};
 
 /// SIGTERM/SIGINT ended the mode.
 const EXIT_OK: i32 = 0;
-/// The runtime or the signal handlers cannot be set up.
+/// The runtime or the signal handlers cannot be set up; `schedule preview` cannot read
+/// the calendar or some of its events.
 const EXIT_FAILURE: i32 = 1;
 /// Invalid configuration: a setting, the command line, a kubeconfig the user named,
 /// an own pod that cannot be identified (sysexits' `EX_USAGE` is 64: 2 is what
@@ -35,6 +36,11 @@ fn exit_code(e: &Error) -> i32 {
         Error::OwnPod => EXIT_CONFIG,
         Error::Setup(..) => {
             eprintln!("selfdestruct: {}", e.chain());
+            EXIT_FAILURE
+        }
+        // One line per event, each already quoted where it shows calendar text.
+        Error::Calendar(_) => {
+            eprintln!("selfdestruct: {e}");
             EXIT_FAILURE
         }
         Error::Client(_) => {

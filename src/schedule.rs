@@ -11,8 +11,9 @@
 //! and reason and the last good one kept; a bad setting exits 2 at start.
 
 use std::collections::HashSet;
+use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
@@ -28,19 +29,26 @@ use tracing::{error, info, warn};
 
 use crate::access::{Access, Discovered};
 use crate::api::{ApiError, post_event, request, segment};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::identity::IdentitySettings;
 use crate::jitter::draw;
 use crate::logging::Chain;
 use crate::signals::{Signals, Stop, on_client_or_pause, stop};
 use selfdestruct_decision::backoff::Backoff;
 use selfdestruct_decision::duration::format as human;
-use selfdestruct_decision::settings::{Setting, SettingError, duration};
-use selfdestruct_schedule::chrono::{DateTime, TimeDelta, Utc};
+use selfdestruct_decision::images::ImageRef;
+use selfdestruct_decision::settings::{Setting, SettingError, duration, image_list};
+use selfdestruct_schedule::chrono::{DateTime, NaiveDate, TimeDelta, Utc};
 use selfdestruct_schedule::{
-    Baseline, Calendar, CalendarError, Expansion, Filter, Filtered, InForce, Occurrence, Schedule,
-    Tz,
+    Baseline, Calendar, CalendarError, Cause, Expansion, Filter, Filtered, InForce, Occurrence,
+    Schedule, Tz,
 };
+
+use metrics::{Metrics, lock};
+use report::Reports;
+
+mod metrics;
+mod report;
 
 /// The most bytes of a calendar read (a URL's answer or a file).
 const CALENDAR_MAX_BYTES: usize = 4 << 20;
@@ -56,6 +64,9 @@ const SPAN: TimeDelta = TimeDelta::days(2);
 /// Settings of `selfdestruct schedule` (its namespace is the shared identity's).
 #[derive(clap::Args, Debug, Clone)]
 pub(crate) struct ScheduleSettings {
+    /// `preview DAYS`, else the controller.
+    #[command(subcommand)]
+    pub(crate) action: Option<Action>,
     /// What to scale, in the own namespace: statefulset/NAME (its scale subresource) or
     /// capacitybuffer/NAME
     #[arg(long, env = "SELFDESTRUCT_SCHEDULE_TARGET", value_name = "KIND/NAME",
@@ -99,7 +110,72 @@ pub(crate) struct ScheduleSettings {
     #[arg(long, env = "SELFDESTRUCT_SCHEDULE_CALENDAR_TIMEOUT", value_name = "DURATION", hide = true,
           default_value = "30s", value_parser = Setting(at_least_1s))]
     pub(crate) calendar_timeout: Duration,
+    /// More targets, each scaled by the events' "placeholders[NAME]: N" with its own
+    /// baseline and bounds: a JSON list such as [{"name": "gpu", "target":
+    /// "statefulset/hub-gpu", "baseline": "* = 0", "min": 0, "max": 8}] [default: none]
+    #[arg(long, env = "SELFDESTRUCT_SCHEDULE_TARGETS", value_name = "JSON", default_value = "",
+          hide_default_value = true, value_parser = Setting(named_targets))]
+    pub(crate) targets: std::vec::Vec<NamedTarget>,
+    /// The warm-by report of each event is made at its start and this long before it
+    /// (0: at its start only)
+    #[arg(long, env = "SELFDESTRUCT_SCHEDULE_WARM_BY_MARGIN", value_name = "DURATION",
+          default_value = "5m", value_parser = Setting(duration))]
+    pub(crate) warm_by_margin: Duration,
+    /// The label a node holding the user images carries (the node gate's), or none
+    #[arg(long, env = "SELFDESTRUCT_SCHEDULE_WARM_LABEL", value_name = "KEY",
+          default_value = WARM_LABEL, value_parser = Setting(warm_label))]
+    pub(crate) warm_label: std::option::Option<String>,
+    /// Comma-separated images: a node that lists them all in status.images is warm too
+    /// [default: none]
+    #[arg(long, env = "SELFDESTRUCT_SCHEDULE_WARM_IMAGES", value_name = "IMAGES", default_value = "",
+          hide_default_value = true, value_parser = Setting(image_list))]
+    pub(crate) warm_images: std::vec::Vec<ImageRef>,
+    /// Serve the last reports as Prometheus text on this address, e.g. :9090 [default: off]
+    #[arg(long, env = "SELFDESTRUCT_SCHEDULE_METRICS_ADDRESS", value_name = "[HOST]:PORT",
+          default_value = "", hide_default_value = true, value_parser = Setting(metrics_address))]
+    pub(crate) metrics_address: std::option::Option<SocketAddr>,
 }
+
+/// What `selfdestruct schedule` does besides scaling.
+#[derive(clap::Subcommand, Debug, Clone)]
+pub(crate) enum Action {
+    /// Print the count in force at each change over the next DAYS days, with its cause,
+    /// from the same settings, without a cluster; exit 1 naming the line of each event
+    /// it cannot read
+    Preview(PreviewArgs),
+}
+
+/// `selfdestruct schedule preview DAYS`.
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct PreviewArgs {
+    /// How many days to show, 1 to 366
+    #[arg(value_name = "DAYS", value_parser = clap::value_parser!(u16).range(1..=366))]
+    pub(crate) days: u16,
+    /// The first instant, RFC 3339 (2026-03-02T08:00:00Z) or a date (2026-03-02, its
+    /// midnight in the schedule's zone) [default: now]
+    #[arg(long, value_name = "TIME", value_parser = Setting(preview_from))]
+    pub(crate) from: Option<From>,
+}
+
+/// `--from` of the preview: an instant, or a day whose midnight is read in the zone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum From {
+    At(DateTime<Utc>),
+    Day(NaiveDate),
+}
+
+/// One more target: scaled by the events' `placeholders[name]: N`.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct NamedTarget {
+    pub(crate) name: String,
+    pub(crate) target: Target,
+    pub(crate) baseline: Baseline,
+    pub(crate) min: u32,
+    pub(crate) max: u32,
+}
+
+/// The node gate's warm label (`SELFDESTRUCT_GATE_WARM_LABEL`'s default).
+const WARM_LABEL: &str = "selfdestruct.io/images-warm";
 
 /// What the mode scales.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -176,6 +252,91 @@ fn target(value: &str) -> Result<Option<Target>, String> {
     Ok(Some(make(name.into())))
 }
 
+fn named_targets(value: &str) -> Result<Vec<NamedTarget>, String> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Raw {
+        name: String,
+        target: String,
+        #[serde(default)]
+        baseline: String,
+        #[serde(default)]
+        min: Option<u32>,
+        #[serde(default)]
+        max: Option<u32>,
+    }
+    let form = r#"a JSON list such as [{"name": "gpu", "target": "statefulset/hub-gpu", "baseline": "* = 0", "min": 0, "max": 8}]"#;
+    if value.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    let raw: Vec<Raw> = serde_json::from_str(value).map_err(|e| format!("{form} ({e})"))?;
+    let mut out: Vec<NamedTarget> = Vec::new();
+    for (i, r) in raw.into_iter().enumerate() {
+        let refuse = |why: String| format!("{form} (target {} {:?}: {why})", i + 1, r.name);
+        if !crate::identity::is_dns1123_label(&r.name) {
+            return Err(refuse(
+                "its name is a DNS label (a-z, 0-9, -), such as gpu".into(),
+            ));
+        }
+        if out.iter().any(|t| t.name == r.name) {
+            return Err(refuse("the name is given twice".into()));
+        }
+        let scaled = target(&r.target).map_err(&refuse)?;
+        let scaled = scaled.ok_or_else(|| refuse("no target".into()))?;
+        let bound =
+            |n: Option<u32>, default: &str| count(&n.map_or(default.into(), |n| n.to_string()));
+        let (min, max) = (
+            bound(r.min, "0").map_err(&refuse)?,
+            bound(r.max, "1000").map_err(&refuse)?,
+        );
+        if min > max {
+            return Err(refuse(format!("min {min} is above max {max}")));
+        }
+        out.push(NamedTarget {
+            baseline: baseline(&r.baseline).map_err(&refuse)?,
+            name: r.name,
+            target: scaled,
+            min,
+            max,
+        });
+    }
+    Ok(out)
+}
+
+fn warm_label(value: &str) -> Result<Option<String>, String> {
+    use selfdestruct_decision::selector::{Requirement, Selector};
+    if value.is_empty() || value.eq_ignore_ascii_case("none") {
+        return Ok(None);
+    }
+    let key = Selector::parse(value).is_ok_and(|s| matches!(s.0[..], [Requirement::Exists(_)]));
+    key.then(|| Some(value.to_string()))
+        .ok_or_else(|| "a label key such as selfdestruct.io/images-warm, or none".into())
+}
+
+fn metrics_address(value: &str) -> Result<Option<SocketAddr>, String> {
+    if value.is_empty() {
+        return Ok(None);
+    }
+    let full = match value.strip_prefix(':') {
+        Some(port) => format!("0.0.0.0:{port}"),
+        None => value.to_string(),
+    };
+    full.parse()
+        .map(Some)
+        .map_err(|_| "an address such as :9090 or 127.0.0.1:9090 (empty: off)".into())
+}
+
+fn preview_from(value: &str) -> Result<From, String> {
+    if let Ok(at) = DateTime::parse_from_rfc3339(value) {
+        return Ok(From::At(at.to_utc()));
+    }
+    NaiveDate::parse_from_str(value, "%Y-%m-%d")
+        .map(From::Day)
+        .map_err(|_| {
+            "an RFC 3339 time such as 2026-03-02T08:00:00Z, or a date such as 2026-03-02".into()
+        })
+}
+
 fn baseline(value: &str) -> Result<Baseline, String> {
     Baseline::parse(value)
         .map_err(|e| format!("rules such as \"Mon-Fri 08:00-18:00 = 12; * = 2\" ({e})"))
@@ -220,12 +381,21 @@ fn at_least_1s(value: &str) -> Result<Duration, String> {
     duration(value).map(|d| d.max(Duration::from_secs(1)))
 }
 
-/// The mode's validated configuration.
+/// One object the mode scales, with its own baseline and bounds.
 #[derive(Clone, Debug)]
-pub struct ScheduleConfig {
+pub(crate) struct Scaled {
+    /// The name events give it (`placeholders[NAME]: N`); `None`: the default target.
+    pub(crate) pool: Option<String>,
     pub(crate) target: Target,
     /// The baseline, zone, lead time and bounds.
     pub(crate) schedule: Schedule,
+}
+
+/// The mode's validated configuration.
+#[derive(Clone, Debug)]
+pub struct ScheduleConfig {
+    /// What it scales: the default target first (when there is one), then the named ones.
+    pub(crate) targets: Vec<Scaled>,
     /// The settings as given (the calendar, how often it is read and how long a read may take).
     pub(crate) settings: ScheduleSettings,
     /// The own namespace, if a setting names it, and the service-account folder.
@@ -233,41 +403,82 @@ pub struct ScheduleConfig {
 }
 
 impl ScheduleConfig {
-    /// Checks what one setting alone cannot: a target, something to schedule, min <= max.
+    /// Checks what one setting alone cannot: a target, something to schedule for each,
+    /// min <= max, no object scaled twice.
     pub(crate) fn new(
         s: &ScheduleSettings,
         identity: &IdentitySettings,
     ) -> Result<Self, SettingError> {
-        let target = s.target.clone().ok_or_else(|| SettingError {
-            setting: "SELFDESTRUCT_SCHEDULE_TARGET (--target)".into(),
-            value: String::new(),
-            expected: "statefulset/NAME or capacitybuffer/NAME: what to scale".into(),
-        })?;
-        if s.baseline.rules.is_empty() && s.calendar.is_none() {
-            return Err(SettingError {
-                setting: "SELFDESTRUCT_SCHEDULE_BASELINE (--baseline)".into(),
-                value: String::new(),
-                expected: "a baseline, or a calendar in SELFDESTRUCT_SCHEDULE_CALENDAR: \
-                           nothing to schedule"
-                    .into(),
+        let refuse = |setting: &str, value: String, expected: String| SettingError {
+            setting: setting.into(),
+            value,
+            expected,
+        };
+        let schedule = |baseline: &Baseline, min, max| Schedule {
+            baseline: baseline.clone(),
+            tz: s.time_zone,
+            lead: s.lead_time,
+            min,
+            max,
+        };
+        let mut targets = Vec::new();
+        if let Some(target) = &s.target {
+            if s.baseline.rules.is_empty() && s.calendar.is_none() {
+                return Err(refuse(
+                    "SELFDESTRUCT_SCHEDULE_BASELINE (--baseline)",
+                    String::new(),
+                    "a baseline, or a calendar in SELFDESTRUCT_SCHEDULE_CALENDAR: nothing to \
+                     schedule"
+                        .into(),
+                ));
+            }
+            if s.min > s.max {
+                return Err(refuse(
+                    "SELFDESTRUCT_SCHEDULE_MIN (--min)",
+                    s.min.to_string(),
+                    format!("at most SELFDESTRUCT_SCHEDULE_MAX ({})", s.max),
+                ));
+            }
+            let schedule = schedule(&s.baseline, s.min, s.max);
+            let (pool, target) = (None, target.clone());
+            targets.push(Scaled {
+                pool,
+                target,
+                schedule,
             });
         }
-        if s.min > s.max {
-            return Err(SettingError {
-                setting: "SELFDESTRUCT_SCHEDULE_MIN (--min)".into(),
-                value: s.min.to_string(),
-                expected: format!("at most SELFDESTRUCT_SCHEDULE_MAX ({})", s.max),
+        for n in &s.targets {
+            let setting = "SELFDESTRUCT_SCHEDULE_TARGETS (--targets)";
+            if n.baseline.rules.is_empty() && s.calendar.is_none() {
+                let why = "a baseline, or a calendar in SELFDESTRUCT_SCHEDULE_CALENDAR: nothing \
+                           to schedule";
+                return Err(refuse(setting, n.name.clone(), why.into()));
+            }
+            if let Some(t) = targets.iter().find(|t| t.target == n.target) {
+                let also = t
+                    .pool
+                    .as_deref()
+                    .map_or("the default target".into(), |p| format!("target {p:?}"));
+                let why = format!("another object than {also}'s ({})", t.target);
+                return Err(refuse(setting, n.name.clone(), why));
+            }
+            let (pool, target) = (Some(n.name.clone()), n.target.clone());
+            let schedule = schedule(&n.baseline, n.min, n.max);
+            targets.push(Scaled {
+                pool,
+                target,
+                schedule,
             });
+        }
+        if targets.is_empty() {
+            return Err(refuse(
+                "SELFDESTRUCT_SCHEDULE_TARGET (--target)",
+                String::new(),
+                "statefulset/NAME or capacitybuffer/NAME: what to scale".into(),
+            ));
         }
         Ok(ScheduleConfig {
-            target,
-            schedule: Schedule {
-                baseline: s.baseline.clone(),
-                tz: s.time_zone,
-                lead: s.lead_time,
-                min: s.min,
-                max: s.max,
-            },
+            targets,
             settings: s.clone(),
             identity: identity.clone(),
         })
@@ -340,20 +551,32 @@ struct Applied {
 /// How long one expansion may step through recurrences (then the events left are skipped).
 const EXPANSION_BUDGET: Duration = Duration::from_secs(2);
 
-/// [`run`] on `client` until `signals` fires. The count in force is evaluated every tick;
-/// reading, parsing and expanding the calendar run beside, one at a time.
+/// [`run`] on `client` until `signals` fires. The count in force of each target is
+/// evaluated every tick, and the warm-by reports made when due; reading, parsing and
+/// expanding the calendar run beside, one at a time.
 async fn run_on(cfg: ScheduleConfig, client: Client, mut signals: Stop) -> Result {
     let namespace = &client.default_namespace().to_string();
-    info!(
-        target = %cfg.target, namespace,
-        baseline = %cfg.schedule.baseline,
-        calendar = %cfg.settings.calendar.as_ref().map(ToString::to_string).unwrap_or_default(),
-        time_zone = %cfg.schedule.tz,
-        lead_time = %human(cfg.schedule.lead),
-        min = cfg.schedule.min, max = cfg.schedule.max,
-        refresh = %human(cfg.settings.refresh),
-        "schedule started"
-    );
+    let s = &cfg.settings;
+    for t in &cfg.targets {
+        info!(
+            target = %t.target, name = t.pool.as_deref().unwrap_or_default(), namespace,
+            baseline = %t.schedule.baseline,
+            calendar = %s.calendar.as_ref().map(ToString::to_string).unwrap_or_default(),
+            time_zone = %s.time_zone,
+            lead_time = %human(s.lead_time),
+            min = t.schedule.min, max = t.schedule.max,
+            refresh = %human(s.refresh),
+            "schedule started"
+        );
+    }
+    let metrics = Arc::new(Mutex::new(Metrics::default()));
+    if let Some(address) = s.metrics_address {
+        let listener = tokio::net::TcpListener::bind(address).await;
+        let listener = listener
+            .map_err(|e| Error::Setup("listen on SELFDESTRUCT_SCHEDULE_METRICS_ADDRESS", e))?;
+        info!(%address, "serving the warm-by reports as Prometheus text on /metrics");
+        tokio::spawn(metrics::serve(listener, Arc::clone(&metrics)));
+    }
     let http = https_client();
     let start = Instant::now();
     let mut cal = CalendarState {
@@ -364,44 +587,64 @@ async fn run_on(cfg: ScheduleConfig, client: Client, mut signals: Stop) -> Resul
         next_read: start,
         next_expansion: start,
         failures: 0,
-        settled: cfg.settings.calendar.is_none(),
+        settled: s.calendar.is_none(),
         job: None,
         hung: None,
         told: HashSet::new(),
         untold: Vec::new(),
     };
-    let mut obj = Applied {
-        count: None,
-        next_check: start,
-        failures: 0,
-        retry_at: start,
-    };
+    let mut objs: Vec<Applied> = (cfg.targets.iter())
+        .map(|_| Applied {
+            count: None,
+            next_check: start,
+            failures: 0,
+            retry_at: start,
+        })
+        .collect();
+    let mut reports = Reports::new(wall_now());
     crate::malloc_trim::release_idle();
     loop {
         let now = wall_now();
         start_job(&cfg, &http, &mut cal, now);
-        let f = cfg.schedule.in_force(&cal.occurrences, now);
-        let due = obj.count != Some(f.count) || Instant::now() >= obj.next_check;
-        if due && Instant::now() >= obj.retry_at {
-            let apply = apply(&cfg, &client, namespace, &f, cal.settled, &mut obj);
-            tokio::select! {
-                sig = signals.terminated() => return stop(sig),
-                () = apply => {}
+        let mut wake = Instant::now() + s.tick;
+        for (t, obj) in cfg.targets.iter().zip(&mut objs) {
+            let f = t
+                .schedule
+                .in_force_for(t.pool.as_deref(), &cal.occurrences, now);
+            let due = obj.count != Some(f.count) || Instant::now() >= obj.next_check;
+            if due && Instant::now() >= obj.retry_at {
+                let apply = apply(s, &t.target, &client, namespace, &f, cal.settled, obj);
+                tokio::select! {
+                    sig = signals.terminated() => return stop(sig),
+                    () = apply => {}
+                }
+                lock(&metrics).replicas(&t.target, obj.count);
+            }
+            if obj.count != Some(f.count) {
+                wake = wake.min(obj.retry_at.max(Instant::now()));
             }
         }
+        for due in reports.due(&cfg, &cal.occurrences, now) {
+            let report = report::report(&cfg, &client, namespace, &due, &mut reports.told);
+            let report = tokio::select! {
+                sig = signals.terminated() => return stop(sig),
+                r = report => r,
+            };
+            lock(&metrics).report(&cfg.targets[due.target].target, &due, &report);
+        }
+        if let Some(next) = reports.next(&cfg, &cal.occurrences, wall_now()) {
+            wake = wake.min(Instant::now() + (next - wall_now()).to_std().unwrap_or_default());
+        }
         if !cal.untold.is_empty() {
-            let told = tell_skipped(&cfg, &client, namespace, std::mem::take(&mut cal.untold));
+            let untold = std::mem::take(&mut cal.untold);
+            let told = tell_skipped(&cfg.targets[0].target, &client, namespace, untold);
             tokio::select! {
                 sig = signals.terminated() => return stop(sig),
                 () = told => {}
             }
         }
-        let mut wake = Instant::now() + cfg.settings.tick;
-        if cfg.settings.calendar.is_some() && cal.job.is_none() {
+        if s.calendar.is_some() && cal.job.is_none() {
             wake = wake.min(cal.next_read);
-        }
-        if obj.count != Some(f.count) {
-            wake = wake.min(obj.retry_at.max(Instant::now()));
         }
         let job = async {
             match cal.job.as_mut() {
@@ -425,13 +668,172 @@ async fn run_on(cfg: ScheduleConfig, client: Client, mut signals: Stop) -> Resul
     }
 }
 
+/// `selfdestruct schedule preview DAYS`: prints each target's count in force at each
+/// change over DAYS days, with its cause, the calendar read as the mode reads it (no
+/// cluster). Each event that cannot be read, or whose count is for no target, is an
+/// error naming its line, after the preview of the others.
+pub(crate) fn preview(cfg: &ScheduleConfig) -> Result {
+    use selfdestruct_schedule::chrono::{DurationRound, TimeZone};
+    let s = &cfg.settings;
+    let Some(Action::Preview(args)) = &s.action else {
+        return Ok(());
+    };
+    let tz = s.time_zone;
+    let from = match &args.from {
+        Some(From::At(t)) => *t,
+        Some(From::Day(d)) => {
+            let midnight = d.and_time(Default::default());
+            let local = tz.from_local_datetime(&midnight);
+            local.earliest().map_or(midnight.and_utc(), |t| t.to_utc())
+        }
+        None => wall_now()
+            .duration_trunc(TimeDelta::minutes(1))
+            .unwrap_or_else(|_| wall_now()),
+    };
+    let to = from + TimeDelta::days(i64::from(args.days));
+    let (occurrences, problems) = match &s.calendar {
+        Some(source) => read_for_preview(cfg, source, from, to)?,
+        None => (Vec::new(), Vec::new()),
+    };
+    let mut lines = Vec::new();
+    for (i, t) in cfg.targets.iter().enumerate() {
+        for (at, f) in t
+            .schedule
+            .changes(t.pool.as_deref(), &occurrences, from, to)
+        {
+            lines.push((at, i, preview_line(tz, s.lead_time, &t.target, at, &f)));
+        }
+    }
+    lines.sort_by_key(|(at, i, _)| (*at, *i));
+    let mut out = format!(
+        "# the count in force at each change: {} day(s) from {} ({tz}), lead time {}\n",
+        args.days,
+        from.with_timezone(&tz).format("%Y-%m-%d %a %H:%M"),
+        human(s.lead_time)
+    );
+    for (_, _, line) in lines {
+        out += &line;
+        out.push('\n');
+    }
+    // A closed pipe (`| head`) is no error of the calendar's.
+    let _ = std::io::Write::write_all(&mut std::io::stdout(), out.as_bytes());
+    if problems.is_empty() {
+        return Ok(());
+    }
+    let problems: Vec<String> = problems.iter().map(|p| format!("\n  {p}")).collect();
+    let what = format!("{} calendar event(s) cannot be read", problems.len());
+    Err(Error::Calendar(what + &problems.concat()))
+}
+
+/// How long the preview may expand the calendar over its days.
+const PREVIEW_BUDGET: Duration = Duration::from_secs(30);
+
+/// The calendar's occurrences from `from` to `to` (and the lead time after), and what of
+/// it cannot be read; an error when none of it can.
+fn read_for_preview(
+    cfg: &ScheduleConfig,
+    source: &CalendarSource,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Result<(Vec<Occurrence>, Vec<CalendarError>)> {
+    let s = &cfg.settings;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build();
+    let runtime = runtime.map_err(|e| Error::Setup("start the runtime", e))?;
+    let (http, mut hung) = (https_client(), None);
+    let read = read_calendar(source, &http, s.calendar_timeout, &mut hung);
+    let refused = |e: String| Error::Calendar(format!("{source}: {e}"));
+    let filtered = runtime
+        .block_on(read)
+        .map_err(|e| refused(Chain(&e).to_string()))?;
+    let cal =
+        Calendar::parse_filtered(&filtered, s.time_zone).map_err(|e| refused(e.to_string()))?;
+    let to = to + TimeDelta::from_std(s.lead_time).unwrap_or(TimeDelta::MAX / 4);
+    let deadline = std::time::Instant::now() + PREVIEW_BUDGET;
+    let e = cal.expand(from, to, &mut || std::time::Instant::now() < deadline);
+    let mut problems = cal.skipped.clone();
+    problems.extend(e.skipped);
+    problems.extend(unknown_pools(&cal, &cfg.targets));
+    problems.sort_by_key(|p| p.line.unwrap_or(usize::MAX));
+    if e.until <= to {
+        let reason = format!(
+            "more than {} occurrences from {from} to {to}: preview fewer days",
+            selfdestruct_schedule::calendar::MAX_HELD
+        );
+        problems.push(CalendarError { line: None, reason });
+    }
+    Ok((e.occurrences, problems))
+}
+
+/// One line of the preview: when (in `tz`), the count, the target and why.
+fn preview_line(tz: Tz, lead: Duration, target: &Target, at: DateTime<Utc>, f: &InForce) -> String {
+    let local = |t: DateTime<Utc>| t.with_timezone(&tz);
+    let cause = match &f.cause {
+        Cause::Event(o) => {
+            let (start, end) = (local(o.start), local(o.end));
+            let same_day = end.date_naive() == start.date_naive();
+            let end = end.format(if same_day { "%H:%M" } else { "%a %H:%M" });
+            let asked = selfdestruct_schedule::Asked(o);
+            let mut c = format!(
+                "calendar event {:?} ({} to {end}, {asked})",
+                o.name,
+                start.format("%a %H:%M")
+            );
+            if at < o.start {
+                c += &format!(", lead time {}", human(lead));
+            }
+            c
+        }
+        other => other.to_string(),
+    };
+    let bound = match f.bounded_from {
+        Some(c) if c < f.count => format!(", {c} raised to the minimum {}", f.count),
+        Some(c) => format!(", {c} capped at the maximum {}", f.count),
+        None => String::new(),
+    };
+    let when = local(at).format("%Y-%m-%d %a %H:%M");
+    format!("{when}  {:>6}  {target}  {cause}{bound}", f.count)
+}
+
+/// The counts of `cal`'s events that are for no target, each naming its event's line.
+fn unknown_pools(cal: &Calendar, targets: &[Scaled]) -> Vec<CalendarError> {
+    let names: Vec<&str> = targets.iter().filter_map(|t| t.pool.as_deref()).collect();
+    let mut out = Vec::new();
+    for e in &cal.events {
+        for (pool, count) in &e.counts {
+            if targets.iter().any(|t| t.pool.as_deref() == pool.as_deref()) {
+                continue;
+            }
+            let why = match pool {
+                Some(p) if names.is_empty() => format!(
+                    "placeholders[{p}]: {count} is for no target: SELFDESTRUCT_SCHEDULE_TARGETS names none"
+                ),
+                Some(p) => format!(
+                    "placeholders[{p}]: {count} is for no target: SELFDESTRUCT_SCHEDULE_TARGETS names {}",
+                    names.join(", ")
+                ),
+                None => format!(
+                    "placeholders: {count} is for no target: SELFDESTRUCT_SCHEDULE_TARGET is unset"
+                ),
+            };
+            let reason = format!("event {:?}: {why}", e.name);
+            out.push(CalendarError {
+                line: e.line,
+                reason,
+            });
+        }
+    }
+    out
+}
+
 fn wall_now() -> DateTime<Utc> {
     DateTime::<Utc>::from(SystemTime::now())
 }
 
 /// The end of the span expanded from `now`: past the lead time by [`SPAN`].
 fn horizon(cfg: &ScheduleConfig, now: DateTime<Utc>) -> DateTime<Utc> {
-    now + TimeDelta::from_std(cfg.schedule.lead).unwrap_or(TimeDelta::MAX / 4) + SPAN
+    now + TimeDelta::from_std(cfg.settings.lead_time).unwrap_or(TimeDelta::MAX / 4) + SPAN
 }
 
 /// `calendar`'s occurrences over the span from `now`, within [`EXPANSION_BUDGET`].
@@ -449,7 +851,7 @@ fn start_job(cfg: &ScheduleConfig, http: &HttpClient, cal: &mut CalendarState, n
     if cal.job.is_some() {
         return;
     }
-    let (tz, to) = (cfg.schedule.tz, horizon(cfg, now));
+    let (tz, to) = (cfg.settings.time_zone, horizon(cfg, now));
     if Instant::now() >= cal.next_read {
         let (source, http, timeout) = (source.clone(), http.clone(), cfg.settings.calendar_timeout);
         let (mut hung, known) = (cal.hung.take(), cal.fingerprint);
@@ -477,7 +879,7 @@ fn start_job(cfg: &ScheduleConfig, http: &HttpClient, cal: &mut CalendarState, n
             Done::Read(fingerprint, parsed)
         }));
     } else if let Some(c) = &cal.calendar
-        && now + cfg.schedule.lead + cfg.settings.tick * 2 >= cal.until
+        && now + cfg.settings.lead_time + cfg.settings.tick * 2 >= cal.until
         && Instant::now() >= cal.next_expansion
     {
         let c = Arc::clone(c);
@@ -563,6 +965,11 @@ fn job_done(cfg: &ScheduleConfig, cal: &mut CalendarState, done: Done) {
             }
             let mut skipped: Vec<String> = c.skipped.iter().map(ToString::to_string).collect();
             skipped.extend(e.skipped.iter().map(ToString::to_string));
+            skipped.extend(
+                unknown_pools(&c, &cfg.targets)
+                    .iter()
+                    .map(ToString::to_string),
+            );
             // An event mended and broken again is told again.
             cal.told.retain(|t| skipped.contains(t));
             tell(cal, skipped);
@@ -593,12 +1000,7 @@ fn tell(cal: &mut CalendarState, skipped: Vec<String>) {
 }
 
 /// Posts one Warning Event on the object naming the events skipped since the last.
-async fn tell_skipped(
-    cfg: &ScheduleConfig,
-    client: &Client,
-    namespace: &str,
-    skipped: Vec<String>,
-) {
+async fn tell_skipped(target: &Target, client: &Client, namespace: &str, skipped: Vec<String>) {
     let note = format!(
         "{} calendar event(s) skipped: {}",
         skipped.len(),
@@ -610,7 +1012,7 @@ async fn tell_skipped(
         "CalendarEventSkipped",
         note.as_str(),
     );
-    let regarding = regarding(cfg, namespace, None);
+    let regarding = regarding(target, namespace, None);
     if let Err(e) = post_event(client, reporter(), &regarding, event).await {
         warn!(error = %Chain(&e), "cannot post the Event (needs create on events.k8s.io events)");
     }
@@ -766,32 +1168,28 @@ fn redirect(base: &http::Uri, location: &str) -> Result<http::Uri, ReadError> {
 /// raises them before the calendar is `settled`); posts an Event naming the cause at
 /// each change. Failures are logged and retried with backoff.
 async fn apply(
-    cfg: &ScheduleConfig,
+    s: &ScheduleSettings,
+    target: &Target,
     client: &Client,
     namespace: &str,
     f: &InForce,
     settled: bool,
     obj: &mut Applied,
 ) {
-    match set_replicas(cfg, client, namespace, f, settled).await {
+    match set_replicas(target, client, namespace, f, settled).await {
         Ok(before) => {
             let held = before.is_some_and(|b| b > f.count) && !settled;
             obj.failures = 0;
             obj.count = (!held).then_some(f.count);
-            obj.next_check = Instant::now() + cfg.settings.refresh;
-            obj.retry_at = Instant::now()
-                + if held {
-                    cfg.settings.tick
-                } else {
-                    Duration::ZERO
-                };
+            obj.next_check = Instant::now() + s.refresh;
+            obj.retry_at = Instant::now() + if held { s.tick } else { Duration::ZERO };
             if before != Some(f.count) && !held {
                 // A number, or nothing when unset (never `Some(4)` in a JSON log).
-                info!(target = %cfg.target, from = before, to = f.count, cause = %f, "replicas set");
+                info!(target = %target, from = before, to = f.count, cause = %f, "replicas set");
             }
         }
         Err(e) => {
-            let mut wait = retry(e.code(), cfg.settings.refresh).delay(obj.failures, draw());
+            let mut wait = retry(e.code(), s.refresh).delay(obj.failures, draw());
             if let ApiError::Status {
                 retry_after: Some(r),
                 ..
@@ -801,19 +1199,19 @@ async fn apply(
             }
             obj.failures = obj.failures.saturating_add(1);
             obj.retry_at = Instant::now() + wait;
-            let (_, api_version, kind, _) = cfg.target.parts();
+            let (_, api_version, kind, _) = target.parts();
             let hint = match e.code() {
                 Some(403) => format!(
                     ": the service account may not get/patch {} (bind the Role of the chart's schedule section)",
-                    cfg.target
+                    target
                 ),
                 Some(404) => format!(
                     ": {} does not exist in namespace {namespace} (read as a {kind} of {api_version})",
-                    cfg.target
+                    target
                 ),
                 _ => String::new(),
             };
-            warn!(target = %cfg.target, error = %Chain(&e), retry_in = %human(wait), "cannot set the replicas{hint}; retrying");
+            warn!(target = %target, error = %Chain(&e), retry_in = %human(wait), "cannot set the replicas{hint}; retrying");
         }
     }
 }
@@ -844,8 +1242,8 @@ fn reporter() -> Reporter {
 }
 
 /// The scaled object, as an Event names it.
-fn regarding(cfg: &ScheduleConfig, namespace: &str, uid: Option<&str>) -> ObjectReference {
-    let (name, api_version, kind, _) = cfg.target.parts();
+fn regarding(target: &Target, namespace: &str, uid: Option<&str>) -> ObjectReference {
+    let (name, api_version, kind, _) = target.parts();
     ObjectReference {
         api_version: Some(api_version.into()),
         kind: Some(kind.into()),
@@ -856,22 +1254,26 @@ fn regarding(cfg: &ScheduleConfig, namespace: &str, uid: Option<&str>) -> Object
     }
 }
 
+/// GETs `url` of the API as JSON.
+async fn get_json(client: &Client, url: &str) -> Result<Value, ApiError> {
+    let req = http::Request::get(url)
+        .body(Vec::new())
+        .map_err(ApiError::transport)?;
+    serde_json::from_slice(&request(client, req).await?).map_err(ApiError::decode)
+}
+
 /// GETs the object; PATCHes `spec.replicas` when it differs (when it is lower, only once
 /// `settled`) and posts a `Normal` Event `ScheduledScale` on the object
 /// (events.k8s.io/v1); returns the replicas before.
 async fn set_replicas(
-    cfg: &ScheduleConfig,
+    target: &Target,
     client: &Client,
     namespace: &str,
     f: &InForce,
     settled: bool,
 ) -> Result<Option<u32>, ApiError> {
-    let url = cfg.target.url(namespace);
-    let req = http::Request::get(&url)
-        .body(Vec::new())
-        .map_err(ApiError::transport)?;
-    let obj: Value =
-        serde_json::from_slice(&request(client, req).await?).map_err(ApiError::decode)?;
+    let url = target.url(namespace);
+    let obj = get_json(client, &url).await?;
     let before = obj["spec"]["replicas"]
         .as_u64()
         .map(|r| u32::try_from(r).unwrap_or(u32::MAX));
@@ -889,7 +1291,7 @@ async fn set_replicas(
         before.map_or_else(|| "unset".into(), |b| b.to_string()),
         f.count
     );
-    let regarding = regarding(cfg, namespace, obj["metadata"]["uid"].as_str());
+    let regarding = regarding(target, namespace, obj["metadata"]["uid"].as_str());
     let event = (EventType::Normal, "Scale", "ScheduledScale", note.as_str());
     if let Err(e) = post_event(client, reporter(), &regarding, event).await {
         warn!(error = %Chain(&e), "cannot post the Event (needs create on events.k8s.io events)");

@@ -156,8 +156,13 @@ fn the_schedule_renders_a_deployment_with_a_role_for_its_one_object() {
             {"apiGroups": ["apps"], "resources": ["statefulsets/scale"],
              "resourceNames": ["hub-placeholder"], "verbs": ["get", "patch"]},
             {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
         ])
     );
+    // No warm label (no node gate in the release) nor images: no node is read.
+    assert!(!docs.iter().any(
+        |d| d["kind"] == "ClusterRole" && d["metadata"]["name"] == "hub-schedule-nodes.hub-ns"
+    ));
     let binding = find(&docs, "RoleBinding");
     assert_eq!(binding["roleRef"]["name"], "hub-schedule");
     assert_eq!(binding["subjects"][0]["name"], "hub-schedule");
@@ -397,4 +402,224 @@ fn values_yaml_says_when_the_object_is_checked_and_which_buffer_api() {
     assert!(!target.contains("15 s"), "{target}");
     assert!(target.contains("`refresh` at most"), "{target}");
     assert!(target.contains("autoscaling.x-k8s.io/v1beta1"), "{target}");
+}
+
+/// The objects a rendered Role may get and patch, as `kind/name`.
+fn scaled_by(role: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for rule in role["rules"].as_array().unwrap() {
+        let kind = match rule["resources"][0].as_str() {
+            Some("statefulsets/scale") => "statefulset",
+            Some("capacitybuffers") => "capacitybuffer",
+            _ => continue,
+        };
+        assert_eq!(rule["verbs"], json!(["get", "patch"]), "{rule}");
+        for name in rule["resourceNames"].as_array().expect("resourceNames") {
+            out.push(format!("{kind}/{}", name.as_str().unwrap()));
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn several_targets_render_one_role_naming_exactly_them() {
+    let schedule = json!({
+        "enabled": true,
+        "baseline": "* = 2",
+        "calendar": {"url": "https://calendar.example.edu/classes.ics"},
+        "targets": [
+            {"name": "gpu", "baseline": "* = 0", "max": 8},
+            {"name": "big", "target": "capacitybuffer/big-room", "min": 1},
+        ],
+        "warmBy": {"images": ["quay.io/jupyter/scipy-notebook:2025-01-06"]},
+        "metrics": {"port": 9090},
+    });
+    let sets = "placeholders=[{\"name\": \"placeholder\"}, {\"name\": \"gpu\"}]";
+    let render_with = |schedule: &Value| {
+        let out = render_args(&[
+            "--set-json",
+            sets,
+            "--set-json",
+            &format!("schedule={schedule}"),
+        ]);
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        out.status
+            .success()
+            .then(|| serde_json::from_slice::<Vec<Value>>(&out.stdout).unwrap())
+            .ok_or(err)
+    };
+    let docs = render_with(&schedule).unwrap();
+    let role = find(&docs, "Role");
+    let scaled = [
+        "capacitybuffer/big-room",
+        "statefulset/hub-gpu",
+        "statefulset/hub-placeholder",
+    ];
+    assert_eq!(scaled_by(role), scaled);
+    // The mode scales exactly what the Role names.
+    let d = find(&docs, "Deployment");
+    let env = env_of(d);
+    mode_accepts(&env).unwrap();
+    let get = |k: &str| {
+        env.iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
+    let named: Vec<Value> = serde_json::from_str(&get("SELFDESTRUCT_SCHEDULE_TARGETS")).unwrap();
+    let mut mode: Vec<String> = named
+        .iter()
+        .map(|t| t["target"].as_str().unwrap().to_string())
+        .collect();
+    mode.push(get("SELFDESTRUCT_SCHEDULE_TARGET"));
+    mode.sort();
+    assert_eq!(mode, scaled);
+    assert_eq!(
+        named[0],
+        json!({"name": "gpu", "target": "statefulset/hub-gpu", "baseline": "* = 0", "min": 0, "max": 8})
+    );
+    assert_eq!(
+        get("SELFDESTRUCT_SCHEDULE_WARM_IMAGES"),
+        "quay.io/jupyter/scipy-notebook:2025-01-06"
+    );
+    assert_eq!(get("SELFDESTRUCT_SCHEDULE_METRICS_ADDRESS"), ":9090");
+    assert_eq!(
+        d["spec"]["template"]["spec"]["containers"][0]["ports"],
+        json!([{"name": "metrics", "containerPort": 9090}])
+    );
+    // The warm-by report's reads: pods in the namespace, and get (only) on nodes, bound
+    // to the schedule's account.
+    assert!(
+        role["rules"]
+            .as_array()
+            .unwrap()
+            .contains(&json!({"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}))
+    );
+    let nodes = docs
+        .iter()
+        .find(|d| {
+            d["kind"] == "ClusterRole" && d["metadata"]["name"] == "hub-schedule-nodes.hub-ns"
+        })
+        .expect("the nodes' ClusterRole");
+    assert_eq!(
+        nodes["rules"],
+        json!([{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}])
+    );
+    let binding = docs
+        .iter()
+        .find(|d| {
+            d["kind"] == "ClusterRoleBinding"
+                && d["metadata"]["name"] == "hub-schedule-nodes.hub-ns"
+        })
+        .unwrap();
+    assert_eq!(
+        binding["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "hub-schedule", "namespace": "hub-ns"}])
+    );
+    // Both optional: without them, neither.
+    let mut off = schedule.clone();
+    off["warmBy"]["readPods"] = json!(false);
+    off["warmBy"]["readNodes"] = json!(false);
+    let docs = render_with(&off).unwrap();
+    assert_eq!(
+        find(&docs, "Role")["rules"].as_array().unwrap().len(),
+        3,
+        "scale, buffers, events"
+    );
+    assert!(!docs.iter().any(
+        |d| d["kind"] == "ClusterRole" && d["metadata"]["name"] == "hub-schedule-nodes.hub-ns"
+    ));
+    // Refused: a named target with no set of that name, an object scaled twice, min > max, a
+    // name that is no DNS label.
+    for (targets, says) in [
+        (
+            json!([{"name": "cpu"}]),
+            "no placeholder set of this release is named \"cpu\"",
+        ),
+        (
+            json!([{"name": "gpu", "target": "statefulset/hub-placeholder"}]),
+            "statefulset/hub-placeholder is scaled by another target already",
+        ),
+        (
+            json!([{"name": "gpu", "min": 9, "max": 8}]),
+            "min (9) must be at most max (8)",
+        ),
+        (json!([{"name": "GPU"}]), "/schedule/targets/0/name"),
+        (
+            json!([{"name": "gpu", "baseline": "Mon 18:00-08:00 = 3"}]),
+            "must end after it starts",
+        ),
+    ] {
+        let mut bad = schedule.clone();
+        bad["targets"] = targets.clone();
+        let err = render_with(&bad).expect_err(&targets.to_string());
+        assert!(err.contains(says), "{targets}: {err}");
+    }
+}
+
+#[test]
+fn the_preview_reads_the_charts_values_through_the_modes_settings() {
+    // As docs/schedule.md runs it in CI: the Deployment's env from `helm template`, the
+    // calendar from the repository.
+    let ics = "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//t//EN\r\nBEGIN:VEVENT\r\nUID:a\r\n\
+               DTSTAMP:20260101T000000Z\r\nSUMMARY:Data 8 lecture\r\n\
+               DESCRIPTION:placeholders: 40\\nplaceholders[gpu]: 4\r\n\
+               DTSTART;TZID=Europe/Berlin:20260302T090000\r\nDTEND;TZID=Europe/Berlin:20260302T103000\r\n\
+               END:VEVENT\r\nEND:VCALENDAR\r\n";
+    let schedule = json!({
+        "enabled": true,
+        "baseline": "Mon-Fri 08:00-18:00 = 12; * = 2",
+        "timeZone": "Europe/Berlin",
+        "leadTime": "15m",
+        "calendar": {"ics": ics},
+        "targets": [{"name": "gpu", "max": 3}],
+    });
+    let sets = "placeholders=[{\"name\": \"placeholder\"}, {\"name\": \"gpu\"}]";
+    let out = render_args(&[
+        "--set-json",
+        sets,
+        "--set-json",
+        &format!("schedule={schedule}"),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let docs: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let dir =
+        std::env::temp_dir().join(format!("selfdestruct-chart-preview-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("calendar.ics");
+    std::fs::write(&file, ics).unwrap();
+    let preview = Command::new(env!("CARGO_BIN_EXE_selfdestruct"))
+        .args(["schedule", "preview", "1", "--from", "2026-03-02"])
+        .env_clear()
+        .envs(env_of(find(&docs, "Deployment")))
+        .env("SELFDESTRUCT_SCHEDULE_CALENDAR", &file)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&preview.stdout);
+    assert!(
+        preview.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&preview.stderr)
+    );
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "# the count in force at each change: 1 day(s) from 2026-03-02 Mon 00:00 (Europe/Berlin), lead time 15m",
+            "2026-03-02 Mon 00:00       2  statefulset/hub-placeholder  baseline window `* = 2`",
+            "2026-03-02 Mon 00:00       0  statefulset/hub-gpu  no baseline window (0)",
+            "2026-03-02 Mon 08:00      12  statefulset/hub-placeholder  baseline window `Mon-Fri 08:00-18:00 = 12`",
+            "2026-03-02 Mon 08:45      40  statefulset/hub-placeholder  calendar event \"Data 8 lecture\" (Mon 09:00 to 10:30, placeholders: 40), lead time 15m",
+            "2026-03-02 Mon 08:45       3  statefulset/hub-gpu  calendar event \"Data 8 lecture\" (Mon 09:00 to 10:30, placeholders[gpu]: 4), lead time 15m, 4 capped at the maximum 3",
+            "2026-03-02 Mon 10:30      12  statefulset/hub-placeholder  baseline window `Mon-Fri 08:00-18:00 = 12`",
+            "2026-03-02 Mon 10:30       0  statefulset/hub-gpu  no baseline window (0)",
+            "2026-03-02 Mon 18:00       2  statefulset/hub-placeholder  baseline window `* = 2`",
+        ]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -542,8 +542,10 @@ fn chart_one_release_name_in_two_namespaces() {
 /// ConfigMap) starting 2.5 minutes ahead raises the replicas its lead time before it starts,
 /// with an Event naming it; the autoscaler adds the nodes they need and they are Ready
 /// before the event starts; at its end the replicas fall back to the baseline and the
-/// autoscaler removes the emptied node. Time is compressed: a 90 s lead, a 60 s event, a 1 s
-/// tick, 2-core nodes of 1-core placeholders.
+/// autoscaler removes the emptied node. Issue 47: the warm-by report at the event's start
+/// (a Normal Event: all 4 Ready, on nodes that list the image) and 30 s before it, and in
+/// the metrics. Time is compressed: a 90 s lead, a 60 s event, a 1 s tick, 2-core nodes of
+/// 1-core placeholders.
 #[test]
 fn schedule_raises_the_replicas_a_lead_time_before_an_event_the_autoscaler_adds_the_nodes_and_both_fall_after_it()
  {
@@ -560,6 +562,7 @@ fn schedule_raises_the_replicas_a_lead_time_before_an_event_the_autoscaler_adds_
         })
         .await);
         let first = first.metadata.name.clone().unwrap_or_default();
+        let port = free_port();
         let lead = TimeDelta::seconds(90);
         let start = Utc::now() + TimeDelta::seconds(150);
         let end = start + TimeDelta::seconds(60);
@@ -590,6 +593,12 @@ fn schedule_raises_the_replicas_a_lead_time_before_an_event_the_autoscaler_adds_
                 "schedule.calendar.configMap=classes",
                 "--set",
                 "schedule.leadTime=90s",
+                "--set",
+                "schedule.warmBy.margin=30s",
+                "--set-json",
+                &format!("schedule.warmBy.images=[\"{IMAGE}\"]"),
+                "--set",
+                &format!("schedule.metrics.port={port}"),
             ],
         );
         for d in rendered.iter_mut() {
@@ -659,6 +668,35 @@ fn schedule_raises_the_replicas_a_lead_time_before_an_event_the_autoscaler_adds_
             (start - up).num_seconds(),
             (start - ready).num_seconds()
         );
+        // The warm-by report at the start: all 4 Ready, on nodes that list the image; and
+        // one 30 s before (whatever it found then).
+        let set = "sched-placeholder";
+        let head = format!(
+            "at {} event \"Workshop placeholders: 4\"",
+            start.format("%H:%M")
+        );
+        let (type_, note) = warm_by_event(&client, ns, set, &head).await;
+        let want = format!("{head}: 4 of 4 placeholders ready, 4 on warm nodes");
+        assert_eq!((type_.as_str(), note.as_str()), ("Normal", want.as_str()));
+        let before = (start - TimeDelta::seconds(30)).format("%H:%M");
+        let head = format!("at {before}, 30s before event \"Workshop placeholders: 4\"");
+        eprintln!(
+            "the margin's report: {:?}",
+            warm_by_event(&client, ns, set, &head).await
+        );
+        let metrics = ok(until("the start's report in the metrics", STEP, || async {
+            scrape(port).filter(|t| t.contains("at=\"start\""))
+        })
+        .await);
+        for sample in [
+            "selfdestruct_schedule_replicas{target=\"statefulset/sched-placeholder\"} 4",
+            "selfdestruct_schedule_warm_by_met{target=\"statefulset/sched-placeholder\",at=\"start\"} 1",
+            "selfdestruct_schedule_warm_by_asked{target=\"statefulset/sched-placeholder\",at=\"start\"} 4",
+            "selfdestruct_schedule_warm_by_ready{target=\"statefulset/sched-placeholder\",at=\"start\"} 4",
+            "selfdestruct_schedule_warm_by_warm{target=\"statefulset/sched-placeholder\",at=\"start\"} 4",
+        ] {
+            assert!(metrics.contains(sample), "{sample} not in:\n{metrics}");
+        }
         assert!(
             autoscaler
                 .log()
@@ -840,6 +878,301 @@ fn schedule_of_a_capacity_buffer_alone_created_after_the_chart() {
             "set back {}s after a reset, with a 10 s refresh",
             (back - reset).num_seconds()
         );
+    });
+}
+
+/// A loopback port free now (the schedule's metrics address).
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    l.local_addr().expect("its address").port()
+}
+
+/// The schedule's Prometheus text on `port` (the stand-in kubelet runs it on this host).
+fn scrape(port: u16) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    c.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(c, "GET /metrics HTTP/1.1\r\nHost: test\r\n\r\n").ok()?;
+    let mut answer = String::new();
+    c.read_to_string(&mut answer).ok()?;
+    answer
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
+}
+
+/// Waits for the schedule's warm-by Event about `name` in `ns` whose note starts with
+/// `head`: its type and note.
+async fn warm_by_event(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    head: &str,
+) -> (String, String) {
+    let events = Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), ns);
+    ok(until(
+        &format!("a WarmBy Event on {name}: {head}"),
+        STEP,
+        || async {
+            let list = events.list(&ListParams::default()).await.ok()?;
+            list.items.into_iter().find_map(|e| {
+                let about = e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name);
+                let note = e.note.unwrap_or_default();
+                (e.reason.as_deref() == Some("WarmBy") && about && note.starts_with(head))
+                    .then(|| (e.type_.unwrap_or_default(), note))
+            })
+        },
+    )
+    .await)
+}
+
+/// A calendar of one event, `summary`, from `start` for `minutes`.
+fn one_event(
+    summary: &str,
+    start: selfdestruct_schedule::chrono::DateTime<selfdestruct_schedule::chrono::Utc>,
+    minutes: i64,
+) -> String {
+    let fmt =
+        |t: selfdestruct_schedule::chrono::DateTime<_>| t.format("%Y%m%dT%H%M%SZ").to_string();
+    let end = start + selfdestruct_schedule::chrono::TimeDelta::minutes(minutes);
+    format!(
+        "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//selfdestruct//tests//EN\r\n\
+         BEGIN:VEVENT\r\nUID:{}@tests\r\nDTSTAMP:{}\r\nDTSTART:{}\r\nDTEND:{}\r\n\
+         SUMMARY:{summary}\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n",
+        start.timestamp(),
+        fmt(start),
+        fmt(start),
+        fmt(end),
+    )
+}
+
+/// The schedule's Deployment in `docs` evaluates the count every second (the hidden
+/// SELFDESTRUCT_SCHEDULE_TICK).
+fn tick_every_second(docs: &mut [Value]) {
+    for d in docs.iter_mut().filter(|d| d["kind"] == "Deployment") {
+        let env = &mut d["spec"]["template"]["spec"]["containers"][0]["env"];
+        env.as_array_mut()
+            .expect("the schedule's env")
+            .push(json!({"name": "SELFDESTRUCT_SCHEDULE_TICK", "value": "1s"}));
+    }
+}
+
+/// Issue 47 item 1, a CapacityBuffer under the real autoscaler: the schedule raises the
+/// buffer (`placeholders: 3`, 50 s ahead), the autoscaler adds a node for its chunks, and
+/// at the event's start the warm-by report reads the buffer's status: this autoscaler sets
+/// no `readyReplicas`, so its `replicas` and conditions, in a Normal Event.
+#[test]
+fn warm_by_report_of_a_capacity_buffer_under_the_real_autoscaler() {
+    use selfdestruct_schedule::chrono::{TimeDelta, Utc};
+    let ns = "warm-buffer";
+    let s = shared();
+    scenario(ns, |client| async move {
+        general_node(&client).await;
+        autoscaler();
+        capacity_buffer_crd(s);
+        ok(until("the warm-buffer group's first node", STEP, || async {
+            group_nodes(&client, ns).await.into_iter().find(node_ready)
+        })
+        .await);
+        let start = Utc::now() + TimeDelta::seconds(75);
+        let schedule = json!({
+            "enabled": true,
+            "target": "capacitybuffer/room",
+            "baseline": "* = 0",
+            "leadTime": "50s",
+            "calendar": {"ics": one_event("Lab placeholders: 3", start, 2)},
+            "warmBy": {"margin": "20s"},
+        });
+        let mut rendered = render_chart(
+            "wb",
+            ns,
+            &[
+                "--set-json",
+                "placeholders=[]",
+                "--set-json",
+                &format!("schedule={schedule}"),
+            ],
+        );
+        tick_every_second(&mut rendered);
+        let mut spec = json!({"containers": [{"name": "chunk", "image": "registry.k8s.io/pause:3.10",
+            "resources": {"requests": {"cpu": "1", "memory": "4Gi"}}}]});
+        in_pool(&mut spec, ns);
+        let mut docs = vec![
+            namespace(ns),
+            json!({"apiVersion": "v1", "kind": "PodTemplate",
+                "metadata": {"name": "room", "namespace": ns}, "template": {"spec": spec}}),
+            json!({"apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityBuffer",
+                "metadata": {"name": "room", "namespace": ns},
+                "spec": {"podTemplateRef": {"name": "room"}, "replicas": 0,
+                         "provisioningStrategy": "buffer.x-k8s.io/active-capacity"}}),
+        ];
+        docs.extend(rendered);
+        ok(s.cp.apply(&docs));
+        // Three 1-core chunks: the group's 2-core node and one more, added before the start.
+        let added = ok(
+            until("a second node in the warm-buffer group", STEP, || async {
+                let ready = group_nodes(&client, ns)
+                    .await
+                    .into_iter()
+                    .filter(node_ready)
+                    .count();
+                (ready >= 2).then(Utc::now)
+            })
+            .await,
+        );
+        assert!(
+            added <= start,
+            "the node was added at {added}, after the start {start}"
+        );
+        let head = format!("at {} event \"Lab placeholders: 3\"", start.format("%H:%M"));
+        let (type_, note) = warm_by_event(&client, ns, "room", &head).await;
+        eprintln!("the report: {type_} {note}");
+        let want = format!(
+            "{head}: 3 buffer chunks asked, no status.readyReplicas: status.replicas 3, \
+             ReadyForProvisioning True, Provisioning True"
+        );
+        assert_eq!((type_.as_str(), note.as_str()), ("Normal", want.as_str()));
+    });
+}
+
+/// Issue 47 item 3: one controller scales two named targets from one calendar (an event
+/// asks `placeholders: 3` of the default set and `placeholders[gpu]: 2` of the set `gpu`),
+/// each within its own bounds, with a Role that names exactly those two sets; at the
+/// event's start the default set's placeholders are Ready (a Normal warm-by Event) and the
+/// gpu set's cannot be (no node of their pool: a Warning naming the shortfall), as the
+/// metrics say too.
+#[test]
+fn one_controller_scales_two_named_targets_from_one_calendar() {
+    use selfdestruct_schedule::chrono::{TimeDelta, Utc};
+    let ns = "two-targets";
+    let s = shared();
+    scenario(ns, |client| async move {
+        general_node(&client).await;
+        create_node(&client, &pool_node("two-targets-1", ns, 4, &[], &[])).await;
+        let port = free_port();
+        let start = Utc::now() + TimeDelta::seconds(50);
+        let summary = "Course placeholders: 3 placeholders[gpu]: 5";
+        let schedule = json!({
+            "enabled": true,
+            "baseline": "* = 1",
+            "leadTime": "40s",
+            "calendar": {"ics": one_event(summary, start, 10)},
+            "targets": [{"name": "gpu", "baseline": "* = 0", "max": 2}],
+            "warmBy": {"margin": "20s"},
+            "metrics": {"port": port},
+        });
+        let sets = "placeholders=[{\"name\": \"placeholder\"}, {\"name\": \"gpu\"}]";
+        let mut rendered = render_chart(
+            "two",
+            ns,
+            &[
+                "--set",
+                "replicas=0",
+                "--set-json",
+                sets,
+                "--set-json",
+                &format!("schedule={schedule}"),
+            ],
+        );
+        tick_every_second(&mut rendered);
+        for d in rendered.iter_mut().filter(|d| d["kind"] == "StatefulSet") {
+            // The gpu set's pool has no node: its placeholders stay Pending.
+            let pool = if d["metadata"]["name"] == "two-gpu" {
+                "two-targets-gpu"
+            } else {
+                ns
+            };
+            in_pool(&mut d["spec"]["template"]["spec"], pool);
+        }
+        let role = rendered
+            .iter()
+            .find(|d| d["kind"] == "Role" && d["metadata"]["name"] == "two-schedule");
+        assert_eq!(
+            role.expect("the schedule's Role")["rules"][0],
+            json!({"apiGroups": ["apps"], "resources": ["statefulsets/scale"],
+                   "resourceNames": ["two-placeholder", "two-gpu"], "verbs": ["get", "patch"]})
+        );
+        let mut docs = vec![namespace(ns)];
+        docs.extend(rendered);
+        ok(s.cp.apply(&docs));
+        let sets = Api::<k8s_openapi::api::apps::v1::StatefulSet>::namespaced(client.clone(), ns);
+        let replicas = |name: &'static str| {
+            let sets = sets.clone();
+            async move {
+                sets.get_opt(name)
+                    .await
+                    .ok()
+                    .flatten()
+                    .and_then(|s| s.spec?.replicas)
+            }
+        };
+        // The event's counts, the gpu set's capped at its max, each with an Event naming it.
+        ok(until("both sets at the event's counts", STEP, || async {
+            (replicas("two-placeholder").await == Some(3) && replicas("two-gpu").await == Some(2))
+                .then_some(())
+        })
+        .await);
+        let events = Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), ns);
+        let scaled = |set: &'static str, cause: &'static str| {
+            let events = events.clone();
+            async move {
+                let list = events.list(&ListParams::default()).await.ok()?;
+                list.items.into_iter().find_map(|e| {
+                    let about = e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(set);
+                    let note = e.note.unwrap_or_default();
+                    (e.reason.as_deref() == Some("ScheduledScale")
+                        && about
+                        && note.ends_with(cause))
+                    .then_some(note)
+                })
+            }
+        };
+        for (set, cause) in [
+            ("two-placeholder", "placeholders: 3)"),
+            (
+                "two-gpu",
+                "placeholders[gpu]: 5), 5 capped at the maximum 2",
+            ),
+        ] {
+            let note = ok(until(&format!("{set} scaled for the event"), STEP, || {
+                scaled(set, cause)
+            })
+            .await);
+            assert!(note.contains(summary), "{note}");
+        }
+        let at = format!("at {} event {summary:?}", start.format("%H:%M"));
+        let ready = warm_by_event(&client, ns, "two-placeholder", &at).await;
+        assert_eq!(
+            ready,
+            (
+                "Normal".to_string(),
+                format!("{at}: 3 of 3 placeholders ready")
+            )
+        );
+        let short = warm_by_event(&client, ns, "two-gpu", &at).await;
+        assert_eq!(
+            short,
+            (
+                "Warning".to_string(),
+                format!("{at}: 0 of 2 placeholders ready")
+            )
+        );
+        let before = (start - TimeDelta::seconds(20)).format("%H:%M");
+        let margin = format!("at {before}, 20s before event {summary:?}");
+        let (type_, _) = warm_by_event(&client, ns, "two-gpu", &margin).await;
+        assert_eq!(type_, "Warning");
+        let metrics = ok(until("both start reports in the metrics", STEP, || async {
+            scrape(port).filter(|t| t.matches("warm_by_met{").count() >= 4)
+        })
+        .await);
+        for sample in [
+            "selfdestruct_schedule_replicas{target=\"statefulset/two-gpu\"} 2",
+            "selfdestruct_schedule_replicas{target=\"statefulset/two-placeholder\"} 3",
+            "selfdestruct_schedule_warm_by_met{target=\"statefulset/two-gpu\",at=\"start\"} 0",
+            "selfdestruct_schedule_warm_by_met{target=\"statefulset/two-placeholder\",at=\"start\"} 1",
+            "selfdestruct_schedule_warm_by_ready{target=\"statefulset/two-gpu\",at=\"start\"} 0",
+        ] {
+            assert!(metrics.contains(sample), "{sample} not in:\n{metrics}");
+        }
     });
 }
 
@@ -1585,7 +1918,8 @@ fn group_template(pool: &str) -> Node {
 }
 
 /// The shared control plane's one autoscaler, started by the first scenario that needs
-/// it, with a node group for each such scenario (the pools `autoscaled` and `schedule`).
+/// it, with a node group for each such scenario (the pools `autoscaled`, `schedule` and
+/// `warm-buffer`).
 /// One per control plane: the kwok provider reads its node groups from two ConfigMaps of
 /// fixed names in its namespace, once at its start, and a second autoscaler would also
 /// act on the first one's Pending pods and CapacityBuffers.
@@ -1595,7 +1929,11 @@ fn autoscaler() -> &'static Autoscaler {
         Autoscaler::start(
             &shared().cp,
             AutoscalerOptions {
-                templates: vec![group_template("autoscaled"), group_template("schedule")],
+                templates: vec![
+                    group_template("autoscaled"),
+                    group_template("schedule"),
+                    group_template("warm-buffer"),
+                ],
                 capacity_buffer_crd: Some(
                     include_str!("../sim/tests/data/autoscaling.x-k8s.io_capacitybuffers.yaml")
                         .into(),

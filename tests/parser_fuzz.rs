@@ -442,7 +442,7 @@ fn as_written(text: &str, lower: bool, width: usize) -> Vec<u8> {
 /// What a calendar is to the schedule: its events, the reasons of those skipped, and its
 /// occurrences over the 40 days the generated times fall in (the expansion's budget
 /// counted, not timed, so that it is the same for two equal calendars).
-type Read = (Vec<(String, u32)>, Vec<String>, Vec<(String, i64, i64)>);
+type Read = (Vec<(String, String)>, Vec<String>, Vec<(String, i64, i64)>);
 
 fn read(bytes: &[u8], chunk: usize) -> Result<Read, CalendarError> {
     let mut filter = Filter::new();
@@ -470,7 +470,7 @@ fn read(bytes: &[u8], chunk: usize) -> Result<Read, CalendarError> {
     let events = cal
         .events
         .iter()
-        .map(|e| (e.name.to_string(), e.count))
+        .map(|e| (e.name.to_string(), format!("{:?}", e.counts)))
         .collect();
     let skipped = cal.skipped.iter().chain(&e.skipped);
     let skipped = skipped.map(|s| s.reason.clone()).collect();

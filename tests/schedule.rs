@@ -815,3 +815,87 @@ fn a_bad_event_is_skipped_told_once_and_the_others_count() {
     let (status, _) = p.terminate();
     assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", p.log());
 }
+
+#[test]
+fn preview_prints_each_change_without_a_cluster_and_names_the_line_of_a_broken_event() {
+    let home = tempdir("schedule-preview");
+    // An event on March `day`, 09:00 to 10:00 UTC.
+    let event = |uid: &str, summary: &str, day: u32| {
+        format!(
+            "BEGIN:VEVENT\r\nUID:{uid}\r\nDTSTAMP:20260101T000000Z\r\nSUMMARY:{summary}\r\n\
+             DTSTART:2026030{day}T090000Z\r\nDTEND:2026030{day}T100000Z\r\nEND:VEVENT\r\n"
+        )
+    };
+    let calendar = |events: &str| {
+        format!("BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//t//EN\r\n{events}END:VCALENDAR\r\n")
+    };
+    let good = event("a", "Lecture placeholders: 40 placeholders[gpu]: 4", 2);
+    let path = home.join("classes.ics");
+    std::fs::write(&path, calendar(&good)).unwrap();
+    let path = path.to_str().unwrap();
+    let env = [
+        ("SELFDESTRUCT_SCHEDULE_TARGET", "statefulset/hub"),
+        ("SELFDESTRUCT_SCHEDULE_BASELINE", "* = 2"),
+        ("SELFDESTRUCT_SCHEDULE_CALENDAR", path),
+        (
+            "SELFDESTRUCT_SCHEDULE_TARGETS",
+            r#"[{"name": "gpu", "target": "statefulset/hub-gpu"}]"#,
+        ),
+        // The shared identity's: no cluster is asked for anything.
+        ("KUBECONFIG", "/nonexistent/kubeconfig"),
+    ];
+    let (code, out) = run_to_exit(&["schedule", "preview", "2", "--from", "2026-03-02"], &env);
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(
+        out,
+        "# the count in force at each change: 2 day(s) from 2026-03-02 Mon 00:00 (UTC), lead time 10m\n\
+         2026-03-02 Mon 00:00       2  statefulset/hub  baseline window `* = 2`\n\
+         2026-03-02 Mon 00:00       0  statefulset/hub-gpu  no baseline window (0)\n\
+         2026-03-02 Mon 08:50      40  statefulset/hub  calendar event \"Lecture placeholders: 40 placeholders[gpu]: 4\" (Mon 09:00 to 10:00, placeholders: 40), lead time 10m\n\
+         2026-03-02 Mon 08:50       4  statefulset/hub-gpu  calendar event \"Lecture placeholders: 40 placeholders[gpu]: 4\" (Mon 09:00 to 10:00, placeholders[gpu]: 4), lead time 10m\n\
+         2026-03-02 Mon 10:00       2  statefulset/hub  baseline window `* = 2`\n\
+         2026-03-02 Mon 10:00       0  statefulset/hub-gpu  no baseline window (0)\n"
+    );
+    // A broken count (line 14) and a count for no target (its event, line 18): the others are
+    // previewed, then each is named with its line, and the exit is 1.
+    let broken = format!(
+        "{good}{}{}",
+        event("b", "Lab placeholders: lots", 3),
+        event("c", "Workshop placeholders[cpu]: 3", 3)
+    );
+    std::fs::write(path, calendar(&broken)).unwrap();
+    let (code, out) = run_to_exit(&["schedule", "preview", "2", "--from", "2026-03-02"], &env);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("2026-03-02 Mon 08:50      40  statefulset/hub"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "selfdestruct: 2 calendar event(s) cannot be read\n  \
+             calendar line 14: event \"Lab placeholders: lots\": `placeholders:` is not followed by a whole number from 0 to 100000\n  \
+             calendar line 18: event \"Workshop placeholders[cpu]: 3\": placeholders[cpu]: 3 is for no target: SELFDESTRUCT_SCHEDULE_TARGETS names gpu\n"
+        ),
+        "{out}"
+    );
+    // No calendar at all: named, exit 1; a bad setting: exit 2, as the controller.
+    let missing = [
+        ("SELFDESTRUCT_SCHEDULE_CALENDAR", "/nonexistent/classes.ics"),
+        env[0],
+        env[1],
+    ];
+    let (code, out) = run_to_exit(&["schedule", "preview", "1"], &missing);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains(
+            "selfdestruct: /nonexistent/classes.ics: cannot read /nonexistent/classes.ics"
+        ),
+        "{out}"
+    );
+    let (code, out) = run_to_exit(
+        &["schedule", "preview", "1"],
+        &[env[0], ("SELFDESTRUCT_SCHEDULE_BASELINE", "Monday = 3")],
+    );
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("SELFDESTRUCT_SCHEDULE_BASELINE"), "{out}");
+}

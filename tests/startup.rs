@@ -147,6 +147,7 @@ const BAD: &[(&str, &[(&str, &str)])] = &[
     ("POD_UID", &[("a b", "metadata.uid")]),
     ("NODE_NAME", &[("n?x=1", "DNS-1123 subdomain")]),
     ("SELFDESTRUCT_MOVE_TO_NEW_NODES", &[("sometimes", "true or false"), ("", "true or false")]),
+    ("SELFDESTRUCT_AVOID_DELETION_CANDIDATES", &[("maybe", "true or false"), ("", "true or false")]),
     ("SELFDESTRUCT_NODE_SELECTOR", &[("a in x", "label selector")]),
     ("SELFDESTRUCT_NODE_SETTLE", &[("1 fortnight", "duration such as"), ("", "duration such as")]),
     ("SELFDESTRUCT_REQUIRED_IMAGES", &[("Nginx:1", "image references"), ("-5s", "image references")]),

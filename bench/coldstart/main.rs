@@ -16,6 +16,8 @@
 //! the chart's `avoidWarmNodes` (preferred, weight 100, or required) node affinity against the
 //! gate's warm label (docs/peers.md, "Keeping placeholders off warm room").
 
+mod class;
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -62,7 +64,7 @@ const ROWS: [&str; 6] = [
     "buffer+gate",
 ];
 
-#[derive(Parser, Debug)]
+#[derive(Parser, Debug, Clone)]
 struct Args {
     /// Rows: static, new-node, gate, gate+new-node, buffer, buffer+gate; a placeholder row
     /// with `+avoid-warm` (or `+avoid-warm-required`) keeps its placeholders off warm nodes.
@@ -77,18 +79,18 @@ struct Args {
     factor: f64,
     /// The launch log (CSV: timestamp, duration in seconds), one UTC day at most [default: the
     /// form's: bench/coldstart/trace.csv (quick, full), cycling.csv (cycling),
-    /// cycling-binder.csv (binder)].
+    /// cycling-binder.csv (binder), class.csv (class)].
     #[arg(long)]
     trace: Option<PathBuf>,
     /// Runs (seeds) per row.
     #[arg(long, default_value_t = 1)]
     runs: u32,
     /// Placeholders per row (buffer: chunks) [default: the form's: 4 (quick, full), 8 (cycling,
-    /// binder)].
+    /// binder, class)].
     #[arg(long)]
     replicas: Option<u32>,
     /// Node cores (4 GiB a core); users and placeholders take 1 core, 4 GiB [default: the
-    /// form's: 4 (quick, full), 16 (cycling), 32 (binder)].
+    /// form's: 4 (quick, full), 16 (cycling, class), 32 (binder)].
     #[arg(long)]
     node_cpu: Option<u32>,
     /// Simulated seconds from the autoscaler's request to node Ready.
@@ -122,9 +124,13 @@ struct Args {
     salvo: bool,
     /// The named form: "quick" and "full" (the 2-hour ramp on 4-user nodes), "cycling" (three
     /// daily cycles on 16-user nodes, 8 placeholders), "binder" (the Binder day's proportions
-    /// scaled down: 32-user nodes, 8 placeholders); its trace and sizes are the defaults above.
+    /// scaled down: 32-user nodes, 8 placeholders), "class" (a class after a quiet night on
+    /// 16-user nodes, 8 placeholders; rows may add `+schedule-LEAD`: class.rs); its trace and
+    /// sizes are the defaults above.
     #[arg(long, default_value = "quick")]
     form: String,
+    #[command(flatten)]
+    class: class::ClassArgs,
     /// Seeds of the simulator's side (its spread comes from the node delays' spread and the
     /// agents' jitter).
     #[arg(long, default_value_t = 12)]
@@ -150,7 +156,7 @@ impl Args {
     /// The form's trace and sizes, each unless given.
     fn form_default(&self, ramp: u32, cycling: u32, binder: u32) -> u32 {
         match self.form.as_str() {
-            "cycling" => cycling,
+            "cycling" | "class" => cycling,
             "binder" => binder,
             _ => ramp,
         }
@@ -161,6 +167,7 @@ impl Args {
             PathBuf::from(match self.form.as_str() {
                 "cycling" => "bench/coldstart/cycling.csv",
                 "binder" => "bench/coldstart/cycling-binder.csv",
+                "class" => "bench/coldstart/class.csv",
                 _ => "bench/coldstart/trace.csv",
             })
         })
@@ -262,12 +269,13 @@ fn groups(rows: &[String], placements: &[String]) -> Vec<Group> {
             p => panic!("--placement {p}: most-allocated or least-allocated"),
         };
         for row in rows {
-            let (base, policies) = split_row(row);
+            let (base, policies) = split_row(class::base(row));
             assert!(
                 ROWS.contains(&base)
                     && policies.iter().all(|p| POLICIES.contains(p))
-                    && (policies.is_empty() || !row.starts_with("buffer")),
-                "--rows {row}: one of {}, a placeholder row with any of +{}",
+                    && (policies.is_empty() || !row.starts_with("buffer"))
+                    && (class::base(row) == row || class::lead_s(row).is_some()),
+                "--rows {row}: one of {}, a placeholder row with any of +{}, each with a last +schedule-LEAD (10m, 150s) or not",
                 ROWS.join(", "),
                 POLICIES.join(", +")
             );
@@ -301,6 +309,7 @@ fn split_row(row: &str) -> (&str, Vec<&str>) {
 /// A row without its `+avoid-warm` suffix (the simulator's row: it does not model the
 /// warm label's affinity).
 fn base_row(row: &str) -> &str {
+    let row = class::base(row);
     row.split("+avoid-warm").next().unwrap_or(row)
 }
 
@@ -314,6 +323,7 @@ fn pinned(row: &str) -> bool {
 /// The node affinity of the chart's `avoidWarmNodes` for a `+avoid-warm` row
 /// (`charts/selfdestruct/templates/statefulset.yaml` renders the same terms).
 fn avoid_warm(row: &str) -> Option<Value> {
+    let row = class::base(row);
     let term = json!({"matchExpressions": [{"key": WARM_LABEL, "operator": "DoesNotExist"}]});
     if row.ends_with("+avoid-warm-required") {
         Some(
@@ -583,6 +593,8 @@ struct RowResult {
     moved: Landing,
     preempted: Landing,
     drained: Landing,
+    /// The class form's looks at the bell and the calendar controller's Events (class.rs).
+    class: Value,
 }
 
 /// Where the successors of the placeholders that went were bound: on a node newer than the
@@ -784,9 +796,13 @@ fn main() {
             "wait_threshold_s": args.wait_threshold_s(),
             "kubelet_concurrency": args.kubelet_concurrency, "salvo_scale_up": args.salvo,
             "wall_min": round2(wall.elapsed().as_secs_f64() / 60.0), "load": loads}));
+        if let (Some(c), Some(r)) = (class::json(&args, &g.row, rs), out.last_mut()) {
+            r["class"] = c;
+        }
     }
     for p in &args.placement {
         let delays = measured_delays(&args, &out, p);
+        out.extend(class::run_sim(&args, p, window_s, &delays));
         out.extend(run_sim(&args, p, window_s, &delays));
     }
     out.sort_by_key(|r| {
@@ -1060,6 +1076,7 @@ async fn run_real(
     let timeline: Arc<Mutex<BTreeMap<String, Vec<Sample>>>> = Arc::default();
     let why: Arc<Mutex<BTreeMap<String, Vec<Value>>>> = Arc::default();
     let placeholders: Arc<Mutex<HashMap<String, PlaceholderSeen>>> = Arc::default();
+    let class = class::start(args, &cp, &client, groups, run, &agent_bin, &pods, &nodes).await;
     let start = Instant::now();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     // The observer: bound and Ready times, the node's image at binding, node-seconds, and a
@@ -1432,6 +1449,9 @@ async fn run_real(
         logs.join(format!("run{run}-node-gate.log")),
         kubelet.namespace_logs("node-gate"),
     );
+    if let Some(c) = class {
+        c.finish(&client, f, &mut res).await;
+    }
     drop(autoscaler);
     drop(kubelet);
     drop(cp);
@@ -1679,6 +1699,7 @@ fn run_sim(args: &Args, placement: &str, window_s: f64, delays: &Delays) -> Vec<
                 .arg(format!("{}ms", (v * 1000.0).round() as u64));
         }
     }
+    cmd.args(&args.class.sim_flags);
     if args.plot.is_some() && placement == args.placement[0] {
         cmd.args(["--plot", "target/coldstart-sim.svg", "--plot-until"])
             .arg(format!("{}s", window_s.ceil()));
@@ -1712,7 +1733,7 @@ fn sim_rows(args: &Args, placement: &str, v: &Value, window_s: f64, delays: &Del
     for row in &args.rows {
         let Some(r) = list
             .iter()
-            .find(|r| r["results"]["policy"].as_str() == Some(row.as_str()))
+            .find(|r| r["results"]["policy"].as_str() == Some(class::sim_policy(row)))
         else {
             eprintln!("simulate printed no row {row}");
             continue;

@@ -1,6 +1,6 @@
 """Markdown tables of bench/results/real-stack.json (docs/benchmarks.md, docs/peers.md):
 python3 bench/coldstart/table.py [FORM]  (run from the repository root; FORM: quick, full,
-cycling, binder, peers, readme, peers-cycling or readme-cycling; RESULTS=FILE reads another
+cycling, binder, class, peers, readme, peers-cycling or readme-cycling; RESULTS=FILE reads another
 results file)."""
 import json, os, sys
 
@@ -82,6 +82,58 @@ def landed(r, key):
     mean = lambda k: fmt(sum(l[k]) / n)
     return f"{mean('new')} / {mean('old')} / {mean('pending')} ({mean('brought')})"
 
+
+def class_table():
+    """The class form: per row its lead time, cold starts, the users' wait, node-hours, when the
+    calendar controller raised the count, and the room each run had at the bell (the bench's
+    own warm-by look; the controller's WarmBy Events when its binary posts them)."""
+    def lead(r):
+        l = (r or {}).get("class", {}).get("lead_s")
+        return "flat" if l is None else ("%gm" % (l / 60) if l % 60 == 0 else "%gs" % l)
+
+    def raised(r):
+        out = []
+        for run in r["class"]["per_run"] if r else []:
+            up = [e["t_s"] for e in (run or {}).get("scaled", []) if "-> %d" % r["class"]["count"] in (e["note"] or "")]
+            out.append("%g" % -up[0] if up and up[0] is not None else "-")
+        return ", ".join(out) or "-"
+
+    def looked(r, at):
+        out = []
+        for run in r["class"]["per_run"] if r else []:
+            l = next((x["look"] for x in (run or {}).get("looks", []) if x["at"] == at), None)
+            if l:
+                out.append("%s/%s/%s" % (l["placeholders_ready"], l["on_warm_nodes"], l["room_on_warm_nodes"]))
+        return ", ".join(out) or "-"
+
+    def warm_by(r):
+        notes = [e["note"] for run in (r["class"]["per_run"] if r else []) for e in (run or {}).get("warm_by", [])]
+        return "; ".join(notes)
+
+    q = lambda x: "-" if not x or "ready_s" not in x else " / ".join(fmt(x["ready_s"][k]) for k in ("p50", "p90", "p99"))
+    names = sorted({r["row"] for r in data}, key=lambda n: (lead(cell("most-allocated", n, "real") or cell("most-allocated", n, "sim")) != "flat", "buffer" in n, n))
+    for p in ["most-allocated", "least-allocated"]:
+        if not any(r["placement"] == p for r in data):
+            continue
+        print(f"\n{p} (class):\n")
+        print("| row | lead | cold real (runs) | cold sim (seeds) | wait p50 / p90 / p99 real | sim | user-min real | sim | node-h real | sim | raised, s before the bell | at the bell: ready / on warm / room on warm | 5 min before |")
+        print("|---|---|---|---|---|---|--:|--:|--:|--:|---|---|---|")
+        for row in names:
+            r, s = cell(p, row, "real"), cell(p, row, "sim")
+            if not r and not s:
+                continue
+            print(f"| {row} | {lead(r or s)} | {runs(r)} | {runs(s) if s else 'none'} | {q(r)} | {q(s)} | "
+                  f"{fmt(r and r.get('user_minutes'))} | {fmt(s and s.get('user_minutes'))} | {fmt(r and r['node_hours'])} | "
+                  f"{fmt(s and s['node_hours'])} | {raised(r) if lead(r) != 'flat' else '-'} | {looked(r, 'bell')} | {looked(r, 'margin')} |")
+        notes = [(row, warm_by(cell(p, row, "real"))) for row in names]
+        for row, n in notes:
+            if n:
+                print(f"\n{row}: the controller's WarmBy Events: {n}")
+
+
+if form == "class":
+    class_table()
+    sys.exit(0)
 
 if cycling_doc and sys.argv[1] == "readme-cycling":
     ps = ["most-allocated", "least-allocated"]

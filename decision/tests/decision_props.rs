@@ -186,9 +186,10 @@ fn policy() -> impl Strategy<Value = Policy> {
         small_duration(),
         0u32..4,
         small_duration(),
+        prop::bool::weighted(0.2),
     )
         .prop_map(
-            |(lifetime, move_to_new_nodes, node_settle, n_images, move_jitter, cap, min_age)| {
+            |(lifetime, move_to_new_nodes, node_settle, n_images, move_jitter, cap, min_age, avoid)| {
                 Policy {
                     lifetime: lifetime.map(|(a, b)| (a.min(b), a.max(b))),
                     move_to_new_nodes,
@@ -197,7 +198,7 @@ fn policy() -> impl Strategy<Value = Policy> {
                     move_jitter,
                     max_moves_per_hour: cap,
                     min_age,
-                    avoid_deletion_candidates: false,
+                    avoid_deletion_candidates: avoid,
                 }
             },
         )

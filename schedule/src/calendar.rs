@@ -2,8 +2,9 @@
 //! own, their recurrences (RRULE, RDATE, EXDATE) expanded by the `rrule` crate.
 //!
 //! An event asks for placeholders when its SUMMARY or DESCRIPTION says
-//! `placeholders: N` (any case, spaces free); other events are ignored, so a shared
-//! calendar works. Such an event needs DTSTART and DTEND (DURATION is not read).
+//! `placeholders: N` (any case, spaces free), for the default target, or
+//! `placeholders[NAME]: N` for the target named NAME; other events are ignored, so a
+//! shared calendar works. Such an event needs DTSTART and DTEND (DURATION is not read).
 //! Times with a TZID are in that zone ([`crate::zone`]: IANA, Windows or the calendar's
 //! VTIMEZONE), times ending in `Z` in UTC, floating times and all-day dates in the
 //! schedule's zone (an all-day event runs from its first day's midnight to its DTEND
@@ -39,13 +40,19 @@ const MAX_NAME: usize = 200;
 /// The word that marks an event's count.
 const MARK: &str = "placeholders";
 
+/// The most characters of a target's name in `placeholders[NAME]` (a DNS label).
+const MAX_POOL: usize = 63;
+
+/// A target's name in `placeholders[NAME]: N`, lower case; `None`: the default target.
+pub type Pool = Option<Arc<str>>;
+
 /// One event that asks for placeholders.
 #[derive(Clone, Debug)]
 pub struct CalendarEvent {
     /// Its SUMMARY (else its UID), at most 200 characters.
     pub name: Arc<str>,
-    /// The count it asks for.
-    pub count: u32,
+    /// The counts it asks for, each for a target (at most one each).
+    pub counts: Vec<(Pool, u32)>,
     /// The line of its BEGIN, in the text as read.
     pub line: Option<usize>,
     /// Its occurrences' starts, in its zone's wall-clock time (written as UTC).
@@ -60,6 +67,8 @@ pub struct CalendarEvent {
 pub struct Occurrence {
     /// The event's name (shared with the event).
     pub name: Arc<str>,
+    /// The target it counts for.
+    pub pool: Pool,
     /// Its count.
     pub count: u32,
     /// Start.
@@ -228,12 +237,13 @@ impl Calendar {
                 let start = e.zone.utc(local);
                 let end = start + e.duration;
                 if start < until && end > from {
-                    out.push(Occurrence {
+                    out.extend(e.counts.iter().map(|(pool, count)| Occurrence {
                         name: Arc::clone(&e.name),
-                        count: e.count,
+                        pool: pool.clone(),
+                        count: *count,
                         start,
                         end,
-                    });
+                    }));
                 }
                 if out.len() > 2 * MAX_HELD {
                     until = cut(&mut out);
@@ -294,11 +304,18 @@ fn event(
         line: line_of(property),
         reason: format!("event {name:?}: {reason}"),
     };
-    let count = match count_in(text("SUMMARY").as_deref()) {
-        Ok(None) => count_in(text("DESCRIPTION").as_deref()).map_err(|r| refuse("DESCRIPTION", r)),
-        other => other.map_err(|r| refuse("SUMMARY", r)),
-    }?;
-    let Some(count) = count else { return Ok(None) };
+    // A target named in the SUMMARY takes its count from there.
+    let mut counts = counts_in(text("SUMMARY").as_deref()).map_err(|r| refuse("SUMMARY", r))?;
+    for (pool, count) in
+        counts_in(text("DESCRIPTION").as_deref()).map_err(|r| refuse("DESCRIPTION", r))?
+    {
+        if !counts.iter().any(|(p, _)| *p == pool) {
+            counts.push((pool, count));
+        }
+    }
+    if counts.is_empty() {
+        return Ok(None);
+    }
     let floating = Zone::Iana(tz);
     let mut when = |property: &str| {
         let p = c.find_prop(property);
@@ -334,7 +351,7 @@ fn event(
     }
     Ok(Some(CalendarEvent {
         name: name.clone(),
-        count,
+        counts,
         line: begin,
         set: set.limit(),
         zone,
@@ -488,31 +505,56 @@ fn unescape(text: &str) -> String {
     out
 }
 
-/// `placeholders: N` in `text`: `Ok(None)` when the word is not there.
-fn count_in(text: Option<&str>) -> Result<Option<u32>, String> {
-    let Some(text) = text else { return Ok(None) };
-    let lower = text.to_ascii_lowercase();
-    // The word followed by `:` or `=`: a prose mention ("Talk: placeholders in
-    // Kubernetes") is no count.
-    let marked = lower.match_indices(MARK).find_map(|(at, _)| {
+/// Each `placeholders: N` and `placeholders[NAME]: N` in `text`, the first of each
+/// target; none when the word is not followed by `:` or `=` (a prose mention).
+fn counts_in(text: Option<&str>) -> Result<Vec<(Pool, u32)>, String> {
+    let mut counts: Vec<(Pool, u32)> = Vec::new();
+    let lower = text.unwrap_or_default().to_ascii_lowercase();
+    for (at, _) in lower.match_indices(MARK) {
         let rest = lower[at + MARK.len()..].trim_start();
-        rest.strip_prefix([':', '='])
-    });
-    let Some(rest) = marked else { return Ok(None) };
-    let digits: String = rest
-        .trim_start()
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect();
-    digits
-        .parse::<u32>()
-        .ok()
-        .filter(|n| *n <= crate::baseline::MAX_COUNT)
-        .map(Some)
-        .ok_or_else(|| {
-            format!(
-                "`{MARK}:` is not followed by a whole number from 0 to {}",
-                crate::baseline::MAX_COUNT
-            )
-        })
+        let (pool, rest) = match rest.strip_prefix('[') {
+            Some(named) => {
+                let Some((pool, rest)) = named.split_once(']') else {
+                    continue;
+                };
+                (Some(pool.trim()), rest.trim_start())
+            }
+            None => (None, rest),
+        };
+        // The word followed by `:` or `=`: a prose mention ("Talk: placeholders in
+        // Kubernetes") is no count.
+        let Some(rest) = rest.strip_prefix([':', '=']) else {
+            continue;
+        };
+        let mark = pool.map_or(MARK.to_string(), |p| format!("{MARK}[{p}]"));
+        if let Some(p) = pool
+            && (p.is_empty()
+                || p.len() > MAX_POOL
+                || !p.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                || p.starts_with('-')
+                || p.ends_with('-'))
+        {
+            return Err(format!(
+                "`{mark}`: a target's name is a DNS label (a-z, 0-9, -), such as gpu"
+            ));
+        }
+        let digits: String = rest
+            .trim_start()
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        let max = crate::baseline::MAX_COUNT;
+        let count = digits.parse::<u32>().ok().filter(|n| *n <= max);
+        let count = count.ok_or_else(|| {
+            format!("`{mark}:` is not followed by a whole number from 0 to {max}")
+        })?;
+        let pool: Pool = pool.map(Into::into);
+        if !counts.iter().any(|(p, _)| *p == pool) {
+            counts.push((pool, count));
+        }
+    }
+    Ok(counts)
 }
+
+#[cfg(test)]
+mod tests;

@@ -379,7 +379,7 @@ fn a_large_shared_calendar_is_read_piece_by_piece_keeping_only_events_with_a_cou
         let cal = Calendar::parse_filtered(&kept, Tz::UTC).unwrap();
         let names: Vec<&str> = cal.events.iter().map(|e| &*e.name).collect();
         assert_eq!(names, ["Lecture placeholders: 40", "Lab placeholders: 30"]);
-        let counts: Vec<u32> = cal.events.iter().map(|e| e.count).collect();
+        let counts: Vec<u32> = cal.events.iter().map(|e| e.counts[0].1).collect();
         assert_eq!(counts, [40, 30]);
     }
     // A skipped event's line is of the text as read, not of what was kept.
@@ -453,7 +453,11 @@ fn a_prose_mention_of_the_word_is_no_count() {
         ),
     ));
     let cal = Calendar::parse(&text, Tz::UTC).unwrap();
-    let counts: Vec<(&str, u32)> = cal.events.iter().map(|e| (&*e.name, e.count)).collect();
+    let counts: Vec<(&str, u32)> = cal
+        .events
+        .iter()
+        .map(|e| (&*e.name, e.counts[0].1))
+        .collect();
     assert_eq!(counts, [("Why placeholders? Lab", 6)]);
 }
 
@@ -530,7 +534,7 @@ fn a_google_calendar_export_is_read() {
     assert_eq!(eval(&s, &cal, utc("2026-12-21T20:00:00Z")).count, 0);
     // The event without a count is none of the schedule's.
     assert_eq!(cal.events.len(), 2);
-    assert_eq!(cal.events[0].count, 40);
+    assert_eq!(cal.events[0].counts, [(None, 40)]);
 }
 
 #[test]
@@ -704,4 +708,63 @@ fn a_recurrence_that_never_occurs_is_skipped_at_once() {
     let all = starts(&cal, "2026-01-01T00:00:00Z", "2028-12-31T00:00:00Z");
     assert_eq!(all.len(), 1, "{all:?}");
     assert_eq!(all[0].1, "02-29 09:00");
+}
+
+#[test]
+fn each_target_counts_its_own_events_and_the_changes_are_listed() {
+    let text = ics(&event(
+        "SUMMARY:Data 8 placeholders: 40\r\nDESCRIPTION:placeholders[gpu]: 4\r\n\
+         DTSTART:20260302T090000Z\r\nDTEND:20260302T103000Z\r\nRRULE:FREQ=DAILY;COUNT=2\r\n",
+    ));
+    let cal = Calendar::parse(&text, Tz::UTC).unwrap();
+    let (from, to) = (utc("2026-03-02T00:00:00Z"), utc("2026-03-04T00:00:00Z"));
+    let occ = cal.occurrences(from, to).unwrap();
+    let changes = |s: &Schedule, pool| -> Vec<(String, u32)> {
+        let c = s.changes(pool, &occ, from, to);
+        c.iter()
+            .map(|(t, f)| (t.format("%d %H:%M").to_string(), f.count))
+            .collect()
+    };
+    let day = |d: u32, at: &[(&str, u32)]| -> Vec<(String, u32)> {
+        at.iter()
+            .map(|(t, c)| (format!("{d:02} {t}"), *c))
+            .collect()
+    };
+    let cpu = schedule("Mon-Fri 08:00-18:00 = 12; * = 2", Tz::UTC);
+    let mut want = day(
+        2,
+        &[
+            ("00:00", 2),
+            ("08:00", 12),
+            ("08:50", 40),
+            ("10:30", 12),
+            ("18:00", 2),
+        ],
+    );
+    want.extend(day(
+        3,
+        &[("08:00", 12), ("08:50", 40), ("10:30", 12), ("18:00", 2)],
+    ));
+    assert_eq!(changes(&cpu, None), want);
+    let gpu = schedule("* = 0", Tz::UTC);
+    let mut want = day(2, &[("00:00", 0), ("08:50", 4), ("10:30", 0)]);
+    want.extend(day(3, &[("08:50", 4), ("10:30", 0)]));
+    assert_eq!(changes(&gpu, Some("gpu")), want);
+    // The default target's count (as `simulate --schedule` reads it) ignores a named one's.
+    let f = gpu.in_force(&occ, utc("2026-03-02T09:00:00Z"));
+    assert_eq!(f.count, 40);
+    assert_eq!(
+        f.to_string(),
+        "calendar event \"Data 8 placeholders: 40\" (2026-03-02 09:00 to 2026-03-02 10:30 UTC, placeholders: 40)"
+    );
+    let f = gpu.in_force_for(Some("gpu"), &occ, utc("2026-03-02T09:00:00Z"));
+    assert!(f.to_string().ends_with("placeholders[gpu]: 4)"), "{f}");
+    // A change between minutes: an event at 09:00:30 applies at 08:50:30.
+    let text = text.replace("T090000Z", "T090030Z");
+    let occ = Calendar::parse(&text, Tz::UTC)
+        .unwrap()
+        .occurrences(from, to)
+        .unwrap();
+    let c = gpu.changes(Some("gpu"), &occ, from, to);
+    assert_eq!(c[1].0, utc("2026-03-02T08:50:30Z"));
 }

@@ -265,7 +265,7 @@ struct Args {
     /// With --recommend: also propose a weekly baseline (per hour of the week the smallest count meeting the target) and print its node-hours against the flat count
     #[arg(long, requires_all = ["recommend", "arrivals"], help_heading = "Schedule")]
     schedule: bool,
-    /// Add a `schedule` row: the agent's defaults with the replicas following this weekly baseline ("Mon-Fri 08:00-18:00 = 12; * = 2")
+    /// Add a `schedule` row: the agent's defaults (behind the node gate with --gate on) with the replicas following this weekly baseline ("Mon-Fri 08:00-18:00 = 12; * = 2")
     #[arg(long, value_name = "RULES", value_parser = schedule_baseline, conflicts_with = "recommend", help_heading = "Schedule")]
     schedule_baseline: Option<Baseline>,
     /// ... and the events of this iCal file ("placeholders: N" in their summary or description)
@@ -312,7 +312,8 @@ fn schedule_of(args: &Args, baseline: Baseline) -> selfdestruct_schedule::Schedu
 type Steps = Vec<(scenario::Ms, u32)>;
 
 /// The `schedule` row and its replicas over time, from `--schedule-baseline` and
-/// `--schedule-calendar`: the `new-node` row (the agent's defaults) with the steps.
+/// `--schedule-calendar`: the `new-node` row (the agent's defaults; `gate+new-node` with
+/// `--gate on`) with the steps.
 fn schedule_row(
     args: &Args,
     sc: &Scenario,
@@ -335,9 +336,14 @@ fn schedule_row(
         }
     };
     let steps = selfdestruct_sim::schedule::steps(sc, origin, &schedule, &occurrences);
+    let base = if config.gate {
+        scenario::Row::GateNewNode
+    } else {
+        scenario::Row::NewNode
+    };
     let mut row = scenario::standard_rows(sc, config.clone())
         .into_iter()
-        .find(|r| r.row == scenario::Row::NewNode)
+        .find(|r| r.row == base)
         .ok_or("no new-node row")?;
     row.name = "schedule".into();
     row.row = scenario::Row::Schedule;

@@ -201,6 +201,53 @@ fn schedule_baseline_adds_a_schedule_row() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("must end after it starts"));
 }
 
+/// With `--gate on` the `schedule` row is the agent's defaults behind the node gate (the
+/// real-stack bench's `gate+new-node+schedule-LEAD` rows): no user starts cold, where the same
+/// schedule without the gate has cold starts.
+#[test]
+fn the_schedule_row_is_behind_the_gate_with_gate_on() {
+    let schedule_row = |gate: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_simulate"))
+            .args([
+                "--scenario",
+                "small",
+                "--max-nodes",
+                "40",
+                "--arrivals",
+                TIMETABLE,
+                "--only",
+                "none",
+                "--schedule-baseline",
+                "* = 2",
+                "--gate",
+                gate,
+                "--json",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let rows = v["rows"].as_array().unwrap();
+        let row = rows
+            .iter()
+            .find(|r| r["setup"]["name"] == "schedule")
+            .unwrap();
+        (
+            row["setup"]["gate"].clone(),
+            row["results"]["cold"].as_u64().unwrap(),
+        )
+    };
+    let (gate, cold) = schedule_row("on");
+    assert_eq!((gate, cold), (serde_json::json!(true), 0));
+    let (gate, cold) = schedule_row("off");
+    assert_eq!(gate, serde_json::json!(false));
+    assert!(cold > 0, "{cold} cold starts without the gate");
+}
+
 /// `--recommend --schedule`: a search per window (hour of the week). On the class
 /// timetable at the default target (no user waits for room), the proposal meets the
 /// target on the same replay at fewer node-hours than the flat count; a quiet window gets
