@@ -371,8 +371,8 @@ fn raw_get(fake: &FakeCluster, path: &str) -> std::io::Result<std::net::TcpStrea
 }
 
 /// A fake cluster with `replicas` placeholders and `nodes` realistic nodes
-/// (`images` images each), a kubeconfig for the project's RBAC (with the
-/// optional node-reader rules), realistic bookmarks.
+/// (`images` images each), a kubeconfig with the bench's token (the fake checks
+/// no RBAC: every read the agent makes is answered), realistic bookmarks.
 struct Scene {
     fake: FakeCluster,
     kubeconfig: PathBuf,
@@ -966,7 +966,7 @@ fn busy_decisions(o: &Opts, t: &mut Table) {
     std::thread::sleep(Duration::from_millis(1100));
     // 49 siblings created after the agents saw the new nodes, placed on them (as
     // the scheduler places re-created placeholders: the new nodes are the emptiest;
-    // here by a node selector, the agents read only where a sibling runs).
+    // the agents read only where a sibling runs).
     for i in 0..49 {
         sc.fake.add_pod(template.running_pod(NS, &format!("moved-{i}"), &format!("new-{i:05}"), SystemTime::now()));
     }
