@@ -11,7 +11,7 @@ use std::time::Duration;
 use common::cluster::{NS, Scene, events_path, is_event_about};
 use common::vtime::{self, Logs};
 use common::*;
-use fake_apiserver::{FaultResponse, Matcher, NodeBuilder, PodTemplate, Rule, Subject};
+use fake_apiserver::{FaultResponse, Matcher, NodeBuilder, PodTemplate};
 
 const TIMER_ONLY: &[(&str, &str)] = &[
     ("SELFDESTRUCT_MIN_LIFETIME", "1s"),
@@ -44,32 +44,21 @@ async fn evicts_itself_once_its_lifetime_is_up_with_its_uid() {
     assert_eq!(body["deleteOptions"]["preconditions"]["uid"], uid.as_str());
     assert_eq!(body["kind"], "Eviction");
     assert_eq!(ev.status, 201, "{}", logs.text());
-    // The StatefulSet re-creates it under the same name with a new uid.
-    assert!(
-        vtime::until(Duration::from_secs(5), || {
-            s.fake
-                .get_pod(NS, "placeholder-1")
-                .and_then(|p| p.metadata.uid)
-                .is_some_and(|u| u != uid)
-        })
-        .await
-    );
     // The Event says why.
     let events = s.fake.events(NS);
     let event = events
         .iter()
-        .find(|e| e.involved_object.name.as_deref() == Some("placeholder-1"))
+        .find(|e| e["regarding"]["name"] == "placeholder-1")
         .expect("an Event about the own pod");
-    assert_eq!(event.reason.as_deref(), Some("SelfDestruct"));
+    assert_eq!(event["reason"], "SelfDestruct");
     assert!(
-        event
-            .message
-            .as_deref()
+        event["note"]
+            .as_str()
             .unwrap_or("")
             .starts_with("lifetime "),
-        "{event:?}"
+        "{event}"
     );
-    assert_eq!(event.involved_object.uid.as_deref(), Some(uid.as_str()));
+    assert_eq!(event["regarding"]["uid"], uid.as_str());
     s.assert_only_own_mutations(&[("placeholder-1", &uid)]);
     assert!(
         vtime::until(Duration::from_secs(2), || logs
@@ -87,29 +76,31 @@ async fn evicts_itself_once_its_lifetime_is_up_with_its_uid() {
 }
 
 /// zero-to-jupyterhub's own budget over the placeholders next to ours: the
-/// API server refuses every eviction with HTTP 500. The agent says so (a
-/// warning and a Warning Event naming the problem and the fix) and retries
-/// rarely, instead of backing off on a 5xx in silence.
+/// API server refuses every eviction with HTTP 500 (`eviction-500-two-pdbs.json`). The
+/// agent says so (a warning and a Warning Event naming the problem and the fix) and
+/// retries rarely, instead of backing off on a 5xx in silence.
 #[tokio::test(start_paused = true)]
 async fn two_budgets_over_the_pod_are_named_in_a_warning_and_an_event() {
     let (logs, _guard) = Logs::capture();
     let s = vtime::placeholders(2).await;
-    let mut chart_budget = s
-        .fake
-        .get_pdb(NS, "placeholder")
-        .expect("the scene's budget");
-    chart_budget.metadata = Default::default();
-    chart_budget.metadata.name = Some("user-placeholder".into());
-    chart_budget.metadata.namespace = Some(NS.into());
-    chart_budget.status = None;
-    if let Some(spec) = chart_budget.spec.as_mut() {
-        spec.max_unavailable = None;
-        spec.min_available =
-            Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(0));
+    for (name, selector) in [
+        ("placeholder", "placeholder"),
+        ("user-placeholder", "placeholder"),
+    ] {
+        s.fake.add_pdb(serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app.kubernetes.io/instance": selector}}}
+        })).expect("a budget"));
     }
-    s.fake.add_pdb_object(chart_budget);
+    s.fake.fail_next(
+        Matcher::custom(|r| r.path.ends_with("/eviction")),
+        FaultResponse::captured("eviction-500-two-pdbs.json"),
+        usize::MAX,
+    );
     let uid = s.uid("placeholder-0");
-    let agent = vtime::agent(&s, "placeholder-0", TIMER_ONLY);
+    // Without the optional permission to list budgets.
+    let budgets = |r: &fake_apiserver::RequestInfo| r.path.ends_with("/poddisruptionbudgets");
+    let agent = vtime::agent_denied(&s, "placeholder-0", budgets, TIMER_ONLY);
     let ev = vtime::request(&s, Duration::from_secs(15), |r| r.is_eviction())
         .await
         .unwrap_or_else(|| panic!("no eviction:\n{}", logs.text()));
@@ -132,15 +123,15 @@ async fn two_budgets_over_the_pod_are_named_in_a_warning_and_an_event() {
     );
     let event = vtime::until_some(Duration::from_secs(10), || {
         s.fake.events(NS).into_iter().find(|e| {
-            e.involved_object.name.as_deref() == Some("placeholder-0")
-                && e.reason.as_deref() == Some("MultiplePodDisruptionBudgets")
+            e["regarding"]["name"] == "placeholder-0"
+                && e["reason"] == "MultiplePodDisruptionBudgets"
         })
     })
     .await
     .unwrap_or_else(|| panic!("no Warning Event:\n{}", logs.text()));
-    assert_eq!(event.type_.as_deref(), Some("Warning"));
-    assert_eq!(event.involved_object.uid.as_deref(), Some(uid.as_str()));
-    let message = event.message.unwrap_or_default();
+    assert_eq!(event["type"], "Warning");
+    assert_eq!(event["regarding"]["uid"], uid.as_str());
+    let message = event["note"].as_str().unwrap_or_default();
     assert!(
         message.contains("two or more PodDisruptionBudgets select it")
             && message.contains(&format!("kubectl -n {NS} get poddisruptionbudgets")),
@@ -150,12 +141,7 @@ async fn two_budgets_over_the_pod_are_named_in_a_warning_and_an_event() {
     assert_eq!(s.uid("placeholder-0"), uid);
     assert!(agent.is_running());
     // With the optional permission to list budgets, the warning names them.
-    let lister = Subject::placeholder_agent(NS, "placeholder").rule(Rule::new(
-        &["list"],
-        &["poddisruptionbudgets"],
-        Some(NS),
-    ));
-    let _named = vtime::agent_as(&s, "placeholder-1", lister, TIMER_ONLY);
+    let _named = vtime::agent(&s, "placeholder-1", TIMER_ONLY);
     assert!(
         logs.show_of("placeholder-1", "select it", Duration::from_secs(20))
             .await,
@@ -274,7 +260,7 @@ async fn a_pdb_429_is_retried_later_and_then_succeeds() {
     let (logs, _guard) = Logs::capture();
     let s = vtime::placeholders(3).await;
     // A sibling is not Ready: the PDB (maxUnavailable 1) refuses evictions.
-    s.fake.set_pod_ready(NS, "placeholder-2", false);
+    refuse_evictions(&s);
     // Sibling awareness off: the PDB alone serialises the moves.
     let _agent = vtime::agent(
         &s,
@@ -290,7 +276,7 @@ async fn a_pdb_429_is_retried_later_and_then_succeeds() {
         logs.show("PodDisruptionBudget says not now", Duration::from_secs(2))
             .await
     );
-    s.fake.set_pod_ready(NS, "placeholder-2", true);
+    s.fake.clear_faults();
     let ok = vtime::request(&s, Duration::from_secs(30), |r| {
         r.is_eviction() && r.status == 201
     })
@@ -311,7 +297,7 @@ async fn a_pdb_429_is_retried_later_and_then_succeeds() {
 async fn the_event_follows_the_accepted_eviction_and_a_429_posts_none() {
     let (logs, _guard) = Logs::capture();
     let s = vtime::placeholders(3).await;
-    s.fake.set_pod_ready(NS, "placeholder-2", false);
+    refuse_evictions(&s);
     let _agent = vtime::agent(
         &s,
         "placeholder-0",
@@ -327,7 +313,7 @@ async fn the_event_follows_the_accepted_eviction_and_a_429_posts_none() {
         logs.text()
     );
     assert_eq!(s.fake.count_requests(event), 0, "{}", logs.text());
-    s.fake.set_pod_ready(NS, "placeholder-2", true);
+    s.fake.clear_faults();
     let accepted = vtime::request(&s, Duration::from_secs(60), |r| {
         r.is_eviction() && r.status == 201
     })
@@ -345,16 +331,25 @@ async fn the_event_follows_the_accepted_eviction_and_a_429_posts_none() {
         .fake
         .events(NS)
         .into_iter()
-        .find(|e| e.involved_object.name.as_deref() == Some("placeholder-0"))
+        .find(|e| e["regarding"]["name"] == "placeholder-0")
         .expect("the Event");
-    assert_eq!(posted.reason.as_deref(), Some("SelfDestruct"));
+    assert_eq!(posted["reason"], "SelfDestruct");
     assert!(
-        posted
-            .message
-            .as_deref()
+        posted["note"]
+            .as_str()
             .unwrap_or("")
             .starts_with("lifetime "),
-        "{posted:?}"
+        "{posted}"
+    );
+}
+
+/// Every eviction is refused as a PodDisruptionBudget refuses it while a sibling is not
+/// Ready (`eviction-429-pdb.json`), until `clear_faults`.
+fn refuse_evictions(s: &Scene) {
+    s.fake.fail_next(
+        Matcher::custom(|r| r.path.ends_with("/eviction")),
+        FaultResponse::captured("eviction-429-pdb.json"),
+        usize::MAX,
     );
 }
 
@@ -456,11 +451,9 @@ async fn a_refused_or_failing_sibling_list_does_not_stop_the_moves() {
     let s = vtime::placeholders(3).await;
     started_an_hour_ago(&s, "placeholder-0");
     started_an_hour_ago(&s, "placeholder-1");
-    let no_list = Subject::new(&format!("system:serviceaccount:{NS}:placeholder"))
-        .rule(Rule::new(&["get", "delete"], &["pods"], Some(NS)))
-        .rule(Rule::new(&["create"], &["pods/eviction"], Some(NS)))
-        .rule(Rule::new(&["create", "patch"], &["events"], Some(NS)));
-    let _refused = vtime::agent_as(&s, "placeholder-0", no_list, TIMER_ONLY);
+    let pods = format!("/api/v1/namespaces/{NS}/pods");
+    let list = move |r: &fake_apiserver::RequestInfo| r.method == "GET" && r.path == pods;
+    let _refused = vtime::agent_denied(&s, "placeholder-0", list, TIMER_ONLY);
     let own = |pod: &'static str| {
         move |r: &fake_apiserver::RecordedRequest| {
             r.is_eviction() && r.status == 201 && r.path.contains(pod)
@@ -657,20 +650,12 @@ async fn without_pod_uid_a_successor_created_after_the_agent_started_is_not_adop
     // ... while its pod is replaced under the same name by one created an hour later
     // than this process started (past any clock skew).
     assert!(s.fake.delete_pod(NS, "placeholder-0"));
-    assert!(
-        vtime::until(Duration::from_secs(10), || {
-            s.fake
-                .get_pod(NS, "placeholder-0")
-                .and_then(|p| p.metadata.uid)
-                .is_some_and(|u| u != old_uid)
-        })
-        .await
-    );
     let later = s.fake.clock().wall() + Duration::from_secs(3600);
-    s.fake.modify_pod(NS, "placeholder-0", |p| {
-        p.metadata.creation_timestamp = Some(fake_apiserver::objects::time_of(later));
-    });
+    let template = PodTemplate::placeholder("placeholder", "1", "4Gi");
+    s.fake
+        .add_pod(template.running_pod(NS, "placeholder-0", "node-0", later));
     let successor = s.uid("placeholder-0");
+    assert_ne!(successor, old_uid);
     s.fake.clear_faults();
     assert!(
         logs.show("a successor, not ours", Duration::from_secs(15))
@@ -959,12 +944,7 @@ async fn a_successor_under_the_same_name_is_left_alone() {
 async fn without_permission_to_read_its_pod_it_keeps_pausing() {
     let (logs, _guard) = Logs::capture();
     let s = vtime::placeholders(1).await;
-    let agent = vtime::agent_as(
-        &s,
-        "placeholder-0",
-        Subject::new("system:serviceaccount:placeholders:nobody"),
-        TIMER_ONLY,
-    );
+    let agent = vtime::agent_denied(&s, "placeholder-0", |_| true, TIMER_ONLY);
     assert!(
         logs.show("cannot read own pod", Duration::from_secs(10))
             .await,
@@ -1063,18 +1043,9 @@ async fn start_jitter_delays_the_first_lists_but_not_the_own_pod_read() {
 async fn without_node_access_the_warning_says_whether_anything_still_moves_it() {
     let (logs, _guard) = Logs::capture();
     let s = vtime::placeholders(2).await;
-    let no_nodes = || {
-        Subject::new(&format!("system:serviceaccount:{NS}:placeholder"))
-            .rule(Rule::new(
-                &["get", "list", "watch", "delete"],
-                &["pods"],
-                Some(NS),
-            ))
-            .rule(Rule::new(&["create"], &["pods/eviction"], Some(NS)))
-            .rule(Rule::new(&["create", "patch"], &["events"], Some(NS)))
-    };
+    let no_nodes = || |r: &fake_apiserver::RequestInfo| r.path.starts_with("/api/v1/nodes");
     // The defaults: no lifetime.
-    let _plain = vtime::agent_as(&s, "placeholder-0", no_nodes(), &[]);
+    let _plain = vtime::agent_denied(&s, "placeholder-0", no_nodes(), &[]);
     assert!(
         logs.show_of(
             "placeholder-0",
@@ -1092,7 +1063,7 @@ async fn without_node_access_the_warning_says_whether_anything_still_moves_it() 
     );
     assert!(!log.contains("timer still works"), "{log}");
     // With a lifetime, the timer does still work.
-    let _timed = vtime::agent_as(
+    let _timed = vtime::agent_denied(
         &s,
         "placeholder-1",
         no_nodes(),

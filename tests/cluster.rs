@@ -1381,6 +1381,67 @@ fn no_move_before_the_required_image_is_on_the_node() {
     });
 }
 
+/// The full rule on the real scheduler: a new node with room for two placeholders, four on
+/// a busy old node. They move towards it one at a time until a successor lands on the old
+/// node (the scheduler, counting the incoming pod, found the new one no better, or it had no
+/// room left): exactly that one move is wasted, and every placeholder that did not move (one
+/// at least, whichever of the two the scheduler chose) reads the new node as full.
+#[test]
+fn placeholders_stop_moving_once_the_new_node_is_full() {
+    let ns = "full";
+    scenario(ns, |client| async move {
+        let s = shared();
+        create_node(&client, &pool_node("full-old", ns, 8, &[], &[IMAGE])).await;
+        ok(s.cp.apply(&ok(placeholder_set(&s.cp, root(), ns, ns, 4, FAST))));
+        // The budget keeps the moves one at a time (sibling awareness alone leaves a window:
+        // from an eviction to the StatefulSet's re-creation no sibling is Pending, and two
+        // agents evicted 17 ms apart without it).
+        let first = all_ready_on(&client, ns, 4, &["full-old"]).await;
+        let first: BTreeSet<String> = first.iter().map(uid).collect();
+        user_pod(&client, ns, "user", "full-old", ns, 4).await;
+        create_node(&client, &pool_node("full-new", ns, 2, &[], &[])).await;
+        let wasted = |now: &[Pod]| {
+            let successors = now.iter().filter(|p| !first.contains(&uid(p)));
+            successors.filter(|p| node_of(p) == "full-old").count()
+        };
+        // Up to three moves, each of which may wait out the budget's hold (see MOVES).
+        let settled = until(
+            "a wasted move, and every unmoved placeholder reading full-new as full",
+            2 * MOVES,
+            || async {
+                let now = pods(&client, ns).await;
+                let unmoved: Vec<&Pod> = now.iter().filter(|p| first.contains(&uid(p))).collect();
+                let full = |p: &&Pod| {
+                    s.kubelet
+                        .pod_logs(ns, &name(p))
+                        .contains("node full-new is full")
+                };
+                (now.len() == 4
+                    && now.iter().all(is_ready)
+                    && wasted(&now) >= 1
+                    && !unmoved.is_empty()
+                    && unmoved.iter().all(full))
+                .then_some(now)
+            },
+        )
+        .await;
+        let settled = match settled {
+            Ok(now) => now,
+            Err(e) => {
+                let now = pods(&client, ns).await;
+                let state: Vec<_> = now
+                    .iter()
+                    .map(|p| (name(p), node_of(p), first.contains(&uid(p)), is_ready(p)))
+                    .collect();
+                panic!("{}: (pod, node, unmoved, Ready): {state:?}", chain(&e))
+            }
+        };
+        let on_new = settled.iter().filter(|p| node_of(p) == "full-new").count();
+        assert!(on_new >= 1, "nothing moved onto full-new");
+        assert_eq!(wasted(&settled), 1, "at most one wasted move");
+    });
+}
+
 // ---------------------------------------------------------------------------------------
 // zero-to-jupyterhub, post-rendered.
 
@@ -1440,6 +1501,7 @@ fn jupyterhub_post_rendered_placeholders_move_to_a_new_node() {
         }
         create_node(&client, &pool_node("jhub-old", ns, 4, &[], &[IMAGE])).await;
         ok(s.cp.apply(&docs));
+        roles_reach_only_the_placeholders(&client, ns).await;
         let first = all_ready_on(&client, ns, 2, &["jhub-old"]).await;
         user_pod(&client, ns, "user", "jhub-old", ns, 2).await;
         create_node(&client, &pool_node("jhub-new", ns, 16, &[], &[])).await;
@@ -1448,6 +1510,54 @@ fn jupyterhub_post_rendered_placeholders_move_to_a_new_node() {
             assert_eq!(seen[&name(p)].len(), 2, "{}: {seen:?}", name(p));
         }
     });
+}
+
+/// The post-rendered Role and ClusterRole, asked of the API server (SubjectAccessReviews for
+/// the placeholders' service account): the placeholder pods only (get, evict; the chart's four
+/// by name), not the hub's or a user's pod, no list (the default variant is minimal), and the
+/// nodes cluster-wide (moving to new nodes).
+async fn roles_reach_only_the_placeholders(client: &kube::Client, ns: &str) {
+    let allowed = |verb: &str, resource: &str, sub: &str, name: &str, namespace: &str| {
+        let review = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+            "spec": {"user": format!("system:serviceaccount:{ns}:selfdestruct-{ns}"),
+                     "groups": ["system:serviceaccounts", format!("system:serviceaccounts:{ns}"), "system:authenticated"],
+                     "resourceAttributes": {"namespace": namespace, "verb": verb, "resource": resource,
+                                            "subresource": sub, "name": name}}});
+        let req = http::Request::post("/apis/authorization.k8s.io/v1/subjectaccessreviews")
+            .header("content-type", "application/json")
+            .body(review.to_string().into_bytes())
+            .expect("a request");
+        async move {
+            let answer: Value = client.request(req).await.expect("a review");
+            answer["status"]["allowed"] == true
+        }
+    };
+    // What the roles allow, once the API server's authorizer has read them (from its cache).
+    ok(until("the placeholders' roles in effect", STEP, || async {
+        for i in 0..4 {
+            let own = format!("user-placeholder-{i}");
+            if !(allowed("get", "pods", "", &own, ns).await
+                && allowed("create", "pods", "eviction", &own, ns).await)
+            {
+                return None;
+            }
+        }
+        let nodes = allowed("list", "nodes", "", "", "").await
+            && allowed("watch", "nodes", "", "", "").await;
+        nodes.then_some(())
+    })
+    .await);
+    for other in ["hub-0", "jupyter-alice"] {
+        assert!(!allowed("get", "pods", "", other, ns).await, "get {other}");
+        assert!(
+            !allowed("create", "pods", "eviction", other, ns).await,
+            "evict {other}"
+        );
+    }
+    assert!(
+        !allowed("list", "pods", "", "", ns).await,
+        "minimal: no list"
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1495,7 +1605,13 @@ fn node_gate_lifts_only_its_own_nodes_taint_and_labels_it_warm_once_the_images_a
         .await;
         create_node(
             &client,
-            &gated(pool_node("gate-c", "gate", 4, &[other.clone()], &[])),
+            &gated(pool_node(
+                "gate-c",
+                "gate",
+                4,
+                std::slice::from_ref(&other),
+                &[],
+            )),
         )
         .await;
         let mut docs = ok(s.cp.kustomize(&root().join("manifests/node-gate")));

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use common::cluster::{NS, Scene, events_path, is_event_about};
 use common::vtime::{self, Logs};
 use common::*;
-use fake_apiserver::{FaultResponse, Matcher, NodeBuilder, RecordedRequest, Subject};
+use fake_apiserver::{FaultResponse, Matcher, NodeBuilder, RecordedRequest};
 use serde_json::json;
 
 /// Lifetime timer only (1 s): the agent moves on its own once the API answers.
@@ -1043,6 +1043,19 @@ async fn many_agents_through_a_burst_of_node_events_stay_gentle_and_move_one_at_
     }
     let startup = t.elapsed();
     let start_reqs = s.fake.requests().len();
+    // The test plays the StatefulSet and its budget (maxUnavailable 1): an evicted
+    // placeholder comes back under its name, Pending for a second, then Running and
+    // Ready; while one is away, an eviction gets the budget's 429.
+    let away = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let budget = away.clone();
+    let refused = move |r: &fake_apiserver::RequestInfo| {
+        r.path.ends_with("/eviction") && budget.swap(true, std::sync::atomic::Ordering::SeqCst)
+    };
+    let refusal = FaultResponse::captured("eviction-429-pdb.json");
+    s.fake
+        .fail_next(Matcher::custom(refused), refusal, usize::MAX);
+    let template = fake_apiserver::PodTemplate::placeholder("placeholder", "1", "4Gi");
+    let mut returning: Vec<(String, tokio::time::Instant)> = Vec::new();
     // The burst: five nodes join NotReady, turn Ready, get labels and images.
     let burst = s.fake.clock().instant();
     for n in 0..5 {
@@ -1069,6 +1082,26 @@ async fn many_agents_through_a_burst_of_node_events_stay_gentle_and_move_one_at_
     let mut max_away = 0;
     let mut away_seen = BTreeMap::new();
     while s.fake.clock().instant() < burst + window {
+        let now = tokio::time::Instant::now();
+        for i in 0..n_agents {
+            let name = format!("placeholder-{i}");
+            if s.fake.get_pod(NS, &name).is_none() {
+                let mut successor = template.running_pod(NS, &name, "", s.fake.clock().wall());
+                let status = successor.status.as_mut().expect("a status");
+                status.phase = Some("Pending".into());
+                status.conditions = None;
+                s.fake.add_pod(successor);
+                returning.push((name, now + Duration::from_secs(1)));
+            }
+        }
+        for (name, _) in returning.iter().filter(|(_, at)| *at <= now) {
+            let running = template.running_pod(NS, name, "fresh-0", s.fake.clock().wall());
+            s.fake.modify_pod(NS, name, |p| {
+                (p.spec, p.status) = (running.spec, running.status)
+            });
+            away.store(false, std::sync::atomic::Ordering::SeqCst);
+        }
+        returning.retain(|(_, at)| *at > now);
         let pods = s.fake.pods(NS);
         let healthy = pods
             .iter()
@@ -1315,20 +1348,12 @@ fn a_page_of_tiny_labels_under_the_cap_keeps_the_agent_under_64_mib() {
 #[test]
 fn a_node_403_is_logged_by_the_agent_and_not_by_kube_too() {
     let s = Scene::placeholders(1);
-    let no_nodes = Subject::new(&format!("system:serviceaccount:{NS}:placeholder"))
-        .rule(fake_apiserver::Rule::new(
-            &["get", "list", "watch", "delete"],
-            &["pods"],
-            Some(NS),
-        ))
-        .rule(fake_apiserver::Rule::new(
-            &["create"],
-            &["pods/eviction"],
-            Some(NS),
-        ));
-    let mut agent = s.agent_as(
+    let token = s.token_for("placeholder-0");
+    common::cluster::forbid(&s.fake, &token, |r| r.path.starts_with("/api/v1/nodes"));
+    let kubeconfig = s.kubeconfig(&token);
+    let mut agent = s.agent_with_kubeconfig(
         "placeholder-0",
-        no_nodes,
+        &kubeconfig,
         &[("SELFDESTRUCT_MAX_LIFETIME", "1h")],
     );
     assert!(
@@ -1373,10 +1398,7 @@ fn a_token_rotated_on_disk_is_used_at_the_next_try() {
         agent.log()
     );
     let rotated = Instant::now();
-    s.fake.add_token(
-        "the-rotated-token",
-        Subject::placeholder_agent(NS, "placeholder").bound_to("placeholder-0"),
-    );
+    s.fake.add_token("the-rotated-token");
     std::fs::write(&token_file, "the-rotated-token").expect("the new token");
     let moved = s.fake.wait_for_request(
         |r| accepted_removal(r, "placeholder-0"),
@@ -1427,10 +1449,7 @@ fn an_exec_plugins_refused_token_is_asked_for_again() {
         "{}",
         agent.log()
     );
-    s.fake.add_token(
-        "the-new-token",
-        Subject::placeholder_agent(NS, "placeholder").bound_to("placeholder-0"),
-    );
+    s.fake.add_token("the-new-token");
     std::fs::write(&token_file, "the-new-token").expect("the new token");
     let moved = s.fake.wait_for_request(
         |r| accepted_removal(r, "placeholder-0"),

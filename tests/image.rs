@@ -22,7 +22,6 @@ use std::time::{Duration, Instant};
 
 use common::cluster::{NS, Scene};
 use common::*;
-use fake_apiserver::Subject;
 use serde_json::{Value, json};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
@@ -854,7 +853,7 @@ fn the_agent_in_the_image_deletes_its_own_pod_with_its_uid() {
     let s = Scene::placeholders(2);
     let pod = "placeholder-0";
     let uid = s.uid(pod);
-    let kubeconfig = s.kubeconfig_for(pod, Subject::placeholder_agent(NS, "placeholder"));
+    let kubeconfig = s.kubeconfig_for(pod);
     let dir = kubeconfig
         .parent()
         .expect("kubeconfig folder")

@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use common::cluster::{NS, Scene};
 use common::*;
-use fake_apiserver::Subject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
 /// A self-signed server certificate for `127.0.0.1`: (cert PEM, cert DER, key DER).
@@ -104,10 +103,7 @@ fn in_cluster_over_tls_with_the_service_account_token_file() {
     let s = Scene::placeholders(2);
     let uid = s.uid("placeholder-0");
     let token = "sa-token-placeholder-0";
-    s.fake.add_token(
-        token,
-        Subject::placeholder_agent(NS, "placeholder").bound_to("placeholder-0"),
-    );
+    s.fake.add_token(token);
     let (pem, cert, key) = certificate();
     let port = tls_front(s.fake.addr(), cert, key);
     let sa = service_account(&s, token, &pem);
@@ -132,10 +128,7 @@ fn in_cluster_over_tls_with_the_service_account_token_file() {
 fn a_server_certificate_the_cluster_ca_did_not_sign_is_refused() {
     let s = Scene::placeholders(1);
     let token = "sa-token-placeholder-0";
-    s.fake.add_token(
-        token,
-        Subject::placeholder_agent(NS, "placeholder").bound_to("placeholder-0"),
-    );
+    s.fake.add_token(token);
     let (_, cert, key) = certificate();
     let (other_ca, _, _) = certificate();
     let port = tls_front(s.fake.addr(), cert, key);

@@ -520,8 +520,13 @@ async fn sixteen_nodes_shown_full_do_not_hide_a_seventeenth() {
         logs.text()
     );
     vtime::pass(Duration::from_secs(5)).await;
-    // A sibling goes; its successor lands on the old node: every new node is full.
+    // A sibling goes; its successor lands on the old node (the new ones are too
+    // small): every new node is full.
     assert!(s.fake.delete_pod(common::cluster::NS, "placeholder-1"));
+    let template = PodTemplate::placeholder("placeholder", "1", "4Gi");
+    let now = s.fake.clock().wall();
+    s.fake
+        .add_pod(template.running_pod(common::cluster::NS, "placeholder-1", "node-a", now));
     assert!(
         vtime::until(Duration::from_secs(60), || (0..16)
             .all(|i| logs.text().contains(&format!("node {} is full", small(i)))))

@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use common::cluster::{NS, Scene};
 use common::*;
-use fake_apiserver::Subject;
 
 /// Settings that move the own pod at once on its lifetime.
 const MOVE_NOW: &[(&str, &str)] = &[
@@ -392,10 +391,7 @@ fn no_api_access_at_all_is_a_plain_pause() {
 fn scene_with_token(token: &str) -> (Scene, String) {
     let s = Scene::placeholders(1);
     let uid = s.uid("placeholder-0");
-    s.fake.add_token(
-        token,
-        Subject::placeholder_agent(NS, "placeholder").bound_to("placeholder-0"),
-    );
+    s.fake.add_token(token);
     (s, uid)
 }
 

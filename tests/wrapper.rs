@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::cluster::{NS, Scene};
 use common::*;
-use fake_apiserver::{FakeCluster, PodTemplate, Rule, Subject};
+use fake_apiserver::{FakeCluster, FaultResponse, Matcher, PodTemplate};
 
 /// A child that says it is ready, then waits; on `sig` it says so and exits 7.
 fn trapping(sig: &str) -> String {
@@ -164,15 +164,9 @@ fn reaps_orphans_as_pid_1_and_keeps_the_childs_status() {
 }
 
 /// The wrapper (`args` before the command) for `pod` of the scene, with the
-/// Downward API env and a token bound to `pod` with `subject`'s permissions.
-fn wrapper_in(
-    scene: &Scene,
-    pod: &str,
-    subject: Subject,
-    args: &[&str],
-    env: &[(&str, &str)],
-) -> Proc {
-    let kubeconfig = scene.kubeconfig_for(pod, subject);
+/// Downward API env and a token of its own.
+fn wrapper_in(scene: &Scene, pod: &str, args: &[&str], env: &[(&str, &str)]) -> Proc {
+    let kubeconfig = scene.kubeconfig_for(pod);
     let uid = scene.uid(pod);
     let kc = kubeconfig.to_string_lossy().to_string();
     let mut all: Vec<(&str, &str)> = vec![
@@ -197,7 +191,6 @@ fn on_exit_delete_deletes_the_own_pod_with_its_uid_then_exits_with_the_childs_co
     let mut p = wrapper_in(
         &s,
         "placeholder-0",
-        Subject::placeholder_agent(NS, "placeholder"),
         &["--", "sh", "-c", "sleep 1; exit 5"],
         // A grace period of 0 is sent as 1 (no force deletion without the opt-in).
         &[
@@ -227,7 +220,6 @@ fn on_exit_delete_deletes_the_own_pod_with_its_uid_then_exits_with_the_childs_co
     let mut p = wrapper_in(
         &s,
         "placeholder-1",
-        Subject::placeholder_agent(NS, "placeholder"),
         &["--", "sh", "-c", &trapping("TERM")],
         &[("SELFDESTRUCT_ON_EXIT", "delete")],
     );
@@ -257,7 +249,6 @@ fn a_lifetime_evicts_the_pod_while_the_child_runs_until_sigterm() {
     let mut p = wrapper_in(
         &s,
         "placeholder-1",
-        Subject::placeholder_agent(NS, "placeholder"),
         &["--", "sh", "-c", &trapping("TERM")],
         &[
             ("SELFDESTRUCT_MIN_LIFETIME", "1s"),
@@ -304,24 +295,26 @@ fn a_sidecar_gives_any_pod_a_lifetime_and_honours_its_pdb() {
     // maxUnavailable 1, and the sidecar's minimal Role of
     // manifests/examples/pod-ttl-sidecar (no list/watch: sibling awareness off).
     const APP: &str = "web";
-    let fake = FakeCluster::start();
-    fake.add_statefulset(NS, APP, 2, PodTemplate::new().label("app", APP));
-    fake.add_pdb(NS, APP, "app=web", 1);
-    assert!(fake.wait_pods_ready(NS, 2, Duration::from_secs(10)));
-    let s = Scene {
-        fake,
-        home: tempdir("sidecar"),
-    };
-    s.fake.set_pod_ready(NS, "web-1", false);
-    let subject = Subject::new(&format!("system:serviceaccount:{NS}:pod-ttl"))
-        .rule(Rule::new(&["get"], &["pods"], Some(NS)))
-        .rule(Rule::new(&["create"], &["pods/eviction"], Some(NS)))
-        .rule(Rule::new(&["create"], &["events"], Some(NS)));
+    let s = Scene::set_up(FakeCluster::start(), 0, &[], PodTemplate::new());
+    let now = s.fake.clock().wall();
+    for pod in ["web-0", "web-1"] {
+        s.fake.add_pod(
+            PodTemplate::new()
+                .label("app", APP)
+                .running_pod(NS, pod, "node-0", now),
+        );
+    }
+    // web-1 is not Ready: the budget refuses evictions (`eviction-429-pdb.json`).
+    let eviction = Matcher::custom(|r| r.path.ends_with("/eviction"));
+    s.fake.fail_next(
+        eviction,
+        FaultResponse::captured("eviction-429-pdb.json"),
+        usize::MAX,
+    );
     let uid = s.uid("web-0");
     let sidecar = wrapper_in(
         &s,
         "web-0",
-        subject,
         &[],
         &[
             ("SELFDESTRUCT_MIN_LIFETIME", "1s"),
@@ -339,7 +332,7 @@ fn a_sidecar_gives_any_pod_a_lifetime_and_honours_its_pdb() {
         )
         .unwrap_or_else(|| panic!("no 429:\n{}", sidecar.log()));
     assert!(sidecar.wait_for_log("PodDisruptionBudget says not now", Duration::from_secs(30)));
-    s.fake.set_pod_ready(NS, "web-1", true);
+    s.fake.clear_faults();
     let ok = s
         .fake
         .wait_for_request(
@@ -400,8 +393,8 @@ fn on_exit_delete_is_bounded_in_time_and_ended_by_sigterm() {
     // Issue 27, item 7: three unanswered 30 s DELETEs, and SIGTERM ignored meanwhile.
     let s = Scene::placeholders(2);
     s.fake.fail_next(
-        fake_apiserver::Matcher::custom(|r| r.method == "DELETE"),
-        fake_apiserver::FaultResponse::NeverAnswer,
+        Matcher::custom(|r| r.method == "DELETE"),
+        FaultResponse::NeverAnswer,
         100,
     );
     let unanswered_delete = |pod: &'static str| {
@@ -416,7 +409,6 @@ fn on_exit_delete_is_bounded_in_time_and_ended_by_sigterm() {
         let mut p = wrapper_in(
             &s,
             pod.trim_start_matches('/'),
-            Subject::placeholder_agent(NS, "placeholder"),
             &["--", "sh", "-c", "sleep 1; exit 5"],
             &delete_on_exit,
         );

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use fake_apiserver::{Config, FakeCluster, NodeBuilder, PodTemplate, RecordedRequest, Subject};
+use fake_apiserver::{Config, FakeCluster, NodeBuilder, PodTemplate, RecordedRequest};
 
 const NS: &str = "placeholders";
 const TOKEN: &str = "bench";
@@ -361,9 +361,18 @@ fn spawn(o: &Opts, tag: &str, program: &Path, args: &[&str], env: &[(String, Str
 
 // ---------------------------------------------------------------- scenes
 
+/// `GET path` on the fake over HTTP/1.1 with the bench's token (`Connection: close`):
+/// the connection, its answer to be read.
+fn raw_get(fake: &FakeCluster, path: &str) -> std::io::Result<std::net::TcpStream> {
+    let mut s = std::net::TcpStream::connect(fake.addr())?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: fake\r\nAuthorization: Bearer {TOKEN}\r\nConnection: close\r\n\r\n");
+    std::io::Write::write_all(&mut s, request.as_bytes())?;
+    Ok(s)
+}
+
 /// A fake cluster with `replicas` placeholders and `nodes` realistic nodes
-/// (`images` images each), a kubeconfig for the project's RBAC (with the
-/// optional node-reader rules), realistic bookmarks.
+/// (`images` images each), a kubeconfig with the bench's token (the fake checks
+/// no RBAC: every read the agent makes is answered), realistic bookmarks.
 struct Scene {
     fake: FakeCluster,
     kubeconfig: PathBuf,
@@ -383,13 +392,16 @@ fn scene(o: &Opts, tag: &str, replicas: i32, nodes: usize, images: usize, bookma
         node.created = Some(day_ago);
         fake.add_node(node);
     }
-    fake.add_statefulset(NS, "placeholder", replicas, PodTemplate::placeholder("placeholder", "10m", "16Mi"));
-    fake.add_token(TOKEN, Subject::placeholder_agent(NS, "placeholder"));
+    // The placeholders as the StatefulSet, the scheduler and the kubelets left them.
+    let template = PodTemplate::placeholder("placeholder", "10m", "16Mi");
+    for i in 0..replicas.max(0) as usize {
+        let node = if nodes == 0 { "node-0".to_string() } else { format!("node-{:05}", i % nodes) };
+        fake.add_pod(template.running_pod(NS, &format!("placeholder-{i}"), &node, SystemTime::now()));
+    }
+    fake.add_token(TOKEN);
     let dir = o.work.join(tag);
     std::fs::create_dir_all(&dir).expect("mkdir");
     let kubeconfig = fake.write_kubeconfig(&dir, TOKEN, NS);
-    let ok = fake.wait_for(|c| c.pods(NS).len() >= replicas as usize, Duration::from_secs(30));
-    assert!(ok, "placeholders were not created");
     Scene { fake, kubeconfig }
 }
 
@@ -704,7 +716,14 @@ fn wire(o: &Opts, t: &mut Table) {
             agent.log()
         );
         let meta_list: u64 = sum_bytes(&sc.fake, |r| r.metadata_only && !r.watch);
-        let full_list = sc.fake.client(Some(TOKEN)).get("/api/v1/nodes").map(|r| r.body.len() as u64).unwrap_or(0);
+        let full_list = raw_get(&sc.fake, "/api/v1/nodes")
+            .and_then(|mut s| {
+                let mut out = Vec::new();
+                std::io::Read::read_to_end(&mut s, &mut out)?;
+                Ok(out)
+            })
+            .map(|out| out.windows(4).position(|w| w == b"\r\n\r\n").map_or(0, |at| out.len() - at - 4) as u64)
+            .unwrap_or(0);
         for i in 0..CANDIDATES {
             sc.fake.add_node(NodeBuilder::new(&format!("new-{i}")).cpu("64").memory("256Gi").pods(250).realistic_images(50));
             let name = format!("new-{i}");
@@ -719,12 +738,13 @@ fn wire(o: &Opts, t: &mut Table) {
         // The full watch of every Node, as the agent made it before: drained
         // by a thread (the fake stops sending to a reader that stops reading).
         let rv = sc.fake.resource_version();
-        let mut full = sc
-            .fake
-            .client(Some(TOKEN))
-            .watch(&format!("/api/v1/nodes?watch=true&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds=3600"))
+        let mut full = raw_get(&sc.fake, &format!("/api/v1/nodes?watch=true&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds=3600"))
             .expect("full watch");
-        let drain = std::thread::spawn(move || while let Ok(Some(_)) = full.next_event(Duration::from_secs(10)) {});
+        full.set_read_timeout(Some(Duration::from_secs(10))).expect("a read timeout");
+        let drain = std::thread::spawn(move || {
+            let mut buf = vec![0; 64 << 10];
+            while std::io::Read::read(&mut full, &mut buf).is_ok_and(|n| n > 0) {}
+        });
         std::thread::sleep(Duration::from_millis(500));
         let meta_watch = |r: &RecordedRequest| r.watch && r.metadata_only;
         let full_watch = |r: &RecordedRequest| r.watch && !r.metadata_only && r.query_param("fieldSelector").is_none();
@@ -916,16 +936,19 @@ fn busy_decisions(o: &Opts, t: &mut Table) {
     }
     // Old to the placeholders: created in an earlier second than they are scheduled in.
     std::thread::sleep(Duration::from_millis(1100));
-    let template = || PodTemplate::placeholder("placeholder", "10m", "16Mi");
-    fake.add_statefulset(NS, "placeholder", 50, template());
-    // The Pending sibling: same labels, a node selector no node matches.
-    fake.add_statefulset(NS, "pending", 1, template().node_selector("example.com/nowhere", "true"));
-    assert!(fake.wait_for(|c| c.pods(NS).len() >= 51, Duration::from_secs(60)), "placeholders were not created");
-    assert!(fake.wait_pods_ready(NS, 50, Duration::from_secs(60)), "placeholders did not start");
+    let template = PodTemplate::placeholder("placeholder", "10m", "16Mi");
+    for i in 0..50 {
+        fake.add_pod(template.running_pod(NS, &format!("placeholder-{i}"), &format!("old-{:05}", i * 17), SystemTime::now()));
+    }
+    // The Pending sibling: same labels, not scheduled.
+    let mut pending = template.running_pod(NS, "pending-0", "", SystemTime::now());
+    let status = pending.status.as_mut().expect("a status");
+    (status.phase, status.conditions) = (Some("Pending".into()), None);
+    fake.add_pod(pending);
     for i in 0..new {
         fake.add_node(node(&format!("new-{i:05}")).label("example.com/pool", "new"));
     }
-    fake.add_token(TOKEN, Subject::placeholder_agent(NS, "placeholder"));
+    fake.add_token(TOKEN);
     let dir = o.work.join("busy");
     std::fs::create_dir_all(&dir).expect("mkdir");
     let sc = Scene { kubeconfig: fake.write_kubeconfig(&dir, TOKEN, NS), fake };
@@ -943,9 +966,10 @@ fn busy_decisions(o: &Opts, t: &mut Table) {
     std::thread::sleep(Duration::from_millis(1100));
     // 49 siblings created after the agents saw the new nodes, placed on them (as
     // the scheduler places re-created placeholders: the new nodes are the emptiest;
-    // here by a node selector, the agents read only where a sibling runs).
-    sc.fake.add_statefulset(NS, "moved", 49, template().node_selector("example.com/pool", "new"));
-    assert!(sc.fake.wait_pods_ready(NS, 99, Duration::from_secs(60)), "re-created siblings did not start");
+    // the agents read only where a sibling runs).
+    for i in 0..49 {
+        sc.fake.add_pod(template.running_pod(NS, &format!("moved-{i}"), &format!("new-{i:05}"), SystemTime::now()));
+    }
     let on_new = sc.fake.pods(NS).iter().filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| n.starts_with("new-"))).count();
     std::thread::sleep(Duration::from_secs(2));
     let names: Vec<String> = (0..old).map(|i| format!("old-{i:05}")).chain((0..new).map(|i| format!("new-{i:05}"))).collect();

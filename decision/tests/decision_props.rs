@@ -189,7 +189,16 @@ fn policy() -> impl Strategy<Value = Policy> {
         prop::bool::weighted(0.2),
     )
         .prop_map(
-            |(lifetime, move_to_new_nodes, node_settle, n_images, move_jitter, cap, min_age, avoid)| {
+            |(
+                lifetime,
+                move_to_new_nodes,
+                node_settle,
+                n_images,
+                move_jitter,
+                cap,
+                min_age,
+                avoid,
+            )| {
                 Policy {
                     lifetime: lifetime.map(|(a, b)| (a.min(b), a.max(b))),
                     move_to_new_nodes,

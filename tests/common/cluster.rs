@@ -1,11 +1,13 @@
-//! A fake cluster with a placeholder StatefulSet, and a "kubelet" that runs one
-//! real `selfdestruct` process per running placeholder pod, as a node would.
+//! A fake cluster holding running placeholder pods (as a StatefulSet, the scheduler
+//! and a kubelet would have left them), and the real `selfdestruct` binary run for one.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use fake_apiserver::{FakeCluster, NodeBuilder, PodTemplate, RecordedRequest, Subject};
+use fake_apiserver::{
+    FakeCluster, FaultResponse, Matcher, NodeBuilder, PodTemplate, RecordedRequest, RequestInfo,
+};
 
 use super::{Proc, bin, command, tempdir};
 
@@ -42,8 +44,7 @@ pub struct Scene {
 }
 
 impl Scene {
-    /// A cluster without nodes (the fake binds pods to `node-0`), a PDB
-    /// (maxUnavailable 1) and `replicas` Ready placeholders.
+    /// `replicas` placeholders on `node-0` (no Node object).
     pub fn placeholders(replicas: i32) -> Scene {
         Self::with_nodes(
             replicas,
@@ -54,46 +55,52 @@ impl Scene {
 
     /// The same on the given nodes.
     pub fn with_nodes(replicas: i32, nodes: &[NodeBuilder], template: PodTemplate) -> Scene {
-        let scene = Self::set_up(FakeCluster::start(), replicas, nodes, template);
-        assert!(
-            scene
-                .fake
-                .wait_pods_ready(NS, replicas as usize, Duration::from_secs(10)),
-            "placeholders did not become Ready"
-        );
-        scene
+        Self::set_up(FakeCluster::start(), replicas, nodes, template)
     }
 
-    /// The same on a given fake (in-process too), without waiting for the pods.
+    /// The same on a given fake (in-process too): the nodes, an hour old, and
+    /// `placeholder-0..replicas` Running and Ready on them in turn, started now.
     pub fn set_up(
         fake: FakeCluster,
         replicas: i32,
         nodes: &[NodeBuilder],
         template: PodTemplate,
     ) -> Scene {
+        let now = fake.clock().wall();
         for n in nodes {
-            fake.add_node(n.clone());
+            let mut n = n.clone();
+            n.created = n.created.or(Some(now - Duration::from_secs(3600)));
+            fake.add_node(n);
         }
-        fake.add_statefulset(NS, "placeholder", replicas, template);
-        fake.add_pdb(
-            NS,
-            "placeholder",
-            "app.kubernetes.io/instance=placeholder",
-            1,
-        );
+        for i in 0..replicas.max(0) as usize {
+            let node = nodes
+                .get(i % nodes.len().max(1))
+                .map_or("node-0", |n| n.name.as_str());
+            fake.add_pod(template.running_pod(NS, &format!("placeholder-{i}"), node, now));
+        }
         Scene {
             fake,
             home: tempdir("scene"),
         }
     }
 
-    /// A kubeconfig whose token is bound to `pod` with the given permissions.
-    pub fn kubeconfig_for(&self, pod: &str, subject: Subject) -> PathBuf {
+    /// A fresh token for `pod`'s agent, known to the fake.
+    pub fn token_for(&self, pod: &str) -> String {
         let token = format!("token-{pod}-{}", self.fake.resource_version());
-        self.fake.add_token(&token, subject.bound_to(pod));
-        let dir = self.home.join(&token);
+        self.fake.add_token(&token);
+        token
+    }
+
+    /// A kubeconfig with a fresh token for `pod`.
+    pub fn kubeconfig_for(&self, pod: &str) -> PathBuf {
+        self.kubeconfig(&self.token_for(pod))
+    }
+
+    /// A kubeconfig with `token`.
+    pub fn kubeconfig(&self, token: &str) -> PathBuf {
+        let dir = self.home.join(token);
         std::fs::create_dir_all(&dir).expect("mkdir");
-        self.fake.write_kubeconfig(&dir, &token, NS)
+        self.fake.write_kubeconfig(&dir, token, NS)
     }
 
     /// The pod's `status.startTime` as the API server has it (second precision).
@@ -116,17 +123,13 @@ impl Scene {
         (p.metadata.uid.unwrap_or_default(), node)
     }
 
-    /// Starts the agent of `pod` with the project's RBAC, Downward API env, fast
-    /// test settings and `env` on top.
+    /// Starts the agent of `pod` with the Downward API env, fast test settings and
+    /// `env` on top.
     pub fn agent(&self, pod: &str, env: &[(&str, &str)]) -> Proc {
-        self.agent_as(pod, Subject::placeholder_agent(NS, "placeholder"), env)
+        self.agent_with_kubeconfig(pod, &self.kubeconfig_for(pod), env)
     }
 
-    pub fn agent_as(&self, pod: &str, subject: Subject, env: &[(&str, &str)]) -> Proc {
-        self.agent_with_kubeconfig(pod, &self.kubeconfig_for(pod, subject), env)
-    }
-
-    /// [`Scene::agent_as`] with the API access of the kubeconfig `kubeconfig`.
+    /// [`Scene::agent`] with the API access of the kubeconfig `kubeconfig`.
     pub fn agent_with_kubeconfig(
         &self,
         pod: &str,
@@ -194,4 +197,26 @@ impl Scene {
             );
         }
     }
+}
+
+/// The requests of `token` that `what` names answer 403 Forbidden, as RBAC words it
+/// (`nodes-list-403.json`): a service account without that permission.
+pub fn forbid(
+    fake: &FakeCluster,
+    token: &str,
+    what: impl Fn(&RequestInfo<'_>) -> bool + Send + Sync + 'static,
+) {
+    let token = token.to_string();
+    let matcher = Matcher::custom(move |r| r.token == Some(token.as_str()) && what(r));
+    fake.fail_next(
+        matcher,
+        FaultResponse::captured("nodes-list-403.json"),
+        usize::MAX,
+    );
+}
+
+/// Requests for `resource` (`pods`, `nodes`, `poddisruptionbudgets`, `eviction`, `events`):
+/// a path segment.
+pub fn on(resource: &'static str) -> impl Fn(&RequestInfo<'_>) -> bool + Send + Sync + 'static {
+    move |r| r.path.split('/').any(|s| s == resource)
 }

@@ -10,20 +10,19 @@
 //! image) stays on the black-box tier (`common::cluster`).
 #![allow(dead_code)]
 
-use std::collections::HashMap;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clap::CommandFactory;
-use fake_apiserver::{Config as FakeConfig, FakeCluster, NodeBuilder, PodTemplate, Subject};
+use fake_apiserver::{Config as FakeConfig, FakeCluster, NodeBuilder, PodTemplate, RequestInfo};
 use selfdestruct::{Cli, Clock, Config, GateConfig, Stop, Task};
 use tracing::Instrument;
 use tracing::level_filters::LevelFilter;
 use tracing_subscriber::filter::Targets;
 use tracing_subscriber::layer::SubscriberExt;
 
-use super::cluster::{NS, Scene};
+use super::cluster::{NS, Scene, forbid};
 
 /// How often the waits below look again (virtual time).
 const STEP: Duration = Duration::from_millis(20);
@@ -169,7 +168,16 @@ pub async fn request(
     limit: Duration,
     pred: impl Fn(&fake_apiserver::RecordedRequest) -> bool,
 ) -> Option<fake_apiserver::RecordedRequest> {
-    until_some(limit, || scene.fake.find_request(&pred)).await
+    request_of(&scene.fake, limit, pred).await
+}
+
+/// [`request`] on `fake`.
+pub async fn request_of(
+    fake: &FakeCluster,
+    limit: Duration,
+    pred: impl Fn(&fake_apiserver::RecordedRequest) -> bool,
+) -> Option<fake_apiserver::RecordedRequest> {
+    until_some(limit, || fake.find_request(&pred)).await
 }
 
 impl Logs {
@@ -212,27 +220,12 @@ pub async fn placeholders(replicas: i32) -> Scene {
 
 /// The same on the given nodes.
 pub async fn with_nodes(replicas: i32, nodes: &[NodeBuilder], template: PodTemplate) -> Scene {
-    let fake = FakeCluster::in_process(FakeConfig::default());
-    let scene = Scene::set_up(fake, replicas, nodes, template);
-    let ready = until(Duration::from_secs(60), || {
-        scene
-            .fake
-            .pods(NS)
-            .iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none() && is_ready(p))
-            .count()
-            >= replicas as usize
-    })
-    .await;
-    assert!(ready, "placeholders did not become Ready");
-    scene
-}
-
-fn is_ready(p: &k8s_openapi::api::core::v1::Pod) -> bool {
-    p.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    Scene::set_up(
+        FakeCluster::in_process(FakeConfig::default()),
+        replicas,
+        nodes,
+        template,
+    )
 }
 
 /// The agent's [`Config`] from settings named by their environment variables, as
@@ -299,9 +292,10 @@ fn flags<'a>(
     argv
 }
 
-/// Starts `selfdestruct node-gate` in-process on `fake` with `token` and the
-/// settings `env` (by their variables).
+/// Starts `selfdestruct node-gate` in-process on `fake` with `token` (known to the
+/// fake) and the settings `env` (by their variables).
 pub fn gate(fake: &FakeCluster, token: &str, env: &[(&str, &str)]) -> Agent {
+    fake.add_token(token);
     let cfg = gate_config(env);
     let node = env.iter().find(|(k, _)| *k == "NODE_NAME");
     let node = node.map(|(_, v)| v.to_string()).unwrap_or_default();
@@ -350,21 +344,21 @@ impl Drop for Agent {
     }
 }
 
-/// Starts the agent of `pod` in-process with the project's RBAC, Downward API
-/// settings, fast test settings and `env` on top (as [`Scene::agent`]).
+/// Starts the agent of `pod` in-process with the Downward API settings, fast test
+/// settings and `env` on top (as [`Scene::agent`]).
 pub fn agent(scene: &Scene, pod: &str, env: &[(&str, &str)]) -> Agent {
-    agent_as(
-        scene,
-        pod,
-        Subject::placeholder_agent(NS, "placeholder"),
-        env,
-    )
+    agent_denied(scene, pod, |_| false, env)
 }
 
-/// [`agent`] with the given permissions.
-pub fn agent_as(scene: &Scene, pod: &str, subject: Subject, env: &[(&str, &str)]) -> Agent {
-    let token = format!("token-{pod}-{}", scene.fake.resource_version());
-    scene.fake.add_token(&token, subject.bound_to(pod));
+/// [`agent`] whose requests that `denied` names are forbidden (403, as RBAC answers).
+pub fn agent_denied(
+    scene: &Scene,
+    pod: &str,
+    denied: impl Fn(&RequestInfo<'_>) -> bool + Send + Sync + 'static,
+    env: &[(&str, &str)],
+) -> Agent {
+    let token = scene.token_for(pod);
+    forbid(&scene.fake, &token, denied);
     let client = selfdestruct::client_over(scene.fake.service(Some(&token)), NS);
     let (uid, node) = scene.uid_and_node(pod);
     let podinfo = scene.home.join("no-podinfo").to_string_lossy().to_string();
@@ -408,95 +402,5 @@ pub fn agent_as(scene: &Scene, pod: &str, subject: Subject, env: &[(&str, &str)]
         token,
         task,
         stop,
-    }
-}
-
-/// Runs one in-process agent per Running placeholder pod, like a kubelet would:
-/// starts one for each new pod (uid), stops it when its pod goes away (the
-/// in-process counterpart of `cluster::Kubelet`).
-pub struct Kubelet<'a> {
-    pub scene: &'a Scene,
-    pub env: Vec<(String, String)>,
-    pub subject: Subject,
-    /// The running agents by pod uid, with the pod's name.
-    pub agents: HashMap<String, (String, Agent)>,
-    /// Every agent started: (pod name, uid, node).
-    pub started: Vec<(String, String, String)>,
-    /// How often [`Kubelet::run_until`] looks at the pods (virtual time).
-    pub step: Duration,
-}
-
-impl<'a> Kubelet<'a> {
-    pub fn new(scene: &'a Scene, env: &[(&str, &str)], subject: Subject) -> Self {
-        Kubelet {
-            scene,
-            env: env
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            subject,
-            agents: HashMap::new(),
-            started: Vec::new(),
-            step: Duration::from_millis(50),
-        }
-    }
-
-    /// Starts and stops agents to match the Running pods.
-    pub fn sync(&mut self) {
-        let live: Vec<(String, String, String)> = self
-            .scene
-            .fake
-            .pods(NS)
-            .iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
-            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
-            .map(|p| {
-                (
-                    p.metadata.name.clone().unwrap_or_default(),
-                    p.metadata.uid.clone().unwrap_or_default(),
-                    p.spec
-                        .as_ref()
-                        .and_then(|s| s.node_name.clone())
-                        .unwrap_or_default(),
-                )
-            })
-            .collect();
-        // Dropping an agent stops it.
-        self.agents
-            .retain(|uid, _| live.iter().any(|(_, u, _)| u == uid));
-        for (name, uid, node) in live {
-            if self.agents.contains_key(&uid) {
-                continue;
-            }
-            let env: Vec<(&str, &str)> = self
-                .env
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.as_str()))
-                .collect();
-            let agent = agent_as(self.scene, &name, self.subject.clone(), &env);
-            self.started.push((name.clone(), uid.clone(), node));
-            self.agents.insert(uid, (name, agent));
-        }
-    }
-
-    /// Keeps syncing (every [`Kubelet::step`] of virtual time) until `done` holds (true) or
-    /// `limit` of virtual time has passed (false).
-    pub async fn run_until(
-        &mut self,
-        limit: Duration,
-        mut done: impl FnMut(&Scene) -> bool,
-    ) -> bool {
-        let scene = self.scene;
-        let deadline = tokio::time::Instant::now() + limit;
-        loop {
-            self.sync();
-            if done(scene) {
-                return true;
-            }
-            if tokio::time::Instant::now() >= deadline {
-                return false;
-            }
-            tokio::time::sleep(self.step).await;
-        }
     }
 }

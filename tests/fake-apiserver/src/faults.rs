@@ -1,4 +1,4 @@
-//! Fault injection: canned responses for matching requests, outages.
+//! Fault injection: canned responses for matching requests.
 
 use std::fmt;
 use std::sync::Arc;
@@ -105,8 +105,6 @@ pub enum FaultResponse {
         /// Extra headers (`Retry-After`...).
         headers: Vec<(String, String)>,
     },
-    /// Close the connection without answering.
-    CloseConnection,
     /// Accept the request and never answer it (no headers, no close): a hung
     /// server or a proxy in front of one. Recorded with status 0 when it arrives;
     /// held until the client gives up or the server shuts down.
@@ -121,6 +119,24 @@ impl FaultResponse {
             body: FaultBody::Status(Box::new(status)),
             headers: Vec::new(),
         }
+    }
+
+    /// The answer a real kube-apiserver gave, as captured in `fixtures/{name}` (its
+    /// status and body: a PodDisruptionBudget's 429, an admission policy's 422, RBAC's 403).
+    ///
+    /// # Panics
+    /// When there is no such capture.
+    pub fn captured(name: &str) -> Self {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures")
+            .join(name);
+        let text =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let capture: serde_json::Value = serde_json::from_str(&text).expect("a capture is JSON");
+        let code = capture["status"]
+            .as_u64()
+            .expect("a capture has its status") as u16;
+        Self::json(code, capture["body"].clone())
     }
 
     /// A `Failure` status with code, reason and message.
@@ -180,12 +196,11 @@ impl FaultResponse {
         self
     }
 
-    /// The status code this fault answers with (0 for a closed connection or
-    /// no answer).
+    /// The status code this fault answers with (0 for no answer).
     pub fn code(&self) -> u16 {
         match self {
             Self::Respond { code, .. } => *code,
-            Self::CloseConnection | Self::NeverAnswer => 0,
+            Self::NeverAnswer => 0,
         }
     }
 }
@@ -196,16 +211,4 @@ pub(crate) struct FaultRule {
     pub matcher: Matcher,
     pub response: FaultResponse,
     pub remaining: usize,
-}
-
-/// How an outage looks to clients.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum OutageMode {
-    /// The listener is closed: connections are refused (the process is down).
-    /// It is re-opened on the same port when the outage ends.
-    #[default]
-    Refuse,
-    /// Connections are accepted and closed at once (a load balancer in front
-    /// of a dead apiserver).
-    AcceptAndClose,
 }

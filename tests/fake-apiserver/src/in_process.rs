@@ -13,7 +13,6 @@ use hyper::body::{Body, Bytes, Frame, SizeHint};
 use hyper::{Request, Response};
 
 use crate::Shared;
-use crate::faults::OutageMode;
 use crate::server;
 use crate::watch::ResBody;
 
@@ -84,20 +83,9 @@ where
         }
         Box::pin(async move {
             // An outage: the connection is refused or closed before any answer.
-            match *shared.outage_tx.borrow() {
-                Some(OutageMode::Refuse) => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::ConnectionRefused,
-                        "connection refused (fake API server outage)",
-                    ));
-                }
-                Some(OutageMode::AcceptAndClose) => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::ConnectionReset,
-                        "connection closed (fake API server outage)",
-                    ));
-                }
-                None => {}
+            if *shared.outage_tx.borrow() {
+                let refused = "connection refused (fake API server outage)";
+                return Err(io::Error::new(io::ErrorKind::ConnectionRefused, refused));
             }
             let mut kill = shared.kill_tx.subscribe();
             kill.mark_unchanged();

@@ -1,38 +1,22 @@
-//! A fake kube-apiserver for selfdestruct's tests.
-//!
-//! [`FakeCluster::start`] serves real HTTP/1.1 + JSON on `127.0.0.1` (random
-//! port) from its own thread, so it can be used from plain synchronous tests:
-//! pods, nodes, events, the eviction subresource, PodDisruptionBudgets,
-//! watches (history replay, bookmarks, 410 after compaction), bearer-token RBAC,
-//! the own-pod-only admission policy, a StatefulSet controller that re-creates
-//! deleted pods under the same name with a new uid, a default-scheduler
-//! emulation and fault injection. Responses follow captures from a real
-//! kube-apiserver v1.36 (see `fixtures/`).
-//!
-//! ```no_run
-//! use fake_apiserver::{FakeCluster, NodeBuilder, PodTemplate, Subject};
-//! let cluster = FakeCluster::start();
-//! cluster.add_node(NodeBuilder::new("node-a").cpu("8").memory("32Gi"));
-//! cluster.add_statefulset("placeholders", "placeholder", 3,
-//!     PodTemplate::placeholder("placeholder", "1", "1Gi"));
-//! cluster.add_pdb("placeholders", "placeholder", "app.kubernetes.io/instance=placeholder", 1);
-//! cluster.add_token("t0", Subject::placeholder_agent("placeholders", "placeholder").bound_to("placeholder-0"));
-//! let kubeconfig = cluster.write_kubeconfig(std::path::Path::new("/tmp"), "t0", "placeholders");
-//! # let _ = kubeconfig;
-//! ```
+//! A fake kube-apiserver for selfdestruct's tests: what only a fake can do. It serves
+//! the objects a test puts in place (pods, nodes, PodDisruptionBudgets; the Events the
+//! agent posts) over real HTTP/1.1 + JSON on `127.0.0.1` ([`FakeCluster::start`]) or
+//! in-process on virtual time ([`FakeCluster::in_process`]), with lists paged and
+//! watches as kube-apiserver serves them (replay, bookmarks, 410 after compaction,
+//! `PartialObjectMetadata`), and the faults a real server cannot be made to show:
+//! scripted answers ([`FakeCluster::fail_next`]), latency, outages, stalled and cut
+//! watches. Nothing acts on its own: no controllers, scheduler, kubelet, RBAC or
+//! admission (the real-stack tier, `tests/cluster.rs`, has those). An eviction or a
+//! delete removes the pod at once (uid precondition checked); a PATCH or PUT answers
+//! the object as stored. Answers are shaped after the captures of a real
+//! kube-apiserver v1.36.2 in `fixtures/` (`tests/fixtures.rs` replays them).
 
 #![warn(missing_docs)]
 
-pub mod client;
 mod clock;
-mod controllers;
 pub mod faults;
 pub mod in_process;
 pub mod objects;
-mod patch;
-pub mod quantity;
-pub mod rbac;
-pub mod selector;
 mod server;
 pub mod status;
 mod store;
@@ -45,41 +29,35 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{ContainerImage, Event, Node, Pod, Taint};
-use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use k8s_openapi::api::core::v1::{ContainerImage, Node, Pod, Taint};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use serde_json::Value;
 use tokio::net::TcpListener;
-use tokio::sync::{Notify, watch as tokio_watch};
+use tokio::sync::watch as tokio_watch;
 
 pub use clock::Clock;
-pub use faults::{FaultBody, FaultResponse, Matcher, OutageMode, RequestInfo};
+pub use faults::{FaultBody, FaultResponse, Matcher, RequestInfo};
 pub use objects::{NodeBuilder, PodTemplate, realistic_images};
-pub use rbac::{Rule, Subject};
-pub use selector::Selector;
 pub use status::Status;
 pub use store::{Config, Counters, Kind, RecordedRequest};
 
-use controllers::DeleteOpts;
-use store::{Action, State};
+use store::State;
 
-/// State shared by the handle, the server and the controller task.
+/// State shared by the handle and the server.
 pub(crate) struct Shared {
     state: Mutex<State>,
     /// Current resourceVersion; watchers wake on change.
     rv_tx: tokio_watch::Sender<u64>,
-    /// Wakes the controller task (timers may have changed).
-    wake: Notify,
     /// `true` while watches are stalled.
     stall_tx: tokio_watch::Sender<bool>,
     /// (generation, mid_line): bumping the generation drops open watches.
     drop_tx: tokio_watch::Sender<(u64, bool)>,
     /// Bumping closes every open connection.
     kill_tx: tokio_watch::Sender<u64>,
-    /// `Some` during an outage.
-    outage_tx: tokio_watch::Sender<Option<OutageMode>>,
-    /// The outage mode the accept loop has put in effect.
-    applied_outage_tx: tokio_watch::Sender<Option<OutageMode>>,
+    /// `true` during an outage.
+    outage_tx: tokio_watch::Sender<bool>,
+    /// The outage the accept loop has put in effect.
+    applied_outage_tx: tokio_watch::Sender<bool>,
     shutdown_tx: tokio_watch::Sender<bool>,
     open_watches: AtomicUsize,
 }
@@ -89,45 +67,16 @@ impl Shared {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Runs `f`, then the controllers, then notifies watchers and the controller task.
-    pub(crate) fn mutate<R>(&self, f: impl FnOnce(&mut State, Instant) -> R) -> R {
-        let r = self.mutate_quiet(f);
-        self.wake.notify_one();
-        r
-    }
-
-    fn mutate_quiet<R>(&self, f: impl FnOnce(&mut State, Instant) -> R) -> R {
+    /// Runs `f`, then wakes the watchers if the resourceVersion moved.
+    pub(crate) fn mutate<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
         let (r, rv) = {
             let mut st = self.lock();
-            let now = st.clock.instant();
-            let r = f(&mut st, now);
-            st.reconcile(now);
+            let r = f(&mut st);
             (r, st.rv)
         };
-        self.rv_tx.send_if_modified(|v| {
-            if *v == rv {
-                false
-            } else {
-                *v = rv;
-                true
-            }
-        });
+        self.rv_tx
+            .send_if_modified(|v| std::mem::replace(v, rv) != rv);
         r
-    }
-}
-
-async fn controller_loop(shared: Arc<Shared>) {
-    loop {
-        let next = shared.mutate_quiet(|st, _| st.next_deadline());
-        match next {
-            Some(t) => {
-                tokio::select! {
-                    _ = shared.wake.notified() => {}
-                    _ = tokio::time::sleep_until(tokio::time::Instant::from_std(t)) => {}
-                }
-            }
-            None => shared.wake.notified().await,
-        }
     }
 }
 
@@ -137,8 +86,6 @@ pub struct FakeCluster {
     /// `None` in-process ([`FakeCluster::in_process`]).
     addr: Option<SocketAddr>,
     thread: Option<JoinHandle<()>>,
-    /// In-process: the controller task on the caller's runtime.
-    task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl FakeCluster {
@@ -147,7 +94,7 @@ impl FakeCluster {
         Self::start_with(Config::default())
     }
 
-    /// Starts with the given configuration and returns once listening.
+    /// Starts with the given configuration, on its own thread, and returns once listening.
     ///
     /// # Panics
     /// When no loopback port can be bound or the thread cannot be spawned.
@@ -155,39 +102,28 @@ impl FakeCluster {
         let shared = Self::shared(State::new(cfg));
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let thread_shared = shared.clone();
+        let serve = move || {
+            let failed = |e: std::io::Error| drop(ready_tx.send(Err(e.to_string())));
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => return failed(e),
+            };
+            rt.block_on(async {
+                let bound = TcpListener::bind("127.0.0.1:0").await;
+                let (listener, addr) = match bound.and_then(|l| Ok((l.local_addr()?, l))) {
+                    Ok((addr, l)) => (l, addr),
+                    Err(e) => return failed(e),
+                };
+                let _ = ready_tx.send(Ok(addr));
+                server::accept_loop(thread_shared, listener, addr).await;
+            });
+        };
         let thread = std::thread::Builder::new()
             .name("fake-apiserver".into())
-            .spawn(move || {
-                let rt = match tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                {
-                    Ok(rt) => rt,
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(e.to_string()));
-                        return;
-                    }
-                };
-                rt.block_on(async move {
-                    let listener = match TcpListener::bind("127.0.0.1:0").await {
-                        Ok(l) => l,
-                        Err(e) => {
-                            let _ = ready_tx.send(Err(e.to_string()));
-                            return;
-                        }
-                    };
-                    let addr = match listener.local_addr() {
-                        Ok(a) => a,
-                        Err(e) => {
-                            let _ = ready_tx.send(Err(e.to_string()));
-                            return;
-                        }
-                    };
-                    let _ = ready_tx.send(Ok(addr));
-                    tokio::spawn(controller_loop(thread_shared.clone()));
-                    server::accept_loop(thread_shared, listener, addr).await;
-                });
-            })
+            .spawn(serve)
             .expect("spawn the fake-apiserver thread");
         let addr = match ready_rx.recv() {
             Ok(Ok(addr)) => addr,
@@ -198,33 +134,27 @@ impl FakeCluster {
             shared,
             addr: Some(addr),
             thread: Some(thread),
-            task: None,
         }
     }
 
-    /// A fake served in-process, on the caller's tokio runtime, through
-    /// [`FakeCluster::service`] (no socket, no thread): with the runtime's time
-    /// paused (`tokio::time::pause`), its timers and its wall clock
-    /// ([`FakeCluster::clock`]) follow the virtual time.
+    /// A fake served in-process through [`FakeCluster::service`] (no socket, no
+    /// thread): with the runtime's time paused (`tokio::time::pause`), its timers and
+    /// its wall clock ([`FakeCluster::clock`]) follow the virtual time.
     ///
     /// # Panics
     /// Outside a tokio runtime.
     pub fn in_process(cfg: Config) -> Self {
         let mut state = State::new(cfg);
         state.clock = Clock::following_tokio();
-        let shared = Self::shared(state);
-        let task = tokio::spawn(controller_loop(shared.clone()));
-        shared.applied_outage_tx.send_replace(None);
         Self {
-            shared,
+            shared: Self::shared(state),
             addr: None,
             thread: None,
-            task: Some(task),
         }
     }
 
-    /// The fake as a `tower::Service` (in-process, no socket) sending `token`
-    /// as the bearer token: for `kube::Client::new`.
+    /// The fake as a `tower::Service` (in-process, no socket) sending `token` as the
+    /// bearer token: for `kube::Client::new`.
     pub fn service(&self, token: Option<&str>) -> in_process::Service {
         in_process::Service {
             shared: self.shared.clone(),
@@ -241,12 +171,11 @@ impl FakeCluster {
         Arc::new(Shared {
             state: Mutex::new(state),
             rv_tx: tokio_watch::Sender::new(0),
-            wake: Notify::new(),
             stall_tx: tokio_watch::Sender::new(false),
             drop_tx: tokio_watch::Sender::new((0, false)),
             kill_tx: tokio_watch::Sender::new(0),
-            outage_tx: tokio_watch::Sender::new(None),
-            applied_outage_tx: tokio_watch::Sender::new(None),
+            outage_tx: tokio_watch::Sender::new(false),
+            applied_outage_tx: tokio_watch::Sender::new(false),
             shutdown_tx: tokio_watch::Sender::new(false),
             open_watches: AtomicUsize::new(0),
         })
@@ -266,10 +195,10 @@ impl FakeCluster {
             .expect("an in-process fake has no address: use FakeCluster::service")
     }
 
-    /// A kubeconfig (YAML) for this cluster: server = [`FakeCluster::url`],
-    /// bearer `token`, context namespace `namespace`, current-context set.
+    /// A kubeconfig (YAML) for this cluster: server [`FakeCluster::url`], bearer
+    /// `token`, context namespace `namespace`.
     pub fn kubeconfig_yaml(&self, token: &str, namespace: &str) -> String {
-        let q = |s: &str| serde_json::Value::String(s.to_string()).to_string();
+        let q = |s: &str| Value::String(s.to_string()).to_string();
         format!(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {}\nusers:\n- name: fake-user\n  user:\n    token: {}\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake-user\n    namespace: {}\ncurrent-context: fake\npreferences: {{}}\n",
             q(&self.url()),
@@ -278,7 +207,7 @@ impl FakeCluster {
         )
     }
 
-    /// Writes [`FakeCluster::kubeconfig_yaml`] to `dir/kubeconfig` and returns the path.
+    /// Writes [`FakeCluster::kubeconfig_yaml`] to `dir/kubeconfig`; its path.
     ///
     /// # Panics
     /// When the file cannot be written.
@@ -289,66 +218,24 @@ impl FakeCluster {
         path
     }
 
-    /// A small blocking HTTP client for this cluster.
-    pub fn client(&self, token: Option<&str>) -> client::Client {
-        client::Client::new(self.addr(), token)
-    }
-
     fn lock(&self) -> MutexGuard<'_, State> {
         self.shared.lock()
     }
 
-    fn mutate<R>(&self, f: impl FnOnce(&mut State, Instant) -> R) -> R {
+    fn mutate<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
         self.shared.mutate(f)
     }
 
-    // ---- configuration ----
-
-    /// Current configuration.
-    pub fn config(&self) -> Config {
-        self.lock().cfg.clone()
-    }
-
-    /// Changes the configuration (affects new timers and new watches).
+    /// Changes the configuration (affects new watches).
     pub fn configure(&self, f: impl FnOnce(&mut Config)) {
         f(&mut self.lock().cfg);
     }
 
-    /// Bookmark period for new watches.
-    pub fn set_bookmark_interval(&self, d: Duration) {
-        self.configure(|c| c.bookmark_interval = d);
-    }
+    // ---- authentication ----
 
-    /// StatefulSet re-creation delay.
-    pub fn set_recreate_delay(&self, d: Duration) {
-        self.configure(|c| c.recreate_delay = d);
-    }
-
-    /// Bind-to-Running delay.
-    pub fn set_start_delay(&self, d: Duration) {
-        self.configure(|c| c.start_delay = d);
-    }
-
-    /// Upper bound of graceful termination.
-    pub fn set_termination_delay(&self, d: Duration) {
-        self.configure(|c| c.termination_delay = d);
-    }
-
-    /// How long an eviction stays in a PDB's disruptedPods.
-    pub fn set_pdb_disruption_expiry(&self, d: Duration) {
-        self.configure(|c| c.pdb_disruption_expiry = d);
-    }
-
-    /// Logs one line per request to stderr.
-    pub fn set_log_requests(&self, on: bool) {
-        self.configure(|c| c.log_requests = on);
-    }
-
-    // ---- authentication and admission ----
-
-    /// Registers a bearer token.
-    pub fn add_token(&self, token: &str, subject: Subject) {
-        self.lock().tokens.insert(token.to_string(), subject);
+    /// Accepts a bearer token (requests with another get 401).
+    pub fn add_token(&self, token: &str) {
+        self.lock().tokens.insert(token.to_string());
     }
 
     /// Forgets a token (requests with it get 401).
@@ -356,35 +243,30 @@ impl FakeCluster {
         self.lock().tokens.remove(token);
     }
 
-    /// Turns the own-pod-only ValidatingAdmissionPolicy on or off: a service
-    /// account may then delete or evict only the pod its token is bound to
-    /// (422 Invalid otherwise, also for tokens bound to no pod).
-    pub fn own_pod_only_policy(&self, on: bool) {
-        self.lock().own_pod_only = on;
-    }
-
     // ---- nodes ----
 
-    /// Adds a node (ADDED).
+    /// Adds a node (ADDED), created now unless the builder says when.
     pub fn add_node(&self, node: NodeBuilder) -> Node {
-        self.mutate(|st, _| st.add_node(&node))
+        self.mutate(|st| {
+            let built = node.build_at(st.clock.wall());
+            st.insert_node(built)
+        })
     }
 
-    /// Adds a node after `delay`.
-    pub fn add_node_after(&self, node: NodeBuilder, delay: Duration) {
-        self.mutate(|st, now| st.add_timer(now + delay, Action::AddNode(Box::new(node))));
-    }
-
-    /// Sets the Ready condition (with lastTransitionTime) and adds/removes the
-    /// `node.kubernetes.io/not-ready:NoSchedule` taint (two MODIFIED events).
+    /// Sets the Ready condition (with its transition time) and the
+    /// `node.kubernetes.io/not-ready:NoSchedule` taint a NotReady node carries.
     pub fn set_node_ready(&self, name: &str, ready: bool) -> bool {
-        self.mutate(|st, _| st.set_node_ready(name, ready))
-    }
-
-    /// [`FakeCluster::set_node_ready`] after `delay`.
-    pub fn set_node_ready_after(&self, name: &str, ready: bool, delay: Duration) {
-        let name = name.to_string();
-        self.mutate(|st, now| st.add_timer(now + delay, Action::SetNodeReady { name, ready }));
+        let t = objects::time_of(self.clock().wall());
+        self.modify_node(name, |n| {
+            let status = n.status.get_or_insert_with(Default::default);
+            let conditions = status.conditions.get_or_insert_with(Vec::new);
+            conditions.retain(|c| c.type_ != "Ready");
+            conditions.push(objects::ready_condition(ready, t));
+            let spec = n.spec.get_or_insert_with(Default::default);
+            let mut taints = spec.taints.take().unwrap_or_default();
+            objects::set_not_ready_taint(&mut taints, !ready);
+            spec.taints = (!taints.is_empty()).then_some(taints);
+        })
     }
 
     /// Replaces `status.images`.
@@ -403,22 +285,14 @@ impl FakeCluster {
         })
     }
 
-    /// Cordons or uncordons.
-    pub fn set_node_unschedulable(&self, name: &str, unschedulable: bool) -> bool {
-        self.modify_node(name, |n| {
-            n.spec.get_or_insert_with(Default::default).unschedulable =
-                unschedulable.then_some(true);
-        })
-    }
-
     /// Applies `f` to a node (MODIFIED if anything changed).
     pub fn modify_node(&self, name: &str, f: impl FnOnce(&mut Node)) -> bool {
-        self.mutate(|st, _| st.modify_node(name, f).is_some())
+        self.mutate(|st| st.modify_node(name, f).is_some())
     }
 
-    /// Removes a node (DELETED); its pods are removed too.
+    /// Removes a node (DELETED).
     pub fn remove_node(&self, name: &str) -> bool {
-        self.mutate(|st, now| st.remove_node(name, now).is_some())
+        self.mutate(|st| st.remove_node(name).is_some())
     }
 
     /// A node.
@@ -431,134 +305,78 @@ impl FakeCluster {
         self.lock().nodes.values().cloned().collect()
     }
 
-    // ---- workloads ----
+    // ---- pods, budgets, events ----
 
-    /// Adds a StatefulSet (Parallel pod management): pods `name-0..name-{n-1}`
-    /// are created now; a deleted pod comes back under the same name with a
-    /// new uid after the re-creation delay.
-    pub fn add_statefulset(
-        &self,
-        namespace: &str,
-        name: &str,
-        replicas: i32,
-        template: PodTemplate,
-    ) {
-        self.mutate(|st, now| st.add_statefulset(namespace, name, replicas, template, now));
-    }
-
-    /// Changes a StatefulSet's replicas.
-    pub fn scale_statefulset(&self, namespace: &str, name: &str, replicas: i32) -> bool {
-        self.mutate(|st, now| st.scale_statefulset(namespace, name, replicas, now))
-    }
-
-    /// Adds a bare pod (namespace `default` when unset). Without a nodeName it
-    /// is scheduled; with one, the kubelet starts it.
+    /// Adds a pod (namespace `default` when unset) as it is (ADDED), with a uid and a
+    /// creation time unless it has them ([`PodTemplate::running_pod`] builds a running one).
     pub fn add_pod(&self, pod: Pod) -> Pod {
-        self.mutate(|st, now| st.add_pod(pod, now))
+        self.mutate(|st| st.insert_pod(pod))
     }
 
-    /// Deletes a pod like `kubectl delete pod` (graceful, no preconditions).
+    /// Removes a pod (DELETED), as a deletion that completed.
     pub fn delete_pod(&self, namespace: &str, name: &str) -> bool {
-        self.mutate(|st, now| {
-            st.delete_pod(
-                &(namespace.into(), name.into()),
-                &DeleteOpts::default(),
-                now,
-            )
-            .is_ok()
-        })
+        self.mutate(|st| st.remove_pod(&(namespace.into(), name.into())).is_some())
     }
 
     /// Applies `f` to a pod (MODIFIED if anything changed).
     pub fn modify_pod(&self, namespace: &str, name: &str, f: impl FnOnce(&mut Pod)) -> bool {
-        self.mutate(|st, _| st.modify_pod(&(namespace.into(), name.into()), f).is_some())
+        self.mutate(|st| st.modify_pod(&(namespace.into(), name.into()), f).is_some())
     }
 
-    /// Flips the pod's Ready / ContainersReady conditions.
+    /// Sets the pod's Ready and ContainersReady conditions.
     pub fn set_pod_ready(&self, namespace: &str, name: &str, ready: bool) -> bool {
-        self.mutate(|st, _| st.set_pod_ready(&(namespace.into(), name.into()), ready))
+        let status = if ready { "True" } else { "False" };
+        self.modify_pod(namespace, name, |p| {
+            let conditions = p
+                .status
+                .get_or_insert_with(Default::default)
+                .conditions
+                .get_or_insert_with(Vec::new);
+            for c in conditions
+                .iter_mut()
+                .filter(|c| ["Ready", "ContainersReady"].contains(&c.type_.as_str()))
+            {
+                c.status = status.into();
+            }
+        })
     }
 
     /// A pod.
     pub fn get_pod(&self, namespace: &str, name: &str) -> Option<Pod> {
         self.lock()
             .pods
-            .get(&(namespace.to_string(), name.to_string()))
+            .get(&(namespace.into(), name.into()))
             .cloned()
     }
 
     /// Pods of a namespace ("" for all), by name.
     pub fn pods(&self, namespace: &str) -> Vec<Pod> {
-        self.lock()
+        let st = self.lock();
+        let pods = st
             .pods
             .iter()
-            .filter(|(k, _)| namespace.is_empty() || k.0 == namespace)
-            .map(|(_, p)| p.clone())
-            .collect()
+            .filter(|(k, _)| namespace.is_empty() || k.0 == namespace);
+        pods.map(|(_, p)| p.clone()).collect()
     }
 
-    /// Whether `n` pods of the namespace are Running and Ready within `timeout`.
-    pub fn wait_pods_ready(&self, namespace: &str, n: usize, timeout: Duration) -> bool {
-        self.wait_for(
-            |c| {
-                c.pods(namespace)
-                    .iter()
-                    .filter(|p| {
-                        controllers::pod_ready(p) && p.metadata.deletion_timestamp.is_none()
-                    })
-                    .count()
-                    >= n
-            },
-            timeout,
-        )
-    }
-
-    /// Adds a policy/v1 PodDisruptionBudget with `maxUnavailable`, selecting
-    /// pods by a label selector string (`app=x,tier in (a,b)`).
-    ///
-    /// # Panics
-    /// On an invalid selector.
-    pub fn add_pdb(&self, namespace: &str, name: &str, selector: &str, max_unavailable: i32) {
-        let sel = Selector::parse(selector)
-            .unwrap_or_else(|e| panic!("add_pdb: bad selector {selector:?}: {e}"));
-        self.add_pdb_object(PodDisruptionBudget {
-            metadata: ObjectMeta {
-                name: Some(name.to_string()),
-                namespace: Some(namespace.to_string()),
-                ..ObjectMeta::default()
-            },
-            spec: Some(PodDisruptionBudgetSpec {
-                selector: Some(sel.to_label_selector()),
-                max_unavailable: Some(IntOrString::Int(max_unavailable)),
-                ..PodDisruptionBudgetSpec::default()
-            }),
-            status: None,
+    /// Adds a PodDisruptionBudget, served as it is (no status is computed).
+    pub fn add_pdb(&self, mut pdb: PodDisruptionBudget) {
+        self.mutate(|st| {
+            st.new_meta(&mut pdb.metadata);
+            let namespace = pdb.metadata.namespace.clone().unwrap_or_default();
+            let name = pdb.metadata.name.clone().unwrap_or_default();
+            st.pdbs.insert((namespace, name), pdb);
         });
     }
 
-    /// Adds any PodDisruptionBudget (minAvailable or maxUnavailable, int or %).
-    ///
-    /// # Panics
-    /// On an invalid selector.
-    pub fn add_pdb_object(&self, pdb: PodDisruptionBudget) {
-        self.mutate(|st, _| st.add_pdb(pdb))
-            .unwrap_or_else(|e| panic!("add_pdb_object: {e}"));
-    }
-
-    /// A PDB with its current status.
-    pub fn get_pdb(&self, namespace: &str, name: &str) -> Option<PodDisruptionBudget> {
+    /// The events.k8s.io/v1 Events created in a namespace ("" for all).
+    pub fn events(&self, namespace: &str) -> Vec<Value> {
         let st = self.lock();
-        st.pdb_object(&(namespace.into(), name.into()), st.clock.instant())
-    }
-
-    /// Events created in a namespace ("" for all).
-    pub fn events(&self, namespace: &str) -> Vec<Event> {
-        self.lock()
+        let events = st
             .events
             .iter()
-            .filter(|(k, _)| namespace.is_empty() || k.0 == namespace)
-            .map(|(_, e)| e.clone())
-            .collect()
+            .filter(|(k, _)| namespace.is_empty() || k.0 == namespace);
+        events.map(|(_, e)| e.clone()).collect()
     }
 
     /// The current global resourceVersion.
@@ -566,8 +384,8 @@ impl FakeCluster {
         self.lock().rv
     }
 
-    /// Drops the watch history: watches from an older resourceVersion get a
-    /// 410 Expired ERROR event.
+    /// Drops the watch history: watches from an older resourceVersion get a 410
+    /// Expired ERROR event.
     pub fn compact(&self) {
         self.lock().compact();
     }
@@ -609,15 +427,13 @@ impl FakeCluster {
     /// Polls `cond` every 5 ms until it holds (true) or `timeout` passes (false).
     pub fn wait_for(&self, mut cond: impl FnMut(&FakeCluster) -> bool, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
-        loop {
-            if cond(self) {
-                return true;
-            }
+        while !cond(self) {
             if Instant::now() >= deadline {
                 return false;
             }
             std::thread::sleep(Duration::from_millis(5));
         }
+        true
     }
 
     /// Waits for a recorded request matching `pred` (including earlier ones).
@@ -629,7 +445,7 @@ impl FakeCluster {
         let mut found = None;
         self.wait_for(
             |c| {
-                found = c.lock().requests.iter().find(|r| pred(r)).cloned();
+                found = c.find_request(&pred);
                 found.is_some()
             },
             timeout,
@@ -639,8 +455,8 @@ impl FakeCluster {
 
     // ---- faults ----
 
-    /// The next `times` requests matching `matcher` get `response` instead of
-    /// being served (rules are tried in the order they were added).
+    /// The next `times` requests matching `matcher` get `response` instead of being
+    /// served (rules are tried in the order they were added).
     pub fn fail_next(&self, matcher: Matcher, response: FaultResponse, times: usize) {
         self.lock().faults.push(faults::FaultRule {
             matcher,
@@ -659,26 +475,19 @@ impl FakeCluster {
         self.lock().latency = latency;
     }
 
-    /// [`OutageMode::Refuse`]: closes the listener and every open connection;
-    /// `false` re-opens the same port. Returns once the change is in effect.
+    /// An outage: the listener and every open connection closed (in-process: every
+    /// request refused); `false` re-opens the same port. Returns once it is in effect.
     pub fn set_outage(&self, on: bool) {
-        self.set_outage_mode(on.then_some(OutageMode::Refuse));
-    }
-
-    /// Starts an outage of a given kind (`None` ends it).
-    pub fn set_outage_mode(&self, mode: Option<OutageMode>) {
-        self.shared.outage_tx.send_replace(mode);
-        if mode.is_some() {
+        self.shared.outage_tx.send_replace(on);
+        if on {
             self.shared.kill_tx.send_modify(|g| *g += 1);
         }
         if self.addr.is_none() {
-            // In-process, requests look at the outage itself.
-            self.shared.applied_outage_tx.send_replace(mode);
             return;
         }
         let rx = self.shared.applied_outage_tx.subscribe();
         let deadline = Instant::now() + Duration::from_secs(5);
-        while *rx.borrow() != mode && Instant::now() < deadline {
+        while *rx.borrow() != on && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(2));
         }
     }
@@ -696,18 +505,16 @@ impl FakeCluster {
 
     /// Aborts every open watch stream (connection closed without the final chunk).
     pub fn drop_watches(&self) {
-        self.shared.drop_tx.send_modify(|(g, mid)| {
-            *g += 1;
-            *mid = false;
-        });
+        self.shared
+            .drop_tx
+            .send_modify(|(g, mid)| (*g, *mid) = (*g + 1, false));
     }
 
     /// Like [`FakeCluster::drop_watches`], after sending half an event line.
     pub fn drop_watches_mid_line(&self) {
-        self.shared.drop_tx.send_modify(|(g, mid)| {
-            *g += 1;
-            *mid = true;
-        });
+        self.shared
+            .drop_tx
+            .send_modify(|(g, mid)| (*g, *mid) = (*g + 1, true));
     }
 }
 
@@ -717,9 +524,6 @@ impl Drop for FakeCluster {
         self.shared.kill_tx.send_modify(|g| *g += 1);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
-        }
-        if let Some(t) = self.task.take() {
-            t.abort();
         }
     }
 }

@@ -1,12 +1,13 @@
-//! Builders for realistic Node and Pod objects, ids and timestamps.
+//! Builders for realistic Node and Pod objects (as a kubelet and the control plane
+//! would have written them: the test puts them in place), ids and timestamps.
 
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::api::core::v1::{
-    Affinity, Container, ContainerImage, DaemonEndpoint, EnvVar, EnvVarSource, Node, NodeAddress,
-    NodeCondition, NodeDaemonEndpoints, NodeSpec, NodeStatus, NodeSystemInfo, ObjectFieldSelector,
-    PodSpec, ResourceRequirements, Taint, Toleration, TopologySpreadConstraint,
+    Container, ContainerImage, ContainerState, ContainerStateRunning, ContainerStatus,
+    DaemonEndpoint, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeSpec, NodeStatus,
+    NodeSystemInfo, Pod, PodCondition, PodSpec, PodStatus, ResourceRequirements, Taint, Toleration,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -98,49 +99,23 @@ fn quantity(s: &str) -> Quantity {
 /// a few MB to several GB, largest first as the kubelet reports them.
 /// Deterministic for a given `seed`.
 pub fn realistic_images(n: usize, seed: u64) -> Vec<ContainerImage> {
-    const REPOS: &[&str] = &[
-        "quay.io/jupyter/scipy-notebook",
-        "quay.io/jupyter/datascience-notebook",
-        "quay.io/jupyter/pytorch-notebook",
-        "quay.io/jupyter/tensorflow-notebook",
-        "quay.io/jupyter/r-notebook",
-        "quay.io/jupyter/minimal-notebook",
-        "quay.io/jupyterhub/k8s-network-tools",
-        "quay.io/jupyterhub/k8s-image-awaiter",
-        "quay.io/jupyterhub/configurable-http-proxy",
-        "docker.io/library/python",
-        "docker.io/library/nginx",
-        "docker.io/rocker/rstudio",
-        "ghcr.io/example/analysis-env",
-        "ghcr.io/example/gpu-workbench",
-        "registry.k8s.io/kube-proxy",
-        "registry.k8s.io/coredns/coredns",
-        "registry.k8s.io/pause",
-        "gcr.io/k8s-staging/csi-node-driver-registrar",
-        "us-docker.pkg.dev/example/images/course-env",
-        "europe-docker.pkg.dev/example/images/workshop",
-    ];
-    const TAGS: &[&str] = &[
-        "2026-11-01",
-        "latest",
-        "v4.2.1",
-        "3.12-slim",
-        "1.33.2",
-        "2025.10",
-        "main-8f3c1d2",
-        "3.10",
-    ];
+    // Twenty repositories, eight tags.
+    let repos: Vec<&str> = "quay.io/jupyter/scipy-notebook quay.io/jupyter/datascience-notebook quay.io/jupyter/pytorch-notebook quay.io/jupyter/tensorflow-notebook quay.io/jupyter/r-notebook quay.io/jupyter/minimal-notebook quay.io/jupyterhub/k8s-network-tools quay.io/jupyterhub/k8s-image-awaiter quay.io/jupyterhub/configurable-http-proxy docker.io/library/python docker.io/library/nginx docker.io/rocker/rstudio ghcr.io/example/analysis-env ghcr.io/example/gpu-workbench registry.k8s.io/kube-proxy registry.k8s.io/coredns/coredns registry.k8s.io/pause gcr.io/k8s-staging/csi-node-driver-registrar us-docker.pkg.dev/example/images/course-env europe-docker.pkg.dev/example/images/workshop".split(' ').collect();
+    let tags: Vec<&str> = "2026-11-01 latest v4.2.1 3.12-slim 1.33.2 2025.10 main-8f3c1d2 3.10"
+        .split(' ')
+        .collect();
+
     let mut rng = Rng::new(seed ^ 0x1a6e5_u64.wrapping_mul(7));
     let mut images: Vec<ContainerImage> = (0..n)
         .map(|i| {
-            let repo = REPOS[i % REPOS.len()];
-            let tag = if i < REPOS.len() {
-                TAGS[i % TAGS.len()].to_string()
+            let repo = repos[i % repos.len()];
+            let tag = if i < repos.len() {
+                tags[i % tags.len()].to_string()
             } else {
                 format!(
                     "{}-r{}",
-                    TAGS[(i / REPOS.len()) % TAGS.len()],
-                    i / REPOS.len()
+                    tags[(i / repos.len()) % tags.len()],
+                    i / repos.len()
                 )
             };
             let digest = rng.hex(64);
@@ -181,8 +156,6 @@ pub struct NodeBuilder {
     pub ready: bool,
     /// `status.images`.
     pub images: Vec<ContainerImage>,
-    /// InternalIP address; derived from the name when `None`.
-    pub internal_ip: Option<String>,
     /// Creation time; now when `None`.
     pub created: Option<SystemTime>,
 }
@@ -201,7 +174,6 @@ impl NodeBuilder {
             unschedulable: false,
             ready: true,
             images: Vec::new(),
-            internal_ip: None,
             created: None,
         }
     }
@@ -230,12 +202,6 @@ impl NodeBuilder {
         self
     }
 
-    /// Adds an annotation.
-    pub fn annotation(mut self, key: &str, value: &str) -> Self {
-        self.annotations.insert(key.to_string(), value.to_string());
-        self
-    }
-
     /// Adds a taint (`value` may be empty).
     pub fn taint(mut self, key: &str, value: &str, effect: &str) -> Self {
         self.taints.push(Taint {
@@ -244,12 +210,6 @@ impl NodeBuilder {
             effect: effect.to_string(),
             time_added: None,
         });
-        self
-    }
-
-    /// Cordons the node.
-    pub fn unschedulable(mut self, unschedulable: bool) -> Self {
-        self.unschedulable = unschedulable;
         self
     }
 
@@ -271,12 +231,6 @@ impl NodeBuilder {
             (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
         });
         self.images(realistic_images(n, seed))
-    }
-
-    /// InternalIP address.
-    pub fn internal_ip(mut self, ip: &str) -> Self {
-        self.internal_ip = Some(ip.to_string());
-        self
     }
 
     /// Builds the Node (uid and resourceVersion are assigned by the store).
@@ -310,13 +264,9 @@ impl NodeBuilder {
             ("memory".to_string(), quantity(&self.memory)),
             ("pods".to_string(), quantity(&self.pods.to_string())),
         ]);
-        let ip = self.internal_ip.clone().unwrap_or_else(|| {
-            let h = self
-                .name
-                .bytes()
-                .fold(7u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
-            format!("10.0.{}.{}", (h >> 8) % 250, h % 250 + 2)
-        });
+        let h =
+            (self.name.bytes()).fold(7u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+        let ip = format!("10.0.{}.{}", (h >> 8) % 250, h % 250 + 2);
         let pressure = |type_: &str, reason: &str, message: &str| NodeCondition {
             type_: type_.to_string(),
             status: "False".into(),
@@ -432,82 +382,34 @@ pub(crate) fn set_not_ready_taint(taints: &mut Vec<Taint>, present: bool) {
     }
 }
 
-/// The pod template of a StatefulSet (or of a bare pod via [`PodTemplate::to_pod_spec`]).
-#[derive(Clone, Debug)]
+/// A pod's spec and labels, and the pods built from them: a running pod as the
+/// scheduler and a kubelet would have left it ([`PodTemplate::running_pod`]).
+#[derive(Clone, Debug, Default)]
 pub struct PodTemplate {
     /// Pod labels.
     pub labels: BTreeMap<String, String>,
-    /// Pod annotations.
-    pub annotations: BTreeMap<String, String>,
-    /// CPU request of the (single) container.
-    pub cpu: Option<String>,
-    /// Memory request of the (single) container.
-    pub memory: Option<String>,
-    /// Tolerations (the default not-ready/unreachable NoExecute tolerations are
-    /// added on creation like the DefaultTolerationSeconds admission plugin does).
-    pub tolerations: Vec<Toleration>,
+    /// CPU and memory requests of the (single) container.
+    pub requests: BTreeMap<String, Quantity>,
     /// `spec.nodeSelector`.
     pub node_selector: BTreeMap<String, String>,
-    /// `spec.affinity`.
-    pub affinity: Option<Affinity>,
-    /// `spec.topologySpreadConstraints` (kept, not used by the fake scheduler).
-    pub topology_spread_constraints: Vec<TopologySpreadConstraint>,
-    /// `spec.priority`.
-    pub priority: Option<i32>,
-    /// `spec.priorityClassName`.
-    pub priority_class_name: Option<String>,
-    /// `spec.preemptionPolicy`.
-    pub preemption_policy: Option<String>,
-    /// Container name.
-    pub container_name: String,
-    /// Container image.
-    pub image: String,
-    /// `spec.serviceAccountName`.
-    pub service_account: Option<String>,
-    /// `spec.terminationGracePeriodSeconds`.
-    pub termination_grace_period_seconds: i64,
-}
-
-impl Default for PodTemplate {
-    fn default() -> Self {
-        Self::new()
-    }
+    /// `spec.tolerations`.
+    pub tolerations: Vec<Toleration>,
 }
 
 impl PodTemplate {
-    /// One container `placeholder` running `selfdestruct:dev`, no requests, grace 0.
+    /// No labels, no requests.
     pub fn new() -> Self {
-        Self {
-            labels: BTreeMap::new(),
-            annotations: BTreeMap::new(),
-            cpu: None,
-            memory: None,
-            tolerations: Vec::new(),
-            node_selector: BTreeMap::new(),
-            affinity: None,
-            topology_spread_constraints: Vec::new(),
-            priority: None,
-            priority_class_name: None,
-            preemption_policy: None,
-            container_name: "placeholder".into(),
-            image: "selfdestruct:dev".into(),
-            service_account: None,
-            termination_grace_period_seconds: 0,
-        }
+        Self::default()
     }
 
     /// The selfdestruct placeholder as in the fixtures: labels
     /// `app.kubernetes.io/name=selfdestruct`, `app.kubernetes.io/instance={instance}`,
-    /// priority -10 (class `placeholder`, preemption Never), service account
-    /// `placeholder`, requests `cpu`/`memory`.
+    /// requests `cpu`/`memory`.
     pub fn placeholder(instance: &str, cpu: &str, memory: &str) -> Self {
         Self::new()
             .label("app.kubernetes.io/name", "selfdestruct")
             .label("app.kubernetes.io/instance", instance)
             .requests(cpu, memory)
-            .priority(-10, "placeholder")
-            .preemption_policy("Never")
-            .service_account("placeholder")
     }
 
     /// Adds a label.
@@ -516,33 +418,15 @@ impl PodTemplate {
         self
     }
 
-    /// Adds an annotation.
-    pub fn annotation(mut self, key: &str, value: &str) -> Self {
-        self.annotations.insert(key.to_string(), value.to_string());
-        self
-    }
-
     /// CPU and memory requests (`""` leaves one out).
     pub fn requests(mut self, cpu: &str, memory: &str) -> Self {
-        self.cpu = (!cpu.is_empty()).then(|| cpu.to_string());
-        self.memory = (!memory.is_empty()).then(|| memory.to_string());
+        for (k, v) in [("cpu", cpu), ("memory", memory)]
+            .into_iter()
+            .filter(|(_, v)| !v.is_empty())
+        {
+            self.requests.insert(k.into(), quantity(v));
+        }
         self
-    }
-
-    /// Adds a toleration.
-    pub fn toleration(mut self, t: Toleration) -> Self {
-        self.tolerations.push(t);
-        self
-    }
-
-    /// Tolerates a taint key (operator Exists, any effect when `effect` is empty).
-    pub fn tolerate(self, key: &str, effect: &str) -> Self {
-        self.toleration(Toleration {
-            key: (!key.is_empty()).then(|| key.to_string()),
-            operator: Some("Exists".into()),
-            effect: (!effect.is_empty()).then(|| effect.to_string()),
-            ..Toleration::default()
-        })
     }
 
     /// Adds a nodeSelector entry.
@@ -552,99 +436,66 @@ impl PodTemplate {
         self
     }
 
-    /// Sets the affinity.
-    pub fn affinity(mut self, affinity: Affinity) -> Self {
-        self.affinity = Some(affinity);
-        self
-    }
-
-    /// Sets priority and priority class.
-    pub fn priority(mut self, priority: i32, class: &str) -> Self {
-        self.priority = Some(priority);
-        self.priority_class_name = (!class.is_empty()).then(|| class.to_string());
-        self
-    }
-
-    /// Sets the preemption policy.
-    pub fn preemption_policy(mut self, policy: &str) -> Self {
-        self.preemption_policy = Some(policy.to_string());
-        self
-    }
-
-    /// Sets the service account.
-    pub fn service_account(mut self, sa: &str) -> Self {
-        self.service_account = Some(sa.to_string());
-        self
-    }
-
-    /// Sets the container image.
-    pub fn image(mut self, image: &str) -> Self {
-        self.image = image.to_string();
-        self
-    }
-
-    /// Sets `terminationGracePeriodSeconds`.
-    pub fn termination_grace(mut self, seconds: i64) -> Self {
-        self.termination_grace_period_seconds = seconds;
-        self
-    }
-
-    /// The pod spec (unscheduled).
-    pub fn to_pod_spec(&self) -> PodSpec {
-        let mut requests = BTreeMap::new();
-        if let Some(c) = &self.cpu {
-            requests.insert("cpu".to_string(), quantity(c));
-        }
-        if let Some(m) = &self.memory {
-            requests.insert("memory".to_string(), quantity(m));
-        }
-        let env = |name: &str, path: &str| EnvVar {
-            name: name.to_string(),
-            value: None,
-            value_from: Some(EnvVarSource {
-                field_ref: Some(ObjectFieldSelector {
-                    api_version: Some("v1".into()),
-                    field_path: path.to_string(),
-                }),
-                ..EnvVarSource::default()
-            }),
+    /// Pod `name` in `namespace`, bound to `node`, Running and Ready since `at` (its
+    /// start time, its conditions' transitions; its creation too, unless the store sets
+    /// one later): what the agent reads of its own pod and its siblings.
+    pub fn running_pod(&self, namespace: &str, name: &str, node: &str, at: SystemTime) -> Pod {
+        let t = time_of(at);
+        let condition = |type_: &str| PodCondition {
+            type_: type_.into(),
+            status: "True".into(),
+            last_transition_time: Some(t.clone()),
+            ..PodCondition::default()
         };
-        PodSpec {
-            containers: vec![Container {
-                name: self.container_name.clone(),
-                image: Some(self.image.clone()),
-                image_pull_policy: Some("IfNotPresent".into()),
-                env: Some(vec![
-                    env("POD_NAME", "metadata.name"),
-                    env("POD_NAMESPACE", "metadata.namespace"),
-                    env("POD_UID", "metadata.uid"),
-                    env("NODE_NAME", "spec.nodeName"),
-                ]),
-                resources: Some(ResourceRequirements {
-                    requests: (!requests.is_empty()).then_some(requests),
-                    ..ResourceRequirements::default()
-                }),
-                termination_message_path: Some("/dev/termination-log".into()),
-                termination_message_policy: Some("File".into()),
-                ..Container::default()
-            }],
-            restart_policy: Some("Always".into()),
-            termination_grace_period_seconds: Some(self.termination_grace_period_seconds),
-            dns_policy: Some("ClusterFirst".into()),
-            service_account_name: self.service_account.clone(),
-            service_account: self.service_account.clone(),
-            scheduler_name: Some("default-scheduler".into()),
-            tolerations: (!self.tolerations.is_empty()).then(|| self.tolerations.clone()),
-            node_selector: (!self.node_selector.is_empty()).then(|| self.node_selector.clone()),
-            affinity: self.affinity.clone(),
-            topology_spread_constraints: (!self.topology_spread_constraints.is_empty())
-                .then(|| self.topology_spread_constraints.clone()),
-            priority: self.priority,
-            priority_class_name: self.priority_class_name.clone(),
-            preemption_policy: self.preemption_policy.clone(),
-            enable_service_links: Some(true),
-            security_context: Some(Default::default()),
-            ..PodSpec::default()
+        let conditions = [
+            "PodReadyToStartContainers",
+            "Initialized",
+            "ContainersReady",
+            "Ready",
+            "PodScheduled",
+        ];
+        Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some(namespace.into()),
+                labels: Some(self.labels.clone()),
+                creation_timestamp: Some(t.clone()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(PodSpec {
+                node_name: (!node.is_empty()).then(|| node.into()),
+                containers: vec![Container {
+                    name: "placeholder".into(),
+                    image: Some("ghcr.io/selfdestruct/selfdestruct:0.1.0".into()),
+                    resources: Some(ResourceRequirements {
+                        requests: Some(self.requests.clone()),
+                        ..ResourceRequirements::default()
+                    }),
+                    ..Container::default()
+                }],
+                node_selector: (!self.node_selector.is_empty()).then(|| self.node_selector.clone()),
+                tolerations: (!self.tolerations.is_empty()).then(|| self.tolerations.clone()),
+                termination_grace_period_seconds: Some(30),
+                ..PodSpec::default()
+            }),
+            status: Some(PodStatus {
+                phase: Some("Running".into()),
+                conditions: Some(conditions.map(condition).to_vec()),
+                start_time: Some(t.clone()),
+                container_statuses: Some(vec![ContainerStatus {
+                    name: "placeholder".into(),
+                    ready: true,
+                    started: Some(true),
+                    state: Some(ContainerState {
+                        running: Some(ContainerStateRunning {
+                            started_at: Some(t),
+                        }),
+                        ..ContainerState::default()
+                    }),
+                    ..ContainerStatus::default()
+                }]),
+                ..PodStatus::default()
+            }),
         }
     }
 }

@@ -1,5 +1,5 @@
-//! HTTP/1.1: accept loop (with outages), request recording, fault injection,
-//! authentication, RBAC, admission, routing and the resource handlers.
+//! HTTP/1.1: accept loop (with outages), request recording, fault injection, bearer
+//! tokens, routing and the resource handlers.
 
 use std::io;
 use std::net::SocketAddr;
@@ -12,25 +12,15 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
-use k8s_openapi::Metadata;
-use k8s_openapi::api::core::v1::{Event, Node, Pod};
-use k8s_openapi::api::events::v1::Event as NewEvent;
-use k8s_openapi::api::policy::v1::Eviction;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, ObjectMeta};
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
 use crate::Shared;
-use crate::controllers::DeleteOpts;
-use crate::faults::{FaultBody, FaultResponse, OutageMode, RequestInfo};
+use crate::faults::{FaultBody, FaultResponse, RequestInfo};
 use crate::objects::time_of;
-use crate::patch::{PatchError, json_patch, merge_patch};
-use crate::rbac::Subject;
-use crate::selector::{FieldSelector, Selector};
 use crate::status::Status;
-use crate::store::{Key, Kind, RecordedRequest, State};
+use crate::store::{Key, Kind, RecordedRequest};
 use crate::watch::{self, Filter, ResBody, WatchParams};
 
 const MAX_BODY: usize = 3 * 1024 * 1024;
@@ -76,8 +66,6 @@ pub(crate) struct Ctx {
     path: String,
     params: Vec<(String, String)>,
     body: Bytes,
-    content_type: Option<String>,
-    token: Option<String>,
     /// `Accept` asks for `PartialObjectMetadata` (or its list).
     metadata_only: bool,
     /// Bytes of the answer sent (a watch counts as it streams).
@@ -101,7 +89,6 @@ impl Ctx {
 pub(crate) struct Reply {
     code: u16,
     body: ResBody,
-    content_type: &'static str,
     headers: Vec<(String, String)>,
 }
 
@@ -110,7 +97,6 @@ impl Reply {
         Self {
             code,
             body: ResBody::full(value.to_string()),
-            content_type: "application/json",
             headers: Vec::new(),
         }
     }
@@ -118,26 +104,11 @@ impl Reply {
     fn status(status: Status) -> Self {
         Self::json(status.code, &status.to_value())
     }
-
-    fn text(code: u16, text: &str) -> Self {
-        Self {
-            code,
-            body: ResBody::full(text.to_string()),
-            content_type: "text/plain; charset=utf-8",
-            headers: Vec::new(),
-        }
-    }
 }
 
 impl From<Status> for Reply {
     fn from(s: Status) -> Self {
         Self::status(s)
-    }
-}
-
-impl From<Box<Status>> for Reply {
-    fn from(s: Box<Status>) -> Self {
-        Self::status(*s)
     }
 }
 
@@ -160,7 +131,7 @@ pub(crate) async fn accept_loop(shared: Arc<Shared>, listener: TcpListener, addr
     let mut shutdown_rx = shared.shutdown_tx.subscribe();
     loop {
         let outage = *outage_rx.borrow_and_update();
-        if outage == Some(OutageMode::Refuse) {
+        if outage {
             listener = None;
         } else if listener.is_none() {
             // Back from an outage: bind the same port again.
@@ -180,7 +151,7 @@ pub(crate) async fn accept_loop(shared: Arc<Shared>, listener: TcpListener, addr
             _ = shutdown_rx.changed() => return,
             accepted = accept_opt(&listener) => {
                 let Ok((stream, _)) = accepted else { continue };
-                if outage_rx.borrow().is_some() {
+                if *outage_rx.borrow() {
                     drop(stream);
                     continue;
                 }
@@ -255,13 +226,9 @@ where
         .iter()
         .any(|(k, v)| k == "watch" && matches!(v.as_str(), "true" | "1" | "True"));
     let body_bytes = body.clone().unwrap_or_default();
-    let body_json = if body_bytes.is_empty() {
-        None
-    } else {
-        serde_json::from_slice::<Value>(&body_bytes).ok()
-    };
+    let body_json = serde_json::from_slice::<Value>(&body_bytes).ok();
 
-    let (latency, fault, user) = {
+    let (latency, fault, known) = {
         let mut st = shared.lock();
         let info = RequestInfo {
             method: &method,
@@ -283,11 +250,8 @@ where
             }
             resp
         });
-        let user = token
-            .as_deref()
-            .and_then(|t| st.tokens.get(t))
-            .map(|s| s.user.clone());
-        (st.latency, fault, user)
+        let known = token.as_deref().is_some_and(|t| st.tokens.contains(t));
+        (st.latency, fault, known)
     };
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
@@ -297,21 +261,20 @@ where
     let faulted = fault.is_some();
     let never = matches!(fault, Some(FaultResponse::NeverAnswer));
     let reply = match fault {
-        Some(FaultResponse::CloseConnection | FaultResponse::NeverAnswer) => None,
+        Some(FaultResponse::NeverAnswer) => None,
         Some(FaultResponse::Respond {
             code,
             body,
             headers,
         }) => {
-            let (bytes, ct) = match body {
-                FaultBody::Status(s) => (Bytes::from(s.to_value().to_string()), "application/json"),
-                FaultBody::Json(v) => (Bytes::from(v.to_string()), "application/json"),
-                FaultBody::Raw(b) => (Bytes::from(b), "application/json"),
+            let bytes = match body {
+                FaultBody::Status(s) => Bytes::from(s.to_value().to_string()),
+                FaultBody::Json(v) => Bytes::from(v.to_string()),
+                FaultBody::Raw(b) => Bytes::from(b),
             };
             Some(Reply {
                 code,
                 body: ResBody::full(bytes),
-                content_type: ct,
                 headers,
             })
         }
@@ -321,8 +284,6 @@ where
                 path: path.clone(),
                 params,
                 body: body_bytes,
-                content_type: content_type.clone(),
-                token: token.clone(),
                 metadata_only,
                 sent: sent.clone(),
             };
@@ -332,6 +293,16 @@ where
                     "RequestEntityTooLarge",
                     format!("Request entity too large: {e}"),
                 )),
+                // The version answers anyone; the rest needs a token it knows.
+                Ok(_)
+                    if !known
+                        && !matches!(
+                            path.as_str(),
+                            "/version" | "/healthz" | "/livez" | "/readyz"
+                        ) =>
+                {
+                    Reply::status(Status::unauthorized())
+                }
                 Ok(_) => route(&shared, &ctx).unwrap_or_else(|e| e),
             })
         }
@@ -347,7 +318,6 @@ where
     }
     {
         let mut st = shared.lock();
-        st.counters.requests += 1;
         if faulted {
             st.counters.faults_injected += 1;
         }
@@ -366,7 +336,6 @@ where
             body: body_json,
             content_type,
             token,
-            user,
             status: code,
             bytes_sent: sent,
             metadata_only,
@@ -385,7 +354,7 @@ where
     };
     let mut builder = Response::builder()
         .status(reply.code)
-        .header(hyper::header::CONTENT_TYPE, reply.content_type)
+        .header(hyper::header::CONTENT_TYPE, "application/json")
         .header(hyper::header::CACHE_CONTROL, "no-cache, private")
         .header("Audit-Id", shared.lock().rng.uuid());
     for (k, v) in &reply.headers {
@@ -402,83 +371,27 @@ enum Res {
     PodEviction(String),
     Events,
     Event(String),
-    /// events.k8s.io/v1: the same Events as another version.
-    NewEvents,
-    NewEvent(String),
     Nodes,
     Node(String),
     Pdbs,
-    Pdb(String),
-}
-
-fn version_info() -> Value {
-    json!({
-        "major": "1",
-        "minor": "36",
-        "emulationMajor": "1",
-        "emulationMinor": "36",
-        "minCompatibilityMajor": "1",
-        "minCompatibilityMinor": "35",
-        "gitVersion": "v1.36.2",
-        "gitCommit": "5f3c1a2b9e7d4c6a8b0e1f2d3c4b5a6978877665",
-        "gitTreeState": "clean",
-        "buildDate": "2026-10-14T09:12:45Z",
-        "goVersion": "go1.25.3",
-        "compiler": "gc",
-        "platform": "linux/amd64"
-    })
-}
-
-fn authenticate(st: &State, ctx: &Ctx, anonymous_ok: bool) -> Result<Option<Subject>, Reply> {
-    match &ctx.token {
-        Some(t) => match st.tokens.get(t) {
-            Some(s) => Ok(Some(s.clone())),
-            None => Err(Status::unauthorized().into()),
-        },
-        None if anonymous_ok => Ok(None),
-        None => Err(Status::unauthorized().into()),
-    }
 }
 
 fn route(shared: &Arc<Shared>, ctx: &Ctx) -> HResult {
     let segs: Vec<&str> = ctx.path.split('/').filter(|s| !s.is_empty()).collect();
-    let m = ctx.method.as_str();
-    // Non-resource endpoints.
-    match segs.as_slice() {
+    let (ns, res) = match segs.as_slice() {
         ["version"] => {
-            authenticate(&shared.lock(), ctx, true)?;
-            return if m == "GET" {
-                Ok(Reply::json(200, &version_info()))
-            } else {
-                Err(Status::method_not_allowed().into())
-            };
-        }
-        ["healthz" | "livez" | "readyz"] => return Ok(Reply::text(200, "ok")),
-        ["api"] => {
-            authenticate(&shared.lock(), ctx, true)?;
             return Ok(Reply::json(
                 200,
-                &json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1:6443"}]}),
+                &json!({"major": "1", "minor": "36", "gitVersion": "v1.36.2", "platform": "linux/amd64"}),
             ));
         }
-        _ => {}
-    }
-    let (group, ns, res): (&str, &str, Res) = match segs.as_slice() {
-        ["api", "v1", "pods"] => ("", "", Res::Pods),
-        ["api", "v1", "namespaces", ns, "pods"] => ("", ns, Res::Pods),
-        ["api", "v1", "namespaces", ns, "pods", name]
-        | ["api", "v1", "namespaces", ns, "pods", name, "status"] => {
-            ("", ns, Res::Pod(name.to_string()))
-        }
+        ["api", "v1", "pods"] => ("", Res::Pods),
+        ["api", "v1", "namespaces", ns, "pods"] => (*ns, Res::Pods),
+        ["api", "v1", "namespaces", ns, "pods", name] => (*ns, Res::Pod(name.to_string())),
         ["api", "v1", "namespaces", ns, "pods", name, "eviction"] => {
-            ("", ns, Res::PodEviction(name.to_string()))
+            (*ns, Res::PodEviction(name.to_string()))
         }
-        ["api", "v1", "events"] => ("", "", Res::Events),
-        ["api", "v1", "namespaces", ns, "events"] => ("", ns, Res::Events),
-        ["api", "v1", "namespaces", ns, "events", name] => ("", ns, Res::Event(name.to_string())),
-        ["apis", "events.k8s.io", "v1", "namespaces", ns, "events"] => {
-            ("events.k8s.io", ns, Res::NewEvents)
-        }
+        ["apis", "events.k8s.io", "v1", "namespaces", ns, "events"] => (*ns, Res::Events),
         [
             "apis",
             "events.k8s.io",
@@ -487,12 +400,9 @@ fn route(shared: &Arc<Shared>, ctx: &Ctx) -> HResult {
             ns,
             "events",
             name,
-        ] => ("events.k8s.io", ns, Res::NewEvent(name.to_string())),
-        ["api", "v1", "nodes"] => ("", "", Res::Nodes),
-        ["api", "v1", "nodes", name] | ["api", "v1", "nodes", name, "status"] => {
-            ("", "", Res::Node(name.to_string()))
-        }
-        ["apis", "policy", "v1", "poddisruptionbudgets"] => ("policy", "", Res::Pdbs),
+        ] => (*ns, Res::Event(name.to_string())),
+        ["api", "v1", "nodes"] => ("", Res::Nodes),
+        ["api", "v1", "nodes", name] => ("", Res::Node(name.to_string())),
         [
             "apis",
             "policy",
@@ -500,121 +410,43 @@ fn route(shared: &Arc<Shared>, ctx: &Ctx) -> HResult {
             "namespaces",
             ns,
             "poddisruptionbudgets",
-        ] => ("policy", ns, Res::Pdbs),
-        [
-            "apis",
-            "policy",
-            "v1",
-            "namespaces",
-            ns,
-            "poddisruptionbudgets",
-            name,
-        ] => ("policy", ns, Res::Pdb(name.to_string())),
-        _ => {
-            authenticate(&shared.lock(), ctx, false)?;
-            return Err(Status::path_not_found().into());
-        }
+        ] => (*ns, Res::Pdbs),
+        _ => return Err(Status::path_not_found().into()),
     };
-    let watch = ctx.flag("watch");
-    let (resource, sub, name, verb) = match (&res, m) {
-        (Res::Pods, "GET") => ("pods", "", "", if watch { "watch" } else { "list" }),
-        (Res::Pods, "POST") => ("pods", "", "", "create"),
-        (Res::Pod(n), _) => ("pods", "", n.as_str(), verb_of(m)?),
-        (Res::PodEviction(n), "POST") => ("pods", "eviction", n.as_str(), "create"),
-        (Res::Events, "GET") => ("events", "", "", if watch { "watch" } else { "list" }),
-        (Res::Events, "POST") => ("events", "", "", "create"),
-        (Res::Event(n), "GET") => ("events", "", n.as_str(), "get"),
-        (Res::NewEvents, "POST") => ("events", "", "", "create"),
-        (Res::NewEvent(n), "GET" | "PATCH") => ("events", "", n.as_str(), verb_of(m)?),
-        (Res::Nodes, "GET") => ("nodes", "", "", if watch { "watch" } else { "list" }),
-        (Res::Node(n), _) => ("nodes", "", n.as_str(), verb_of(m)?),
-        (Res::Pdbs, "GET") => ("poddisruptionbudgets", "", "", "list"),
-        (Res::Pdb(n), "GET") => ("poddisruptionbudgets", "", n.as_str(), "get"),
-        _ => {
-            authenticate(&shared.lock(), ctx, false)?;
-            return Err(Status::method_not_allowed().into());
-        }
-    };
-    let subject = {
-        let st = shared.lock();
-        authenticate(&st, ctx, false)?.unwrap_or_else(|| Subject::new("system:anonymous"))
-    };
-    let full = if sub.is_empty() {
-        resource.to_string()
-    } else {
-        format!("{resource}/{sub}")
-    };
-    if !subject.allows(verb, &full, ns, name) {
-        return Err(
-            Status::forbidden_rbac(&subject.user, verb, resource, sub, group, ns, name).into(),
-        );
-    }
     let ns = ns.to_string();
-    match (res, m) {
+    match (res, ctx.method.as_str()) {
         (Res::Pods, "GET") => list_or_watch(shared, ctx, Kind::Pod, &ns),
-        (Res::Pods, _) => create_pod(shared, ctx, &ns),
+        (Res::Nodes, "GET") => list_or_watch(shared, ctx, Kind::Node, ""),
         (Res::Pod(name), "GET") => get_object(shared, Kind::Pod, &(ns, name)),
-        (Res::Pod(name), "DELETE") => delete_pod(shared, ctx, &subject, &(ns, name)),
-        (Res::Pod(name), _) => update_pod(shared, ctx, &(ns, name)),
-        (Res::PodEviction(name), _) => evict(shared, ctx, &subject, &(ns, name)),
-        (Res::Events, "GET") => list_events(shared, &ns),
-        (Res::Events, _) => create_event(shared, ctx, &ns),
-        (Res::Event(name), _) => {
-            let st = shared.lock();
-            match st.events.get(&(ns, name.clone())) {
-                Some(e) => Ok(Reply::json(200, &to_json(e))),
-                None => Err(Status::not_found("events", "", &name).into()),
-            }
+        (Res::Node(name), "GET" | "PATCH" | "PUT") => get_object(shared, Kind::Node, &(ns, name)),
+        (Res::Pod(name), "DELETE") => {
+            let body = parse_body(ctx).unwrap_or_default();
+            delete_pod(shared, &body, &(ns, name)).map(|p| Reply::json(200, &p))
         }
-        (Res::NewEvents, _) => create_new_event(shared, ctx, &ns),
-        (Res::NewEvent(name), "GET") => {
+        (Res::PodEviction(name), "POST") => {
+            let eviction = parse_body(ctx)?;
+            delete_pod(shared, &eviction["deleteOptions"], &(ns, name))?;
+            Ok(Reply::status(Status::success(201)))
+        }
+        (Res::Events, "POST") => create_event(shared, ctx, &ns),
+        (Res::Event(name), "GET" | "PATCH") => {
             let st = shared.lock();
             match st.events.get(&(ns, name.clone())) {
-                Some(e) => Ok(Reply::json(200, &to_json(&to_new_event(e)))),
+                Some(e) => Ok(Reply::json(200, e)),
                 None => Err(Status::not_found("events", "events.k8s.io", &name).into()),
             }
         }
-        (Res::NewEvent(name), _) => patch_new_event(shared, ctx, &(ns, name)),
-        (Res::Nodes, _) => list_or_watch(shared, ctx, Kind::Node, ""),
-        (Res::Node(name), "GET") => get_object(shared, Kind::Node, &(String::new(), name)),
-        (Res::Node(name), "DELETE") => shared.mutate(|st, now| match st.remove_node(&name, now) {
-            Some(n) => Ok(Reply::json(200, &to_json(&n))),
-            None => Err(Status::not_found("nodes", "", &name).into()),
-        }),
-        (Res::Node(name), _) => update_node(shared, ctx, &name),
-        (Res::Pdbs, _) => {
+        (Res::Pdbs, "GET") => {
             let st = shared.lock();
-            let now = st.clock.instant();
-            let items: Vec<Value> = st
-                .pdbs
-                .keys()
-                .filter(|k| ns.is_empty() || k.0 == ns)
-                .filter_map(|k| st.pdb_object(k, now))
-                .map(|p| strip_type(to_json(&p)))
-                .collect();
+            let items = st.pdbs.iter().filter(|(k, _)| k.0 == ns);
+            let items: Vec<Value> = items.map(|(_, p)| strip_type(to_json(p))).collect();
             Ok(Reply::json(
                 200,
                 &json!({"kind": "PodDisruptionBudgetList", "apiVersion": "policy/v1", "metadata": {"resourceVersion": st.rv.to_string()}, "items": items}),
             ))
         }
-        (Res::Pdb(name), _) => {
-            let st = shared.lock();
-            match st.pdb_object(&(ns, name.clone()), st.clock.instant()) {
-                Some(p) => Ok(Reply::json(200, &to_json(&p))),
-                None => Err(Status::not_found("poddisruptionbudgets", "policy", &name).into()),
-            }
-        }
+        _ => Err(Status::method_not_allowed().into()),
     }
-}
-
-fn verb_of(method: &str) -> Result<&'static str, Reply> {
-    Ok(match method {
-        "GET" => "get",
-        "DELETE" => "delete",
-        "PATCH" => "patch",
-        "PUT" => "update",
-        _ => return Err(Status::method_not_allowed().into()),
-    })
 }
 
 fn to_json<T: Serialize>(v: &T) -> Value {
@@ -630,40 +462,49 @@ fn strip_type(mut v: Value) -> Value {
     v
 }
 
-fn parse_body<T: DeserializeOwned>(ctx: &Ctx) -> Result<T, Reply> {
+fn parse_body(ctx: &Ctx) -> Result<Value, Reply> {
     serde_json::from_slice(&ctx.body).map_err(|e| {
         Status::bad_request(format!("couldn't get version/kind; json parse error: {e}")).into()
     })
 }
 
-fn filter_of(ctx: &Ctx, kind: Kind, ns: &str) -> Result<Filter, Reply> {
-    let labels = Selector::parse(ctx.param("labelSelector").unwrap_or(""))
-        .map_err(|e| Reply::from(Status::bad_request(e)))?;
-    let supported: &[&str] = match kind {
-        Kind::Pod => &[
-            "metadata.name",
-            "metadata.namespace",
-            "spec.nodeName",
-            "spec.restartPolicy",
-            "spec.schedulerName",
-            "spec.serviceAccountName",
-            "status.phase",
-            "status.podIP",
-            "status.nominatedNodeName",
-        ],
-        Kind::Node => &["metadata.name", "spec.unschedulable"],
-    };
-    let fields = FieldSelector::parse(ctx.param("fieldSelector").unwrap_or(""), supported)
-        .map_err(|e| Reply::from(Status::bad_request(e)))?;
+/// A `labelSelector` (the decision crate's parser: the same grammar) and a
+/// `fieldSelector` of `path=value` / `path!=value` terms.
+fn filter_of(ctx: &Ctx, ns: &str) -> Result<Filter, Reply> {
+    let bad = |e: String| Reply::from(Status::bad_request(e));
+    let labels =
+        selfdestruct_decision::selector::Selector::parse(ctx.param("labelSelector").unwrap_or(""));
+    let mut fields = Vec::new();
+    for term in ctx
+        .param("fieldSelector")
+        .unwrap_or("")
+        .split(',')
+        .filter(|t| !t.is_empty())
+    {
+        let (path, negated, value) = match term.split_once("!=") {
+            Some((p, v)) => (p, true, v),
+            None => {
+                let (p, v) = term
+                    .split_once('=')
+                    .ok_or_else(|| bad(format!("invalid selector: '{term}'")))?;
+                (p.trim_end_matches('='), false, v)
+            }
+        };
+        fields.push((
+            format!("/{}", path.trim().replace('.', "/")),
+            negated,
+            value.trim().to_string(),
+        ));
+    }
     Ok(Filter {
         namespace: (!ns.is_empty()).then(|| ns.to_string()),
-        labels,
+        labels: labels.map_err(bad)?,
         fields,
     })
 }
 
 fn list_or_watch(shared: &Arc<Shared>, ctx: &Ctx, kind: Kind, ns: &str) -> HResult {
-    let filter = filter_of(ctx, kind, ns)?;
+    let filter = filter_of(ctx, ns)?;
     if ctx.flag("watch") {
         let resource_version = match ctx.param("resourceVersion").unwrap_or("") {
             "" | "0" => None,
@@ -685,16 +526,13 @@ fn list_or_watch(shared: &Arc<Shared>, ctx: &Ctx, kind: Kind, ns: &str) -> HResu
             resource_version,
             bookmarks: ctx.flag("allowWatchBookmarks"),
             timeout,
-            send_initial_events: ctx.flag("sendInitialEvents"),
             metadata_only: ctx.metadata_only,
             sent: ctx.sent.clone(),
         };
-        shared.lock().counters.watches_started += 1;
         let body = watch::start(shared, kind, filter, params);
         return Ok(Reply {
             code: 200,
             body,
-            content_type: "application/json",
             headers: Vec::new(),
         });
     }
@@ -775,418 +613,46 @@ fn get_object(shared: &Arc<Shared>, kind: Kind, key: &Key) -> HResult {
     }
 }
 
-/// The own-pod-only ValidatingAdmissionPolicy (service accounts only).
-fn admit_own_pod(st: &State, subject: &Subject, pod: &str) -> Result<(), Reply> {
-    if !st.own_pod_only
-        || !subject.is_service_account()
-        || subject.bound_pod.as_deref() == Some(pod)
-    {
-        return Ok(());
-    }
-    Err(Status::admission_denied(pod).into())
-}
-
-fn delete_opts(ctx: &Ctx, body: Option<&DeleteOptions>) -> Result<DeleteOpts, Reply> {
-    let mut opts = DeleteOpts::default();
-    if let Some(b) = body {
-        if let Some(p) = &b.preconditions {
-            opts.uid = p.uid.clone();
-            opts.resource_version = p.resource_version.clone();
-        }
-        opts.grace = b.grace_period_seconds;
-        opts.dry_run = b.dry_run.iter().flatten().any(|d| d == "All");
-    }
-    if let Some(g) = ctx.param("gracePeriodSeconds") {
-        opts.grace = Some(g.parse().map_err(|_| {
-            Reply::from(Status::bad_request(format!(
-                "invalid gracePeriodSeconds: {g:?}"
-            )))
-        })?);
-    }
-    if ctx.param("dryRun") == Some("All") {
-        opts.dry_run = true;
-    }
-    if let Some(g) = opts.grace
-        && g < 0
-    {
-        opts.grace = Some(1);
-    }
-    Ok(opts)
-}
-
-fn delete_pod(shared: &Arc<Shared>, ctx: &Ctx, subject: &Subject, key: &Key) -> HResult {
-    let body: Option<DeleteOptions> = if ctx.body.iter().all(u8::is_ascii_whitespace) {
-        None
-    } else {
-        Some(parse_body(ctx)?)
-    };
-    let opts = delete_opts(ctx, body.as_ref())?;
-    shared.mutate(|st, now| {
-        if !st.pods.contains_key(key) {
-            return Err(Status::not_found("pods", "", &key.1).into());
-        }
-        admit_own_pod(st, subject, &key.1)?;
-        let pod = st.delete_pod(key, &opts, now)?;
-        Ok(Reply::json(200, &to_json(&pod)))
-    })
-}
-
-fn evict(shared: &Arc<Shared>, ctx: &Ctx, subject: &Subject, key: &Key) -> HResult {
-    let eviction: Eviction = parse_body(ctx)?;
-    if let Some(n) = eviction.metadata.name.as_deref()
-        && !n.is_empty()
-        && n != key.1
-    {
-        return Err(
-            Status::bad_request("name in URL does not match name in Eviction object").into(),
-        );
-    }
-    let opts = delete_opts(ctx, eviction.delete_options.as_ref())?;
-    shared.mutate(|st, now| {
-        admit_own_pod(st, subject, &key.1)?;
-        st.evict_pod(key, &opts, now)?;
-        Ok(Reply::status(Status::success(201)))
-    })
-}
-
-fn create_pod(shared: &Arc<Shared>, ctx: &Ctx, ns: &str) -> HResult {
-    let mut pod: Pod = parse_body(ctx)?;
-    check_namespace(&mut pod.metadata, ns)?;
-    shared.mutate(|st, now| {
-        let name = assign_name(st, &mut pod.metadata, "Pod")?;
-        if st.pods.contains_key(&(ns.to_string(), name.clone())) {
-            return Err(Status::already_exists("pods", &name).into());
-        }
-        pod.metadata.uid = None;
-        pod.metadata.resource_version = None;
-        pod.metadata.creation_timestamp = None;
-        let pod = st.add_pod(pod, now);
-        Ok(Reply::json(201, &to_json(&pod)))
-    })
-}
-
-fn check_namespace(meta: &mut ObjectMeta, ns: &str) -> Result<(), Reply> {
-    match meta.namespace.as_deref() {
-        Some(n) if !n.is_empty() && n != ns => Err(Status::bad_request(
-            "the namespace of the provided object does not match the namespace sent on the request",
-        )
-        .into()),
-        _ => {
-            meta.namespace = Some(ns.to_string());
-            Ok(())
-        }
-    }
-}
-
-fn assign_name(st: &mut State, meta: &mut ObjectMeta, kind: &str) -> Result<String, Reply> {
-    match (meta.name.as_deref(), meta.generate_name.as_deref()) {
-        (Some(n), _) if !n.is_empty() => Ok(n.to_string()),
-        (_, Some(g)) if !g.is_empty() => {
-            let n = format!("{g}{}", st.rng.suffix(5));
-            meta.name = Some(n.clone());
-            Ok(n)
-        }
-        _ => Err(Status::invalid(
-            kind,
-            "",
-            "metadata.name",
-            "Required value: name or generateName is required",
-        )
-        .into()),
-    }
-}
-
-/// Names a new Event (either API: both are stored in one map) and stamps its
-/// metadata (uid, creation time, resourceVersion), or refuses a name in use.
-fn admit_event(st: &mut State, ns: &str, meta: &mut ObjectMeta) -> Result<Key, Reply> {
-    let name = assign_name(st, meta, "Event")?;
-    let key = (ns.to_string(), name.clone());
-    if st.events.contains_key(&key) {
-        return Err(Status::already_exists("events", &name).into());
-    }
-    meta.uid = Some(st.rng.uuid());
-    meta.creation_timestamp = Some(time_of(st.clock.wall()));
-    meta.resource_version = Some(st.next_rv().to_string());
-    Ok(key)
-}
-
-fn create_event(shared: &Arc<Shared>, ctx: &Ctx, ns: &str) -> HResult {
-    let mut event: Event = parse_body(ctx)?;
-    check_namespace(&mut event.metadata, ns)?;
-    shared.mutate(|st, _| {
-        let key = admit_event(st, ns, &mut event.metadata)?;
-        if event.reporting_component.is_none() {
-            event.reporting_component = Some(String::new());
-        }
-        if event.reporting_instance.is_none() {
-            event.reporting_instance = Some(String::new());
-        }
-        st.counters.events_created += 1;
-        st.events.insert(key, event.clone());
-        Ok(Reply::json(201, &to_json(&event)))
-    })
-}
-
-/// Whether `name` is a DNS-1123 subdomain, as object names must be.
-fn is_dns_subdomain(name: &str) -> bool {
-    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
-    !name.is_empty()
-        && name.len() <= 253
-        && name.split('.').all(|label| {
-            !label.is_empty()
-                && label.starts_with(alnum)
-                && label.ends_with(alnum)
-                && label.chars().all(|c| alnum(c) || c == '-')
-        })
-}
-
-/// The core/v1 view of an events.k8s.io/v1 Event (as the API server keeps one
-/// object for both versions).
-fn from_new_event(e: NewEvent) -> Event {
-    Event {
-        metadata: e.metadata,
-        action: e.action,
-        count: e.deprecated_count,
-        event_time: e.event_time,
-        first_timestamp: e.deprecated_first_timestamp,
-        involved_object: e.regarding.unwrap_or_default(),
-        last_timestamp: e.deprecated_last_timestamp,
-        message: e.note,
-        reason: e.reason,
-        related: e.related,
-        reporting_component: e.reporting_controller,
-        reporting_instance: e.reporting_instance,
-        series: e.series.map(|s| k8s_openapi::api::core::v1::EventSeries {
-            count: Some(s.count),
-            last_observed_time: Some(s.last_observed_time),
-        }),
-        source: e.deprecated_source,
-        type_: e.type_,
-    }
-}
-
-/// The events.k8s.io/v1 view of a stored Event.
-fn to_new_event(e: &Event) -> NewEvent {
-    let e = e.clone();
-    NewEvent {
-        metadata: e.metadata,
-        action: e.action,
-        deprecated_count: e.count,
-        deprecated_first_timestamp: e.first_timestamp,
-        deprecated_last_timestamp: e.last_timestamp,
-        deprecated_source: e.source,
-        event_time: e.event_time,
-        note: e.message,
-        reason: e.reason,
-        regarding: Some(e.involved_object),
-        related: e.related,
-        reporting_controller: e.reporting_component,
-        reporting_instance: e.reporting_instance,
-        series: e.series.and_then(|s| {
-            Some(k8s_openapi::api::events::v1::EventSeries {
-                count: s.count?,
-                last_observed_time: s.last_observed_time?,
-            })
-        }),
-        type_: e.type_,
-    }
-}
-
-/// POST an events.k8s.io/v1 Event. Like the real server, names (and
-/// `generateName` prefixes) must be DNS-1123 subdomains: `placeholder-0.` is
-/// refused with 422 (`events-k8s-io-create-201.json`), and `eventTime`,
-/// `reportingController`, `reportingInstance` and `action` are required.
-fn create_new_event(shared: &Arc<Shared>, ctx: &Ctx, ns: &str) -> HResult {
-    let mut event: NewEvent = parse_body(ctx)?;
-    check_namespace(&mut event.metadata, ns)?;
-    let shown = event.metadata.name.clone().unwrap_or_default();
-    if let Some(n) = event.metadata.name.as_deref().filter(|n| !n.is_empty()) {
-        if !is_dns_subdomain(n) {
-            return Err(Status::invalid("Event", n, "metadata.name", "Invalid value: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character").into());
-        }
-    } else if let Some(g) = event
-        .metadata
-        .generate_name
-        .as_deref()
-        .filter(|g| !g.is_empty())
-    {
-        // The server checks the prefix with a trailing '-' masked.
-        let masked = match g.strip_suffix('-') {
-            Some(p) => format!("{p}a"),
-            None => g.to_string(),
-        };
-        if !is_dns_subdomain(&masked) {
-            return Err(Status::invalid("Event", "", "metadata.generateName", "Invalid value: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character").into());
-        }
-    }
-    for (missing, field) in [
-        (event.event_time.is_none(), "eventTime"),
-        (
-            event
-                .reporting_controller
-                .as_deref()
-                .is_none_or(str::is_empty),
-            "reportingController",
-        ),
-        (
-            event
-                .reporting_instance
-                .as_deref()
-                .is_none_or(str::is_empty),
-            "reportingInstance",
-        ),
-        (event.action.as_deref().is_none_or(str::is_empty), "action"),
-    ] {
-        if missing {
-            return Err(Status::invalid("Event", &shown, field, "Required value").into());
-        }
-    }
-    shared.mutate(|st, _| {
-        let key = admit_event(st, ns, &mut event.metadata)?;
-        let stored = from_new_event(event);
-        st.counters.events_created += 1;
-        st.events.insert(key, stored.clone());
-        Ok(Reply::json(201, &to_json(&to_new_event(&stored))))
-    })
-}
-
-/// PATCH an events.k8s.io/v1 Event (kube's Recorder updates a series this way).
-fn patch_new_event(shared: &Arc<Shared>, ctx: &Ctx, key: &Key) -> HResult {
-    shared.mutate(|st, _| {
-        let current = st
-            .events
-            .get(key)
-            .map(to_new_event)
-            .ok_or_else(|| Reply::from(Status::not_found("events", "events.k8s.io", &key.1)))?;
-        let event = match updated_object(ctx, &current, "events", &key.1)? {
-            Some(mut e) => {
-                let rv = st.next_rv();
-                e.metadata.resource_version = Some(rv.to_string());
-                let stored = from_new_event(e);
-                st.events.insert(key.clone(), stored.clone());
-                to_new_event(&stored)
-            }
-            None => current,
-        };
-        Ok(Reply::json(200, &to_json(&event)))
-    })
-}
-
-fn list_events(shared: &Arc<Shared>, ns: &str) -> HResult {
-    let st = shared.lock();
-    let items: Vec<Value> = st
-        .events
-        .iter()
-        .filter(|(k, _)| ns.is_empty() || k.0 == ns)
-        .map(|(_, e)| strip_type(to_json(e)))
-        .collect();
-    Ok(Reply::json(
-        200,
-        &json!({"kind": "EventList", "apiVersion": "v1", "metadata": {"resourceVersion": st.rv.to_string()}, "items": items}),
-    ))
-}
-
-/// PATCH (json-patch, merge-patch, strategic-merge-patch treated as merge) or
-/// PUT of an object; `None` when nothing changed.
-fn updated_object<T>(ctx: &Ctx, current: &T, resource: &str, name: &str) -> Result<Option<T>, Reply>
-where
-    T: Serialize + DeserializeOwned + Clone + PartialEq + Metadata<Ty = ObjectMeta>,
-{
-    let current_rv = current
-        .metadata()
-        .resource_version
-        .clone()
-        .unwrap_or_default();
-    let mut doc = to_json(current);
-    let patch: Value = serde_json::from_slice(&ctx.body)
-        .map_err(|e| Reply::from(Status::bad_request(format!("error decoding patch: {e}"))))?;
-    if ctx.method == "PUT" {
-        doc = patch;
-    } else {
-        match ctx.content_type.as_deref().unwrap_or("") {
-            "application/json-patch+json" => json_patch(&mut doc, &patch).map_err(|e| {
-                Reply::from(match e {
-                    PatchError::BadRequest(m) => Status::bad_request(m),
-                    PatchError::Failed(m) => Status::patch_failed(&m),
-                })
-            })?,
-            "application/merge-patch+json" | "application/strategic-merge-patch+json" => {
-                merge_patch(&mut doc, &patch)
-            }
-            other => {
-                return Err(Status::failure(
-                    415,
-                    "UnsupportedMediaType",
-                    format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml (got {other:?})"),
-                )
-                .into());
-            }
-        }
-    }
-    let mut updated: T = serde_json::from_value(doc).map_err(|e| {
-        Reply::from(Status::bad_request(format!(
-            "the object provided is unrecognized: {e}"
-        )))
-    })?;
-    let meta = updated.metadata_mut();
-    if meta.name.as_deref().is_some_and(|n| n != name) {
-        return Err(Status::bad_request(format!(
-            "the name of the object ({}) does not match the name on the URL ({name})",
-            meta.name.as_deref().unwrap_or("")
-        ))
-        .into());
-    }
-    match meta.resource_version.as_deref() {
-        Some(rv) if !rv.is_empty() && rv != current_rv => {
-            return Err(Status::conflict_modified(resource, name).into());
-        }
-        None if ctx.method == "PUT" => {
-            return Err(Status::invalid(
-                if resource == "nodes" { "Node" } else { "Pod" },
-                name,
-                "metadata.resourceVersion",
-                "Invalid value: 0x0: must be specified for an update",
-            )
-            .into());
-        }
-        _ => {}
-    }
-    let cur = current.metadata();
-    meta.name = cur.name.clone();
-    meta.namespace = cur.namespace.clone();
-    meta.uid = cur.uid.clone();
-    meta.creation_timestamp = cur.creation_timestamp.clone();
-    meta.resource_version = cur.resource_version.clone();
-    Ok((updated != *current).then_some(updated))
-}
-
-fn update_node(shared: &Arc<Shared>, ctx: &Ctx, name: &str) -> HResult {
-    shared.mutate(|st, _| {
-        let current = st
-            .nodes
-            .get(name)
-            .cloned()
-            .ok_or_else(|| Reply::from(Status::not_found("nodes", "", name)))?;
-        let node: Node = match updated_object(ctx, &current, "nodes", name)? {
-            Some(n) => st.replace_node(name, n),
-            None => current,
-        };
-        Ok(Reply::json(200, &to_json(&node)))
-    })
-}
-
-fn update_pod(shared: &Arc<Shared>, ctx: &Ctx, key: &Key) -> HResult {
-    shared.mutate(|st, _| {
-        let current = st
+/// Removes a pod at once, as a deletion that completed: with `options`' uid
+/// precondition checked (409, as kube-apiserver words it); the pod as it was.
+fn delete_pod(shared: &Arc<Shared>, options: &Value, key: &Key) -> Result<Value, Reply> {
+    shared.mutate(|st| {
+        let pod = st
             .pods
             .get(key)
-            .cloned()
             .ok_or_else(|| Reply::from(Status::not_found("pods", "", &key.1)))?;
-        let pod: Pod = match updated_object(ctx, &current, "pods", &key.1)? {
-            Some(p) => st.replace_pod(key, p),
-            None => current,
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        if let Some(want) = options["preconditions"]["uid"].as_str()
+            && want != uid
+        {
+            return Err(Status::conflict_uid(&key.1, want, &uid).into());
+        }
+        let mut pod = to_json(&st.remove_pod(key));
+        // The answer to a graceful deletion, which here completes at once.
+        pod["metadata"]["deletionTimestamp"] = to_json(&time_of(st.clock.wall()));
+        pod["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+        Ok(pod)
+    })
+}
+
+/// POST an events.k8s.io/v1 Event: stored as sent, named (`generateName`) and
+/// stamped (uid, creation time, resourceVersion).
+fn create_event(shared: &Arc<Shared>, ctx: &Ctx, ns: &str) -> HResult {
+    let mut event = parse_body(ctx)?;
+    shared.mutate(|st| {
+        let meta = &mut event["metadata"];
+        let name = match (meta["name"].as_str(), meta["generateName"].as_str()) {
+            (Some(n), _) if !n.is_empty() => n.to_string(),
+            (_, Some(g)) => format!("{g}{}", st.rng.suffix(5)),
+            _ => return Err(Status::bad_request("name or generateName is required").into()),
         };
-        Ok(Reply::json(200, &to_json(&pod)))
+        meta["name"] = json!(name);
+        meta["namespace"] = json!(ns);
+        meta["uid"] = json!(st.rng.uuid());
+        meta["creationTimestamp"] = to_json(&time_of(st.clock.wall()));
+        meta["resourceVersion"] = json!(st.next_rv().to_string());
+        st.events.insert((ns.to_string(), name), event.clone());
+        Ok(Reply::json(201, &event))
     })
 }
 

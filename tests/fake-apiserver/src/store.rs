@@ -1,13 +1,13 @@
-//! Objects, the global resourceVersion, per-kind watch history, timers and the
-//! request log: everything behind the cluster's mutex.
+//! The objects as the test put them, the global resourceVersion, per-kind watch
+//! history and the request log: everything behind the cluster's mutex.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant, SystemTime};
 
 use k8s_openapi::Metadata;
-use k8s_openapi::api::core::v1::{Event, Node, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
@@ -15,24 +15,13 @@ use serde_json::Value;
 
 use crate::clock::Clock;
 use crate::faults::FaultRule;
-use crate::objects::{NodeBuilder, PodTemplate, Rng};
-use crate::rbac::Subject;
-use crate::selector::Selector;
+use crate::objects::Rng;
 
 /// Tunables of a fake cluster.
 #[derive(Clone, Debug)]
 pub struct Config {
     /// Period of BOOKMARK events on watches with `allowWatchBookmarks=true`.
     pub bookmark_interval: Duration,
-    /// Delay before the StatefulSet controller re-creates a deleted pod.
-    pub recreate_delay: Duration,
-    /// Delay between binding a pod and the kubelet reporting it Running and Ready.
-    pub start_delay: Duration,
-    /// Upper bound on how long a terminating pod lingers (the kubelet confirms
-    /// deletion after `min(gracePeriodSeconds, termination_delay)`).
-    pub termination_delay: Duration,
-    /// How long an eviction keeps a pod in a PDB's `disruptedPods` (real: ~2 min).
-    pub pdb_disruption_expiry: Duration,
     /// Seed for uids and names (`None`: from the clock).
     pub seed: Option<u64>,
     /// Log `METHOD path?query status` per request to stderr.
@@ -47,10 +36,6 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             bookmark_interval: Duration::from_secs(1),
-            recreate_delay: Duration::from_millis(200),
-            start_delay: Duration::from_millis(100),
-            termination_delay: Duration::from_millis(100),
-            pdb_disruption_expiry: Duration::from_secs(2),
             seed: None,
             log_requests: false,
             default_watch_timeout: Duration::from_secs(1800),
@@ -74,9 +59,7 @@ pub struct RecordedRequest {
     pub content_type: Option<String>,
     /// Bearer token.
     pub token: Option<String>,
-    /// Authenticated user, if the token was known.
-    pub user: Option<String>,
-    /// Status code answered (0: connection closed by a fault).
+    /// Status code answered (0: connection closed by a fault, or no answer yet).
     pub status: u16,
     /// Bytes of the response body sent so far (a watch's grow while it runs).
     pub bytes_sent: Arc<AtomicU64>,
@@ -120,24 +103,6 @@ impl RecordedRequest {
 /// Counters since start (or the last [`crate::FakeCluster::clear_requests`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Counters {
-    /// Requests answered (including faults).
-    pub requests: u64,
-    /// Watches started.
-    pub watches_started: u64,
-    /// Evictions that succeeded (201).
-    pub evictions_allowed: u64,
-    /// Evictions refused by a PDB (429).
-    pub evictions_refused: u64,
-    /// Pod deletions started (DELETE or eviction, not dry-run).
-    pub pod_deletions: u64,
-    /// Pods created (StatefulSet, add_pod, POST).
-    pub pods_created: u64,
-    /// Pods removed from the store.
-    pub pods_removed: u64,
-    /// Pods bound to nodes by the scheduler.
-    pub bindings: u64,
-    /// Events created.
-    pub events_created: u64,
     /// Requests answered by an injected fault.
     pub faults_injected: u64,
 }
@@ -197,64 +162,24 @@ impl History {
     }
 }
 
-/// A StatefulSet.
-#[derive(Clone, Debug)]
-pub(crate) struct StatefulSetState {
-    pub uid: String,
-    pub replicas: i32,
-    pub template: PodTemplate,
-    pub revision: String,
-}
-
-/// A PodDisruptionBudget and the evictions it remembers.
-#[derive(Clone, Debug)]
-pub(crate) struct PdbState {
-    pub pdb: PodDisruptionBudget,
-    pub selector: Selector,
-    /// Pod name → when it was evicted.
-    pub disrupted: BTreeMap<String, (Instant, SystemTime)>,
-}
-
-/// Something a controller does later.
-#[derive(Clone, Debug)]
-pub(crate) enum Action {
-    /// The kubelet reports the pod Running and Ready.
-    StartPod { key: Key, uid: String },
-    /// The kubelet confirms a graceful deletion.
-    RemovePod { key: Key, uid: String },
-    /// The StatefulSet controller re-creates an ordinal.
-    Recreate {
-        namespace: String,
-        sts: String,
-        ordinal: i32,
-    },
-    /// A node's Ready condition changes.
-    SetNodeReady { name: String, ready: bool },
-    /// A node joins.
-    AddNode(Box<NodeBuilder>),
-}
-
 /// Everything behind the mutex.
 pub(crate) struct State {
     pub cfg: Config,
     pub rv: u64,
     pub pods: BTreeMap<Key, Pod>,
     pub nodes: BTreeMap<String, Node>,
-    pub events: BTreeMap<Key, Event>,
-    pub pdbs: BTreeMap<Key, PdbState>,
-    pub statefulsets: BTreeMap<Key, StatefulSetState>,
+    /// events.k8s.io/v1 Events as created, by namespace and name.
+    pub events: BTreeMap<Key, Value>,
+    pub pdbs: BTreeMap<Key, PodDisruptionBudget>,
     pub pod_history: History,
     pub node_history: History,
-    pub timers: BTreeMap<(Instant, u64), Action>,
-    pub timer_seq: u64,
     pub rng: Rng,
-    pub tokens: HashMap<String, Subject>,
-    pub own_pod_only: bool,
+    /// The bearer tokens accepted (any other gets 401).
+    pub tokens: HashSet<String>,
     pub requests: Vec<RecordedRequest>,
     pub counters: Counters,
     pub faults: Vec<FaultRule>,
     pub latency: Duration,
-    pub next_pod_ip: u32,
     /// Where `now` comes from.
     pub clock: Clock,
 }
@@ -272,19 +197,14 @@ impl State {
             nodes: BTreeMap::new(),
             events: BTreeMap::new(),
             pdbs: BTreeMap::new(),
-            statefulsets: BTreeMap::new(),
             pod_history: History::default(),
             node_history: History::default(),
-            timers: BTreeMap::new(),
-            timer_seq: 0,
             rng,
-            tokens: HashMap::new(),
-            own_pod_only: false,
+            tokens: HashSet::new(),
             requests: Vec::new(),
             counters: Counters::default(),
             faults: Vec::new(),
             latency: Duration::ZERO,
-            next_pod_ip: 1,
         }
     }
 
@@ -297,13 +217,6 @@ impl State {
         match kind {
             Kind::Pod => &self.pod_history,
             Kind::Node => &self.node_history,
-        }
-    }
-
-    fn history_mut(&mut self, kind: Kind) -> &mut History {
-        match kind {
-            Kind::Pod => &mut self.pod_history,
-            Kind::Node => &mut self.node_history,
         }
     }
 
@@ -320,7 +233,10 @@ impl State {
         let value = Arc::new(serde_json::to_value(&*obj).unwrap_or(Value::Null));
         let json: Arc<str> = Arc::from(value.to_string());
         let limit = self.cfg.history_limit.max(1);
-        let hist = self.history_mut(kind);
+        let hist = match kind {
+            Kind::Pod => &mut self.pod_history,
+            Kind::Node => &mut self.node_history,
+        };
         let prev = if ty == "DELETED" {
             hist.current.remove(key)
         } else {
@@ -343,13 +259,13 @@ impl State {
     /// Drops all history: watches from an older resourceVersion get 410.
     pub fn compact(&mut self) {
         let rv = self.rv;
-        for kind in [Kind::Pod, Kind::Node] {
-            let h = self.history_mut(kind);
+        for h in [&mut self.pod_history, &mut self.node_history] {
             h.entries.clear();
             h.compacted = rv;
         }
     }
 
+    /// A uid and creation time for an object that has none.
     pub fn new_meta(&mut self, meta: &mut ObjectMeta) {
         if meta.uid.is_none() {
             meta.uid = Some(self.rng.uuid());
@@ -361,11 +277,18 @@ impl State {
 
     // ---- pods ----
 
+    /// Adds (or replaces) a pod: ADDED.
     pub fn insert_pod(&mut self, mut pod: Pod) -> Pod {
-        let key = pod_key(&pod);
+        let namespace = pod
+            .metadata
+            .namespace
+            .get_or_insert_with(|| "default".into());
+        let key = (
+            namespace.clone(),
+            pod.metadata.name.clone().unwrap_or_default(),
+        );
         self.new_meta(&mut pod.metadata);
         self.record(Kind::Pod, &key, &mut pod, "ADDED");
-        self.counters.pods_created += 1;
         self.pods.insert(key, pod.clone());
         pod
     }
@@ -375,138 +298,54 @@ impl State {
         let mut pod = self.pods.get(key)?.clone();
         let before = pod.clone();
         f(&mut pod);
-        if pod == before {
-            return Some(pod);
+        if pod != before {
+            self.record(Kind::Pod, key, &mut pod, "MODIFIED");
+            self.pods.insert(key.clone(), pod.clone());
         }
-        self.record(Kind::Pod, key, &mut pod, "MODIFIED");
-        self.pods.insert(key.clone(), pod.clone());
         Some(pod)
     }
 
-    /// Replaces a pod wholesale (PUT/PATCH) and emits MODIFIED.
-    pub fn replace_pod(&mut self, key: &Key, mut pod: Pod) -> Pod {
-        self.record(Kind::Pod, key, &mut pod, "MODIFIED");
-        self.pods.insert(key.clone(), pod.clone());
-        pod
-    }
-
-    /// Removes a pod (DELETED), lets the StatefulSet controller know and clears
-    /// it from PDBs' disruptedPods.
-    pub fn remove_pod(&mut self, key: &Key, now: Instant) -> Option<Pod> {
+    /// Removes a pod: DELETED.
+    pub fn remove_pod(&mut self, key: &Key) -> Option<Pod> {
         let mut pod = self.pods.remove(key)?;
         self.record(Kind::Pod, key, &mut pod, "DELETED");
-        self.counters.pods_removed += 1;
-        for ((ns, _), pdb) in self.pdbs.iter_mut() {
-            if *ns == key.0 {
-                pdb.disrupted.remove(&key.1);
-            }
-        }
-        if let Some((sts, ordinal)) = statefulset_owner(&pod) {
-            let delay = self.cfg.recreate_delay;
-            self.add_timer(
-                now + delay,
-                Action::Recreate {
-                    namespace: key.0.clone(),
-                    sts,
-                    ordinal,
-                },
-            );
-        }
         Some(pod)
     }
 
     // ---- nodes ----
 
+    /// Adds a node: ADDED.
     pub fn insert_node(&mut self, mut node: Node) -> Node {
         let name = node.metadata.name.clone().unwrap_or_default();
-        let key = (String::new(), name.clone());
         self.new_meta(&mut node.metadata);
-        self.record(Kind::Node, &key, &mut node, "ADDED");
+        self.record(
+            Kind::Node,
+            &(String::new(), name.clone()),
+            &mut node,
+            "ADDED",
+        );
         self.nodes.insert(name, node.clone());
         node
     }
 
+    /// Applies `f` to a node and emits MODIFIED (only when something changed).
     pub fn modify_node(&mut self, name: &str, f: impl FnOnce(&mut Node)) -> Option<Node> {
         let mut node = self.nodes.get(name)?.clone();
         let before = node.clone();
         f(&mut node);
-        if node == before {
-            return Some(node);
+        if node != before {
+            let key = (String::new(), name.to_string());
+            self.record(Kind::Node, &key, &mut node, "MODIFIED");
+            self.nodes.insert(name.to_string(), node.clone());
         }
-        let key = (String::new(), name.to_string());
-        self.record(Kind::Node, &key, &mut node, "MODIFIED");
-        self.nodes.insert(name.to_string(), node.clone());
         Some(node)
     }
 
-    pub fn replace_node(&mut self, name: &str, mut node: Node) -> Node {
-        let key = (String::new(), name.to_string());
-        self.record(Kind::Node, &key, &mut node, "MODIFIED");
-        self.nodes.insert(name.to_string(), node.clone());
-        node
-    }
-
-    /// Removes a node; pods bound to it are removed too (pod GC).
-    pub fn remove_node(&mut self, name: &str, now: Instant) -> Option<Node> {
+    /// Removes a node: DELETED (its pods stay: the test removes them if it means to).
+    pub fn remove_node(&mut self, name: &str) -> Option<Node> {
         let mut node = self.nodes.remove(name)?;
         let key = (String::new(), name.to_string());
         self.record(Kind::Node, &key, &mut node, "DELETED");
-        let orphans: Vec<Key> = self
-            .pods
-            .iter()
-            .filter(|(_, p)| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(name))
-            .map(|(k, _)| k.clone())
-            .collect();
-        for k in orphans {
-            self.remove_pod(&k, now);
-        }
         Some(node)
     }
-
-    // ---- timers ----
-
-    pub fn add_timer(&mut self, when: Instant, action: Action) {
-        self.timer_seq += 1;
-        self.timers.insert((when, self.timer_seq), action);
-    }
-
-    pub fn pop_due(&mut self, now: Instant) -> Option<Action> {
-        let first = *self.timers.keys().next()?;
-        if first.0 <= now {
-            self.timers.remove(&first)
-        } else {
-            None
-        }
-    }
-
-    pub fn next_deadline(&self) -> Option<Instant> {
-        self.timers.keys().next().map(|k| k.0)
-    }
-}
-
-/// `(namespace, name)` of a pod.
-pub(crate) fn pod_key(pod: &Pod) -> Key {
-    (
-        pod.metadata
-            .namespace
-            .clone()
-            .unwrap_or_else(|| "default".into()),
-        pod.metadata.name.clone().unwrap_or_default(),
-    )
-}
-
-/// The owning StatefulSet's name and the pod's ordinal.
-pub(crate) fn statefulset_owner(pod: &Pod) -> Option<(String, i32)> {
-    let owner = pod
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|o| o.kind == "StatefulSet" && o.controller == Some(true))?;
-    let name = pod.metadata.name.as_deref()?;
-    let ordinal = name
-        .strip_prefix(&format!("{}-", owner.name))?
-        .parse()
-        .ok()?;
-    Some((owner.name.clone(), ordinal))
 }

@@ -14,7 +14,6 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::Shared;
-use crate::selector::{FieldSelector, Selector};
 use crate::status::Status;
 use crate::store::{HistEntry, Kind};
 
@@ -77,18 +76,28 @@ impl Body for ResBody {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Filter {
     pub namespace: Option<String>,
-    pub labels: Selector,
-    pub fields: FieldSelector,
+    pub labels: selfdestruct_decision::selector::Selector,
+    /// `fieldSelector` terms: a JSON pointer, `!=`, the value (a missing field is "").
+    pub fields: Vec<(String, bool, String)>,
 }
 
 impl Filter {
     pub fn matches(&self, obj: &Value) -> bool {
-        if let Some(ns) = &self.namespace
-            && obj.pointer("/metadata/namespace").and_then(Value::as_str) != Some(ns.as_str())
-        {
-            return false;
-        }
-        self.labels.matches_json(obj) && self.fields.matches_json(obj)
+        let text = |pointer: &str| match obj.pointer(pointer) {
+            Some(Value::String(s)) => s.clone(),
+            Some(v @ (Value::Bool(_) | Value::Number(_))) => v.to_string(),
+            _ => String::new(),
+        };
+        let labels = obj["metadata"]["labels"].as_object().into_iter().flatten();
+        let labels = labels.filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())));
+        self.namespace
+            .as_ref()
+            .is_none_or(|ns| text("/metadata/namespace") == *ns)
+            && self.labels.matches(&labels.collect())
+            && self
+                .fields
+                .iter()
+                .all(|(p, negated, v)| (text(p) == *v) != *negated)
     }
 }
 
@@ -99,7 +108,6 @@ pub(crate) struct WatchParams {
     pub resource_version: Option<u64>,
     pub bookmarks: bool,
     pub timeout: Duration,
-    pub send_initial_events: bool,
     /// Objects as `PartialObjectMetadata` (`nodes-watch-metadata.jsonl`).
     pub metadata_only: bool,
     /// Counts the bytes sent (the request's [`crate::RecordedRequest::bytes_sent`]).
@@ -126,16 +134,12 @@ fn line(ty: &str, object_json: &str) -> Bytes {
     Bytes::from(format!("{{\"type\":\"{ty}\",\"object\":{object_json}}}\n"))
 }
 
-fn bookmark(kind: Kind, params: &WatchParams, rv: u64, initial_end: bool) -> Bytes {
-    let mut metadata = json!({"resourceVersion": rv.to_string()});
-    if initial_end {
-        metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
-    }
-    let (kind, api_version) = if params.metadata_only {
-        ("PartialObjectMetadata", "meta.k8s.io/v1")
-    } else {
-        (kind.name(), "v1")
+fn bookmark(kind: Kind, params: &WatchParams, rv: u64) -> Bytes {
+    let (kind, api_version) = match params.metadata_only {
+        true => ("PartialObjectMetadata", "meta.k8s.io/v1"),
+        false => (kind.name(), "v1"),
     };
+    let metadata = json!({"resourceVersion": rv.to_string()});
     let obj = json!({"kind": kind, "apiVersion": api_version, "metadata": metadata});
     line("BOOKMARK", &obj.to_string())
 }
@@ -231,9 +235,6 @@ async fn run(
         }
     }
     let mut synced = cursor;
-    if params.send_initial_events && !send(bookmark(kind, &params, cursor, true)).await {
-        return;
-    }
     let interval = shared
         .lock()
         .cfg
@@ -289,13 +290,13 @@ async fn run(
             r = rv_rx.changed() => if r.is_err() { return },
             _ = tokio::time::sleep_until(next_bookmark), if params.bookmarks => {
                 next_bookmark = Instant::now() + interval;
-                if !send(bookmark(kind, &params, synced, false)).await {
+                if !send(bookmark(kind, &params, synced)).await {
                     return;
                 }
             }
             _ = tokio::time::sleep_until(deadline) => {
                 if params.bookmarks {
-                    let _ = send(bookmark(kind, &params, synced, false)).await;
+                    let _ = send(bookmark(kind, &params, synced)).await;
                 }
                 return;
             }
