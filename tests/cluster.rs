@@ -1496,7 +1496,13 @@ fn node_gate_lifts_only_its_own_nodes_taint_and_labels_it_warm_once_the_images_a
         .await;
         create_node(
             &client,
-            &gated(pool_node("gate-c", "gate", 4, &[other.clone()], &[])),
+            &gated(pool_node(
+                "gate-c",
+                "gate",
+                4,
+                std::slice::from_ref(&other),
+                &[],
+            )),
         )
         .await;
         let mut docs = ok(s.cp.kustomize(&root().join("manifests/node-gate")));
