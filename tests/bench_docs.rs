@@ -39,6 +39,7 @@ fn the_docs_tables_are_the_results_files() {
         ("full", "docs/benchmarks.md"),
         ("quick", "docs/benchmarks.md"),
         ("cycling", "docs/benchmarks.md"),
+        ("class", "docs/benchmarks.md"),
         ("peers-cycling", "docs/peers.md"),
         ("decision-cycling", "docs/decision.md"),
     ] {

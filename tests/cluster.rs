@@ -959,7 +959,8 @@ fn tick_every_second(docs: &mut [Value]) {
 /// Issue 47 item 1, a CapacityBuffer under the real autoscaler: the schedule raises the
 /// buffer (`placeholders: 3`, 50 s ahead), the autoscaler adds a node for its chunks, and
 /// at the event's start the warm-by report reads the buffer's status: this autoscaler sets
-/// no `readyReplicas`, so its `replicas` and conditions, in a Normal Event.
+/// no `readyReplicas`, so its `replicas` and conditions (each as the autoscaler set it: it
+/// also sets `LimitedByQuotas` False), in a Normal Event.
 #[test]
 fn warm_by_report_of_a_capacity_buffer_under_the_real_autoscaler() {
     use selfdestruct_schedule::chrono::{TimeDelta, Utc};
@@ -1028,7 +1029,7 @@ fn warm_by_report_of_a_capacity_buffer_under_the_real_autoscaler() {
         eprintln!("the report: {type_} {note}");
         let want = format!(
             "{head}: 3 buffer chunks asked, no status.readyReplicas: status.replicas 3, \
-             ReadyForProvisioning True, Provisioning True"
+             ReadyForProvisioning True, LimitedByQuotas False (ResourceQuotasAllocated), Provisioning True"
         );
         assert_eq!((type_.as_str(), note.as_str()), ("Normal", want.as_str()));
     });

@@ -86,7 +86,8 @@ def landed(r, key):
 def class_table():
     """The class form: per row its lead time, cold starts, the users' wait, node-hours, when the
     calendar controller raised the count, and the room each run had at the bell (the bench's
-    own warm-by look; the controller's WarmBy Events when its binary posts them)."""
+    own warm-by look; the controller's WarmBy Events when its binary posts them), and each run's
+    load average."""
     def lead(r):
         l = (r or {}).get("class", {}).get("lead_s")
         return "flat" if l is None else ("%gm" % (l / 60) if l % 60 == 0 else "%gs" % l)
@@ -129,6 +130,10 @@ def class_table():
         for row, n in notes:
             if n:
                 print(f"\n{row}: the controller's WarmBy Events: {n}")
+        loads = next((r["load"] for r in data if r["placement"] == p and r.get("load")), [])
+        if loads:
+            print("\nload average, each run start → end: "
+                  + ", ".join("%g → %g" % (l["loadavg_start"], l["loadavg_end"]) for l in loads))
 
 
 if form == "class":
