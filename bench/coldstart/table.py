@@ -28,6 +28,13 @@ def fmt(x):
 
 
 
+def waits(r):
+    """The users' own wait, created → Ready: p50 / p90 / p99."""
+    if not r or "ready_s" not in r:
+        return "-"
+    return " / ".join(fmt(r["ready_s"][k]) for k in ("p50", "p90", "p99"))
+
+
 def ratio(p, row):
     """The real ratio to static and the simulator's, each with its range over the runs (each
     run's row against the same run's static; the simulator's seeds likewise)."""
@@ -111,7 +118,6 @@ def class_table():
         notes = [e["note"] for run in (r["class"]["per_run"] if r else []) for e in (run or {}).get("warm_by", [])]
         return "; ".join(notes)
 
-    q = lambda x: "-" if not x or "ready_s" not in x else " / ".join(fmt(x["ready_s"][k]) for k in ("p50", "p90", "p99"))
     names = sorted({r["row"] for r in data}, key=lambda n: (lead(cell("most-allocated", n, "real") or cell("most-allocated", n, "sim")) != "flat", "buffer" in n, n))
     for p in ["most-allocated", "least-allocated"]:
         if not any(r["placement"] == p for r in data):
@@ -123,7 +129,7 @@ def class_table():
             r, s = cell(p, row, "real"), cell(p, row, "sim")
             if not r and not s:
                 continue
-            print(f"| {row} | {lead(r or s)} | {runs(r)} | {runs(s) if s else 'none'} | {q(r)} | {q(s)} | "
+            print(f"| {row} | {lead(r or s)} | {runs(r)} | {runs(s) if s else 'none'} | {waits(r)} | {waits(s)} | "
                   f"{fmt(r and r.get('user_minutes'))} | {fmt(s and s.get('user_minutes'))} | {fmt(r and r['node_hours'])} | "
                   f"{fmt(s and s['node_hours'])} | {raised(r) if lead(r) != 'flat' else '-'} | {looked(r, 'bell')} | {looked(r, 'margin')} |")
         notes = [(row, warm_by(cell(p, row, "real"))) for row in names]
@@ -259,8 +265,7 @@ for p in ["most-allocated", "least-allocated"]:
             r, s = cell(p, row, "real"), cell(p, row, "sim")
             if not r and not s:
                 continue
-            q = lambda x: "-" if not x or "ready_s" not in x else " / ".join(fmt(x["ready_s"][k]) for k in ("p50", "p90", "p99"))
-            print(f"| {row} | {q(r)} | {q(s)} | {fmt(r and r.get('user_minutes'))} | {fmt(s and s.get('user_minutes'))} | "
+            print(f"| {row} | {waits(r)} | {waits(s)} | {fmt(r and r.get('user_minutes'))} | {fmt(s and s.get('user_minutes'))} | "
                   f"{within(p, row)} | {beats_static(p, row)} | {landed(r, 'moved')} | {landed(s, 'moved')} | "
                   f"{landed(r, 'preempted')} | {landed(r, 'drained')} | {landed(s, 'drained')} |")
 

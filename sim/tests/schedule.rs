@@ -167,9 +167,10 @@ fn the_proposed_baseline_gives_back_its_hourly_counts() {
     }
 }
 
-#[test]
-fn schedule_baseline_adds_a_schedule_row() {
-    let out = Command::new(env!("CARGO_BIN_EXE_simulate"))
+/// `simulate` on the class timetable (the small scenario, up to 40 nodes, no row but the
+/// schedule's) with `extra` flags.
+fn on_the_timetable(extra: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_simulate"))
         .args([
             "--scenario",
             "small",
@@ -179,13 +180,20 @@ fn schedule_baseline_adds_a_schedule_row() {
             TIMETABLE,
             "--only",
             "none",
-            "--schedule-baseline",
-            "Mon-Fri 08:00-18:00 = 12; * = 2",
-            "--schedule-time-zone",
-            "Europe/Berlin",
         ])
+        .args(extra)
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn schedule_baseline_adds_a_schedule_row() {
+    let out = on_the_timetable(&[
+        "--schedule-baseline",
+        "Mon-Fri 08:00-18:00 = 12; * = 2",
+        "--schedule-time-zone",
+        "Europe/Berlin",
+    ]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -207,24 +215,7 @@ fn schedule_baseline_adds_a_schedule_row() {
 #[test]
 fn the_schedule_row_is_behind_the_gate_with_gate_on() {
     let schedule_row = |gate: &str| {
-        let out = Command::new(env!("CARGO_BIN_EXE_simulate"))
-            .args([
-                "--scenario",
-                "small",
-                "--max-nodes",
-                "40",
-                "--arrivals",
-                TIMETABLE,
-                "--only",
-                "none",
-                "--schedule-baseline",
-                "* = 2",
-                "--gate",
-                gate,
-                "--json",
-            ])
-            .output()
-            .unwrap();
+        let out = on_the_timetable(&["--schedule-baseline", "* = 2", "--gate", gate, "--json"]);
         assert!(
             out.status.success(),
             "{}",
