@@ -389,7 +389,9 @@ fn check(w: &World) -> Result<Decision, String> {
 
 #[test]
 fn every_decision_keeps_the_structural_guarantees() {
-    let mut runner = TestRunner::new(proptest_config(512));
+    // 2,048 worlds: a move is about 1 in 80 of them (4 to 9 in 512 seen), so 512 missed every
+    // move about once in 400 runs, and the coverage check below failed.
+    let mut runner = TestRunner::new(proptest_config(2048));
     let seen = std::cell::RefCell::new(BTreeMap::<&str, u32>::new());
     runner
         .run(&world(), |w| {
