@@ -90,6 +90,21 @@ def landed(r, key):
     return f"{mean('new')} / {mean('old')} / {mean('pending')} ({mean('brought')})"
 
 
+PLACEMENTS = ["most-allocated", "least-allocated"]
+
+
+def placements_table(columns, cells_of, shown):
+    """One table of both placements side by side: a row per bench row, `columns` for each
+    placement (`cells_of(placement, row)`), the rows `shown(row, cells)` keeps."""
+    head = [f"{p}: {columns[0]}" if i == 0 else c for p in PLACEMENTS for i, c in enumerate(columns)]
+    print("| row | " + " | ".join(head) + " |")
+    print("|---|" + "--:|" * len(head))
+    for row in rows:
+        cells = [c for p in PLACEMENTS for c in cells_of(p, row)]
+        if shown(row, cells):
+            print(f"| {row} | " + " | ".join(cells) + " |")
+
+
 def class_table():
     """The class form: per row its lead time, cold starts, the users' wait, node-hours, when the
     calendar controller raised the count, and the room each run had at the bell (the bench's
@@ -187,15 +202,10 @@ if cycling_doc and sys.argv[1] == "readme-cycling":
     sys.exit(0)
 
 if cycling_doc:
-    print("| row | most-allocated: real (runs) | sim (seeds) | within | fewer than static | least-allocated: real (runs) | sim (seeds) | within | fewer than static |")
-    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|")
-    for row in rows:
-        cells = []
-        for p in ["most-allocated", "least-allocated"]:
-            r, s = cell(p, row, "real"), cell(p, row, "sim")
-            cells += [runs(r), runs(s), within(p, row), beats_static(p, row)]
-        if any(c != "-" for c in cells):
-            print(f"| {row} | " + " | ".join(cells) + " |")
+    placements_table(["real (runs)", "sim (seeds)", "within", "fewer than static"],
+                     lambda p, row: [runs(cell(p, row, "real")), runs(cell(p, row, "sim")),
+                                     within(p, row), beats_static(p, row)],
+                     lambda row, cells: any(c != "-" for c in cells))
     sys.exit(0)
 
 if readme:
@@ -221,15 +231,10 @@ if readme:
     sys.exit(0)
 
 if peers:
-    print("| row | most-allocated: real | sim | ratio real | ratio sim | least-allocated: real | sim | ratio real | ratio sim |")
-    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|")
-    for row in rows:
-        cells = []
-        for p in ["most-allocated", "least-allocated"]:
-            r, s = cell(p, row, "real"), cell(p, row, "sim")
-            cells += [fmt(r and round(r["cold"], 1)), runs(s), *ratio(p, row)]
-        if any(cell(p, row, "real") for p in ["most-allocated", "least-allocated"]):
-            print(f"| {row} | " + " | ".join(cells) + " |")
+    placements_table(["real", "sim", "ratio real", "ratio sim"],
+                     lambda p, row: [fmt(cell(p, row, "real") and round(cell(p, row, "real")["cold"], 1)),
+                                     runs(cell(p, row, "sim")), *ratio(p, row)],
+                     lambda row, cells: any(cell(p, row, "real") for p in PLACEMENTS))
     sys.exit(0)
 
 for p in ["most-allocated", "least-allocated"]:
