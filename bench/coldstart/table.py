@@ -14,6 +14,7 @@ cycling_doc = form in ("peers-cycling", "readme-cycling", "decision-cycling")
 form = "full" if peers or readme else "cycling" if cycling_doc else form
 rows = ["static", "new-node", "new-node+avoid-candidates", "new-node+pin", "static+pin", "gate",
         "gate+new-node", "buffer", "buffer+gate"]
+PLACEMENTS = ["most-allocated", "least-allocated"]
 data = [r for r in json.load(open(os.environ.get("RESULTS", "bench/results/real-stack.json")))
         if r.get("form") == form]
 
@@ -90,9 +91,6 @@ def landed(r, key):
     return f"{mean('new')} / {mean('old')} / {mean('pending')} ({mean('brought')})"
 
 
-PLACEMENTS = ["most-allocated", "least-allocated"]
-
-
 def placements_table(columns, cells_of, shown):
     """One table of both placements side by side: a row per bench row, `columns` for each
     placement (`cells_of(placement, row)`), the rows `shown(row, cells)` keeps."""
@@ -134,7 +132,7 @@ def class_table():
         return "; ".join(notes)
 
     names = sorted({r["row"] for r in data}, key=lambda n: (lead(cell("most-allocated", n, "real") or cell("most-allocated", n, "sim")) != "flat", "buffer" in n, n))
-    for p in ["most-allocated", "least-allocated"]:
+    for p in PLACEMENTS:
         if not any(r["placement"] == p for r in data):
             continue
         print(f"\n{p} (class):\n")
@@ -169,7 +167,7 @@ if cycling_doc and sys.argv[1] == "decision-cycling":
                 "new-node+avoid-candidates": "not to a node with the autoscaler's soft deletion-candidate taint",
                 "new-node+pin": "move, on nodes the autoscaler may not drain (`safe-to-evict: false`)",
                 "static+pin": "static, on nodes the autoscaler may not drain"}
-    for p in ["most-allocated", "least-allocated"]:
+    for p in PLACEMENTS:
         st = cell(p, "static", "real")
         if not st:
             continue
@@ -187,13 +185,11 @@ if cycling_doc and sys.argv[1] == "decision-cycling":
     sys.exit(0)
 
 if cycling_doc and sys.argv[1] == "readme-cycling":
-    ps = ["most-allocated", "least-allocated"]
-
     def cold(row):
-        return " and ".join(fmt(round(cell(p, row, "real")["cold"], 1)) for p in ps if cell(p, row, "real"))
+        return " and ".join(fmt(round(cell(p, row, "real")["cold"], 1)) for p in PLACEMENTS if cell(p, row, "real"))
 
     def beats(row):
-        return " and ".join(beats_static(p, row) for p in ps if cell(p, row, "real"))
+        return " and ".join(beats_static(p, row) for p in PLACEMENTS if cell(p, row, "real"))
 
     print(f"static {cold('static')} cold starts, `new-node` {cold('new-node')} (fewer than static in "
           f"{beats('new-node')} runs), `new-node+pin` {cold('new-node+pin')} ({beats('new-node+pin')}), "
@@ -210,10 +206,8 @@ if cycling_doc:
 
 if readme:
     # The README's sentence of real-stack figures (tests/bench_docs.rs checks the README holds it).
-    ps = ["most-allocated", "least-allocated"]
-
     def both(row, src, f):
-        return " and ".join(fmt(f(cell(p, row, src), cell(p, "static", src))) for p in ps)
+        return " and ".join(fmt(f(cell(p, row, src), cell(p, "static", src))) for p in PLACEMENTS)
 
     def cold(row):
         return both(row, "real", lambda r, s: round(r["cold"], 1))
@@ -237,7 +231,7 @@ if peers:
                      lambda row, cells: any(cell(p, row, "real") for p in PLACEMENTS))
     sys.exit(0)
 
-for p in ["most-allocated", "least-allocated"]:
+for p in PLACEMENTS:
     if not any(r["placement"] == p for r in data):
         continue
     print(f"\n{p} ({form}):\n")
@@ -286,7 +280,7 @@ if lagged:
         runs = ", ".join("%g/%g" % (a, b) for a, b in zip(l["per_run_p50"], l["per_run_p90"]))
         return f"{fmt(l['p50'])} / {fmt(l['p90'])} ({runs})"
 
-    for p in ["most-allocated", "least-allocated"]:
+    for p in PLACEMENTS:
         for row in rows:
             r = next((x for x in lagged if x["placement"] == p and x["row"] == row), None)
             if r:
