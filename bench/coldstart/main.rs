@@ -139,6 +139,12 @@ struct Args {
     /// measured delays), replacing its sim entries of the same rows, placements and form.
     #[arg(long)]
     sim_only: bool,
+    /// Count the runs kept from earlier invocations of the same form, rows and placements
+    /// (`target/coldstart-runs/`, one line a finished run) with this invocation's: a matrix
+    /// stopped part-way, or run a few runs at a time, adds up (`--runs 0 --resume` only
+    /// writes what is kept). Without it the kept runs are set aside (`.prev`) at the start.
+    #[arg(long)]
+    resume: bool,
     /// Write the first run's timeline of `--plot-row` (the first placement) beside the
     /// simulator's to this SVG.
     #[arg(long)]
@@ -558,7 +564,7 @@ fn label<'a>(p: &'a Pod, key: &str) -> Option<&'a str> {
         .map(String::as_str)
 }
 
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default, Clone, serde::Serialize, serde::Deserialize)]
 struct RowResult {
     users: u64,
     cold: u64,
@@ -601,7 +607,7 @@ struct RowResult {
 /// one its predecessor was bound to when it was bound (`new`), on an older one or the same
 /// (`old`), or not within the wait threshold of its creation (`pending`, of which `brought`
 /// went to a node first seen after its predecessor went: a node it brought up).
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone, Copy, serde::Serialize, serde::Deserialize)]
 struct Landing {
     new: u64,
     old: u64,
@@ -697,8 +703,10 @@ fn main() {
                 .any(|g| r["row"] == g.row.as_str() && r["placement"] == g.placement.as_str())
     });
     let wall = Instant::now();
-    let mut per_run: BTreeMap<String, Vec<RowResult>> = BTreeMap::new();
-    let mut loads = Vec::new();
+    let kept = KeptRuns::open(&args, &groups);
+    let mut per_run: BTreeMap<String, Vec<RowResult>> = kept.results.clone();
+    let mut loads = kept.loads.clone();
+    let runs_before = loads.len();
     let mut timeline = BTreeMap::new();
     for run in 0..if args.sim_only { 0 } else { args.runs } {
         let t0 = Instant::now();
@@ -709,10 +717,10 @@ fn main() {
             "coldstart run {run}: {:.1} min wall, load average {l0:.2} -> {l1:.2}",
             t0.elapsed().as_secs_f64() / 60.0
         );
-        loads.push(
-            json!({"run": run, "wall_min": round2(t0.elapsed().as_secs_f64() / 60.0),
-            "loadavg_start": l0, "loadavg_end": l1}),
-        );
+        let load = json!({"run": runs_before + run as usize, "wall_min": round2(t0.elapsed().as_secs_f64() / 60.0),
+            "loadavg_start": l0, "loadavg_end": l1});
+        kept.keep(&load, &res);
+        loads.push(load);
         for (slug, r) in res {
             eprintln!(
                 "coldstart run {run} {slug}: users {} cold {} waited {} unbound {} node-h {:.2} evictions {} preemptions {}; created->bound p50 {:.1} s, p90 {:.1} s (simulated); late (simulated s, p50/p90): image {:.1}/{:.1}, boot {:.1}/{:.1}, warm start {:.1}/{:.1}; kubelet tick p50/p90/max {:.0}/{:.0}/{:.0} ms",
@@ -795,7 +803,8 @@ fn main() {
             "form": args.form, "factor": f, "groups_side_by_side": groups.len(),
             "wait_threshold_s": args.wait_threshold_s(),
             "kubelet_concurrency": args.kubelet_concurrency, "salvo_scale_up": args.salvo,
-            "wall_min": round2(wall.elapsed().as_secs_f64() / 60.0), "load": loads}));
+            "wall_min": round2(loads.iter().filter_map(|l| l["wall_min"].as_f64()).sum::<f64>()),
+            "load": loads}));
         if let (Some(c), Some(r)) = (class::json(&args, &g.row, rs), out.last_mut()) {
             r["class"] = c;
         }
@@ -832,6 +841,64 @@ fn main() {
         wall.elapsed().as_secs_f64() / 60.0
     );
     println!("{}", serde_json::to_string_pretty(&out).expect("json"));
+}
+
+/// Every finished run, one JSON line a run in `target/coldstart-runs/FORM.jsonl` (its
+/// load and each group's `RowResult`), so runs add up across invocations (`--resume`).
+struct KeptRuns {
+    path: PathBuf,
+    results: BTreeMap<String, Vec<RowResult>>,
+    loads: Vec<Value>,
+}
+
+impl KeptRuns {
+    /// The kept runs of exactly these groups (with `--resume`), else none: the file is set
+    /// aside.
+    fn open(args: &Args, groups: &[Group]) -> Self {
+        let dir = root().join("target/coldstart-runs");
+        std::fs::create_dir_all(&dir).expect("target/coldstart-runs");
+        let slugs: Vec<&str> = groups.iter().map(|g| g.slug.as_str()).collect();
+        let path = dir.join(format!("{}-{}.jsonl", args.form, slugs.join(",")));
+        let mut kept = KeptRuns {
+            path,
+            results: BTreeMap::new(),
+            loads: Vec::new(),
+        };
+        if args.sim_only {
+            return kept;
+        }
+        if !args.resume {
+            let _ = std::fs::rename(&kept.path, kept.path.with_extension("jsonl.prev"));
+            return kept;
+        }
+        let text = std::fs::read_to_string(&kept.path).unwrap_or_default();
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let v: Value = serde_json::from_str(line).expect("a kept run");
+            let rows: BTreeMap<String, RowResult> =
+                serde_json::from_value(v["rows"].clone()).expect("a kept run's rows");
+            for (slug, r) in rows {
+                kept.results.entry(slug).or_default().push(r);
+            }
+            kept.loads.push(v["load"].clone());
+        }
+        eprintln!(
+            "coldstart: {} run(s) kept in {}",
+            kept.loads.len(),
+            kept.path.display()
+        );
+        kept
+    }
+
+    fn keep(&self, load: &Value, res: &BTreeMap<String, RowResult>) {
+        use std::io::Write;
+        let line = json!({"load": load, "rows": res}).to_string();
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)
+            .expect("the kept runs");
+        writeln!(f, "{line}").expect("keep a run");
+    }
 }
 
 /// Quantiles of a lateness over all runs and per run.
@@ -1232,10 +1299,10 @@ async fn run_real(
                             gone: None,
                             drained: false,
                         });
-                        if e.bound.is_none() {
-                            if let Some(nn) = p.spec.as_ref().and_then(|s| s.node_name.clone()) {
-                                e.bound = Some((now, nn));
-                            }
+                        if e.bound.is_none()
+                            && let Some(nn) = p.spec.as_ref().and_then(|s| s.node_name.clone())
+                        {
+                            e.bound = Some((now, nn));
                         }
                         if e.gone.is_none() && p.metadata.deletion_timestamp.is_some() {
                             e.gone = Some(now);
@@ -1262,28 +1329,28 @@ async fn run_real(
                         p.metadata.name.clone().unwrap_or_default()
                     );
                     let Some(u) = us.get_mut(&key) else { continue };
-                    if u.bound.is_none() {
-                        if let Some(nn) = p.spec.as_ref().and_then(|s| s.node_name.clone()) {
-                            u.bound = Some(now);
-                            u.cold = !by_name.get(&nn).is_some_and(|n| has_image(n, USER_IMAGE));
-                            let n = by_name.get(&nn);
-                            let ns_ = p.metadata.namespace.clone().unwrap_or_default();
-                            let first_seen = seen.lock().unwrap().get(&nn).map(|s| {
-                                (
-                                    round2((s.seen.max(start) - start).as_secs_f64() * f),
-                                    s.ready
-                                        .map(|r| round2((r.max(start) - start).as_secs_f64() * f)),
-                                )
-                            });
-                            why.lock().unwrap().entry(ns_.clone()).or_default().push(json!({
+                    if u.bound.is_none()
+                        && let Some(nn) = p.spec.as_ref().and_then(|s| s.node_name.clone())
+                    {
+                        u.bound = Some(now);
+                        u.cold = !by_name.get(&nn).is_some_and(|n| has_image(n, USER_IMAGE));
+                        let n = by_name.get(&nn);
+                        let ns_ = p.metadata.namespace.clone().unwrap_or_default();
+                        let first_seen = seen.lock().unwrap().get(&nn).map(|s| {
+                            (
+                                round2((s.seen.max(start) - start).as_secs_f64() * f),
+                                s.ready
+                                    .map(|r| round2((r.max(start) - start).as_secs_f64() * f)),
+                            )
+                        });
+                        why.lock().unwrap().entry(ns_.clone()).or_default().push(json!({
                                 "t": t_sim, "ev": "bind", "user": p.metadata.name,
                                 "created": u.created.map(|c| round2((c.max(start) - start).as_secs_f64() * f)),
                                 "node": nn, "cold": u.cold,
                                 "node_seen": first_seen.map(|s| s.0), "node_ready": first_seen.and_then(|s| s.1),
                                 "taints": n.map(|n| taints_of(n)).unwrap_or_default(),
                                 "room": room.get(&ns_)}));
-                            u.node = nn;
-                        }
+                        u.node = nn;
                     }
                     if u.ready.is_none() && pod_ready(&p) {
                         u.ready = Some(now);
@@ -1480,10 +1547,10 @@ async fn landings(
             .map(|l| l.items)
             .unwrap_or_default();
         for e in events {
-            if let (Some(uid), Some(reason)) = (e.involved_object.uid, e.reason) {
-                if reason == "SelfDestruct" || reason == "Preempted" {
-                    why_gone.insert(uid, reason);
-                }
+            if let (Some(uid), Some(reason)) = (e.involved_object.uid, e.reason)
+                && (reason == "SelfDestruct" || reason == "Preempted")
+            {
+                why_gone.insert(uid, reason);
             }
         }
     }
