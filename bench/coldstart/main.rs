@@ -1703,6 +1703,10 @@ fn run_sim(args: &Args, placement: &str, window_s: f64, delays: &Delays) -> Vec<
         "1".into(),
         "--user-mem-gib".into(),
         "4".into(),
+        // The agents' backoffs (decision/src/backoff.rs) are fixed, not compressed: a move
+        // refused by the PDB waits 5-10 s real, f times that simulated.
+        "--agent-backoff-scale".into(),
+        f.to_string(),
         // The node gate's pod on every node (manifests/node-gate/daemonset.yaml: 1m, 16 MiB),
         // in the 100m / 256 MiB the templates add: 8 placeholders alone are 49.8 %.
         "--daemonset-cpu".into(),

@@ -1089,6 +1089,7 @@ impl<'a> Engine<'a> {
                 Decision::Move { trigger } => {
                     // Asked only for a move (it reads every replica).
                     let allowed = self.pdb_allows();
+                    let backoff_scale = self.sc.agent_backoff_scale;
                     let Some(agent) = self.placeholders[p].agent.as_mut() else {
                         return;
                     };
@@ -1097,7 +1098,7 @@ impl<'a> Engine<'a> {
                     } else {
                         Outcome::Busy { retry_after: None }
                     };
-                    agent.record(now, &outcome, record_draw);
+                    agent.record(now, &outcome, record_draw, backoff_scale);
                     if !allowed {
                         self.log.refused += 1;
                         continue;

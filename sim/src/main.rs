@@ -135,6 +135,10 @@ struct Args {
     /// User pod memory request (GiB)
     #[arg(long, value_name = "GIB", help_heading = "Scenario")]
     user_mem_gib: Option<f64>,
+    /// The agents' retry backoffs last this many times longer in simulated time (the real-stack
+    /// bench's factor: it does not compress them)
+    #[arg(long, value_name = "F", help_heading = "Scenario")]
+    agent_backoff_scale: Option<f64>,
     /// The DaemonSet pod's CPU request (cores), in the node's reserve (100m beyond --node-cpu);
     /// only the autoscaler's utilisation counts it
     #[arg(long, value_name = "CPU", help_heading = "Scenario")]
@@ -450,6 +454,9 @@ fn scenario(a: &Args) -> Result<Scenario, String> {
     }
     if let Some(m) = positive("user-mem-gib", a.user_mem_gib)? {
         sc.user.mem_mib = ((m * 1024.0).round() as u64).max(1);
+    }
+    if let Some(f) = positive("agent-backoff-scale", a.agent_backoff_scale)? {
+        sc.agent_backoff_scale = f;
     }
     if let Some(c) = positive("daemonset-cpu", a.daemonset_cpu)? {
         sc.daemonset.cpu_m = (c * 1000.0).round() as u64;

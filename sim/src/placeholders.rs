@@ -288,9 +288,15 @@ impl Agent {
         (decision, verdicts)
     }
 
-    /// Records the eviction's outcome as the agent does.
-    pub fn record(&mut self, now: Ms, outcome: &Outcome, draw: f64) {
-        self.memory.record(system_time(now), outcome, draw);
+    /// Records the eviction's outcome as the agent does, its backoff `backoff_scale` times
+    /// longer in simulated time (see [`crate::scenario::Scenario::agent_backoff_scale`]).
+    pub fn record(&mut self, now: Ms, outcome: &Outcome, draw: f64, backoff_scale: f64) {
+        let t = system_time(now);
+        self.memory.record(t, outcome, draw);
+        if let Some(at) = self.memory.retry_at {
+            let wait = at.duration_since(t).unwrap_or_default();
+            self.memory.retry_at = Some(t + wait.mul_f64(backoff_scale));
+        }
     }
 }
 
@@ -331,6 +337,22 @@ mod tests {
         );
         assert!(agent.own.would_land_on(&summary));
         assert!(agent.own.tolerations.iter().any(|t| t.tolerates(taint)));
+    }
+
+    /// `decision/src/backoff.rs` (`Backoff::BUSY`, 10 s, equal jitter): the real agents of the
+    /// bench at factor 15 wait 6 s and 8 s real after a PodDisruptionBudget's 429 ("will re-check
+    /// then", run 3's new-node-ma), 90 s and 120 s of its simulated time.
+    #[test]
+    fn a_refused_move_backs_off_scaled_to_simulated_time() {
+        let busy = Outcome::Busy { retry_after: None };
+        let retry = |scale: f64| {
+            let p = Placeholder::new(0, 0);
+            let mut agent = Agent::start(&p, "node-000", 0, false, &Policy::default(), 0.5);
+            agent.record(1000, &busy, 0.0, scale);
+            sim_ms_ceil(agent.memory.retry_at.expect("a retry")) - 1000
+        };
+        assert_eq!(retry(1.0), 5000);
+        assert_eq!(retry(15.0), 75_000);
     }
 
     #[test]

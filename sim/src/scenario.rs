@@ -246,6 +246,10 @@ pub struct Scenario {
     /// Requests of the DaemonSet pod every node runs, in `node_reserve`: only the autoscaler's
     /// utilisation counts them.
     pub daemonset: Resources,
+    /// The agents' retry backoffs (`decision/src/backoff.rs`) run this many times longer in
+    /// simulated time: 1 on a real cluster; the real-stack bench compresses the agents' settings
+    /// by its factor but not these, which are fixed.
+    pub agent_backoff_scale: f64,
     /// Requests of a user pod (and of a placeholder).
     pub user: Resources,
     /// Arrivals.
@@ -318,6 +322,7 @@ impl Scenario {
         Scenario {
             name: "binder".into(),
             node: Resources::new(15.89, 100.0),
+            agent_backoff_scale: 1.0,
             node_reserve: Resources::new(0.1, 0.25),
             daemonset: Resources::new(0.1, 0.25),
             user: Resources::new(0.15, 1.0),
