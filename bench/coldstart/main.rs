@@ -108,6 +108,17 @@ struct Args {
     /// scheduler's backoff of at least 1 s real, which no factor compresses].
     #[arg(long)]
     wait_threshold_s: Option<f64>,
+    /// How late an agent's watch shows a sibling's eviction (real seconds), for the
+    /// simulator's side. `bench/coldstart/race.py` over the cycling runs' agents: of 182 moves
+    /// the PDB refused, 70 were decided before the winner's eviction showed in its log and 28
+    /// within 1 s after it (p50 0.43 s, p90 0.94 s); docs/peers.md.
+    #[arg(long, default_value_t = 0.5)]
+    watch_delay_s: f64,
+    /// How long after a placeholder starts the PDB still refuses evictions (real seconds), for
+    /// the simulator's side: `race.py`'s refusals decided within 1 s of a sibling's start
+    /// (the disruption controller's recount; docs/peers.md).
+    #[arg(long, default_value_t = 0.5)]
+    pdb_recount_s: f64,
     /// The results file (merged: rows of other placements are kept).
     #[arg(long, default_value = "bench/results/real-stack.json")]
     out: PathBuf,
@@ -1707,6 +1718,13 @@ fn run_sim(args: &Args, placement: &str, window_s: f64, delays: &Delays) -> Vec<
         // refused by the PDB waits 5-10 s real, f times that simulated.
         "--agent-backoff-scale".into(),
         f.to_string(),
+        // The agents' watch shows a sibling's eviction late (`--watch-delay-s`): agents that see
+        // a new node in the same instant race for the PDB's one disruption (docs/peers.md).
+        "--watch-delay".into(),
+        format!("{}ms", (args.watch_delay_s * f * 1000.0).round()),
+        // and the PDB refuses an eviction until its controller has recounted a started one.
+        "--pdb-recount".into(),
+        format!("{}ms", (args.pdb_recount_s * f * 1000.0).round()),
         // The node gate's pod on every node (manifests/node-gate/daemonset.yaml: 1m, 16 MiB),
         // in the 100m / 256 MiB the templates add: 8 placeholders alone are 49.8 %.
         "--daemonset-cpu".into(),

@@ -905,11 +905,32 @@ impl<'a> Engine<'a> {
 
     /// The PodDisruptionBudget (maxUnavailable 1): an eviction is allowed only
     /// while every replica is running.
-    fn pdb_allows(&self) -> bool {
-        self.placeholders
-            .iter()
+    /// Whether every sibling of `p` that is away went less than the watch delay ago
+    /// ([`crate::scenario::Scenario::watch_delay`]): `p`'s watch still shows them all Running.
+    fn unseen_going(&self, p: usize) -> bool {
+        let delay = self.sc.watch_delay;
+        let mut away = (self.placeholders.iter().enumerate())
             .zip(&self.absent)
-            .all(|(p, gone)| *gone || matches!(p.state, PodState::Running { .. }))
+            .filter(|((q, ph), gone)| {
+                *q != p && !**gone && !matches!(ph.state, PodState::Running { .. })
+            })
+            .map(|((_, ph), _)| &ph.state)
+            .peekable();
+        delay > 0
+            && away.peek().is_some()
+            && away.all(|s| {
+                matches!(s, PodState::Terminating { until, .. }
+                    if self.now < until.saturating_sub(self.sc.recreate_delay) + delay)
+            })
+    }
+
+    /// Whether the PodDisruptionBudget allows an eviction: every placeholder running, each for
+    /// at least the disruption controller's recount ([`crate::scenario::Scenario::pdb_recount`]).
+    fn pdb_allows(&self) -> bool {
+        let counted = |bound_at: Ms| bound_at + self.sc.pdb_recount <= self.now;
+        (self.placeholders.iter().zip(&self.absent)).all(|(p, gone)| {
+            *gone || matches!(p.state, PodState::Running { bound_at, .. } if counted(bound_at))
+        })
     }
 
     /// Whether placeholder `p`'s agent, [`Settled`] since its last decision, would decide
@@ -1112,6 +1133,18 @@ impl<'a> Engine<'a> {
                     return;
                 }
                 Decision::Wait { until, hold } => {
+                    if matches!(hold, Some(Hold::SiblingBusy(_))) && self.unseen_going(p) {
+                        // Its watch has not shown the sibling going yet: it posts its
+                        // eviction, and the PodDisruptionBudget refuses it.
+                        let backoff_scale = self.sc.agent_backoff_scale;
+                        let Some(agent) = self.placeholders[p].agent.as_mut() else {
+                            return;
+                        };
+                        let busy = Outcome::Busy { retry_after: None };
+                        agent.record(now, &busy, record_draw, backoff_scale);
+                        self.log.refused += 1;
+                        continue;
+                    }
                     let busy = match &hold {
                         None | Some(Hold::Finished) => Some(None),
                         Some(Hold::SiblingBusy(name)) if until.is_none() => {

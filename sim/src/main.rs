@@ -213,6 +213,14 @@ struct Args {
     /// retry) [1s; at most 1h]
     #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Scenario")]
     preemption_delay: Option<Duration>,
+    /// How late the agents' watch shows a sibling's going: an agent whose move falls due
+    /// within it posts its eviction and the PodDisruptionBudget refuses it [0; at most 1h]
+    #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Scenario")]
+    watch_delay: Option<Duration>,
+    /// How long after a placeholder starts the PodDisruptionBudget still refuses evictions
+    /// (the disruption controller's recount) [0; at most 1h]
+    #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Scenario")]
+    pdb_recount: Option<Duration>,
     /// From a user's binding to its start on a node holding the image (the container's
     /// start) [0; at most 1h]
     #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Scenario")]
@@ -602,6 +610,8 @@ fn scenario(a: &Args) -> Result<Scenario, String> {
             &mut sc.preemption_delay,
         ),
         ("--start-delay", a.start_delay, &mut sc.start_delay),
+        ("--watch-delay", a.watch_delay, &mut sc.watch_delay),
+        ("--pdb-recount", a.pdb_recount, &mut sc.pdb_recount),
     ] {
         let Some(d) = d else { continue };
         // A compressed replay on a loaded machine measures minutes (bench/coldstart).

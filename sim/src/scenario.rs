@@ -250,6 +250,16 @@ pub struct Scenario {
     /// simulated time: 1 on a real cluster; the real-stack bench compresses the agents' settings
     /// by its factor but not these, which are fixed.
     pub agent_backoff_scale: f64,
+    /// How late an agent's watch shows a sibling's going (0: at once). An agent whose move
+    /// falls due within it has not seen the sibling go: it posts its eviction and the
+    /// PodDisruptionBudget, whose one disruption the sibling took, refuses it (a 429; the
+    /// agent backs off). The real-stack bench's agents: up to about 1 s (docs/peers.md).
+    pub watch_delay: Ms,
+    /// How long after a placeholder starts the PodDisruptionBudget still allows no disruption
+    /// (0: at once): the disruption controller recounts the healthy pods after their change, and
+    /// an eviction before it is refused. The real-stack bench's agents: up to about 1 s
+    /// (docs/peers.md).
+    pub pdb_recount: Ms,
     /// Requests of a user pod (and of a placeholder).
     pub user: Resources,
     /// Arrivals.
@@ -323,6 +333,8 @@ impl Scenario {
             name: "binder".into(),
             node: Resources::new(15.89, 100.0),
             agent_backoff_scale: 1.0,
+            watch_delay: 0,
+            pdb_recount: 0,
             node_reserve: Resources::new(0.1, 0.25),
             daemonset: Resources::new(0.1, 0.25),
             user: Resources::new(0.15, 1.0),

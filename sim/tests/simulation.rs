@@ -267,6 +267,58 @@ fn new_node_trigger_moves_onto_new_nodes_once_per_node() {
     );
 }
 
+/// The PodDisruptionBudget race the real-stack bench shows (docs/peers.md, issue 45): agents
+/// that see a new node in the same instant all post an eviction; the first takes the one
+/// disruption allowed, the others get a 429 before their watch shows it, and back off. Without
+/// a watch delay the simulated agents see the first one go and hold, never refused.
+#[test]
+fn agents_that_do_not_see_a_sibling_go_yet_are_refused_and_back_off() {
+    let mut sc = ramp();
+    let row = row(&sc, "new-node");
+    let at_once = run(&sc, &row, 1);
+    assert_clean(&at_once, "no watch delay");
+    assert_eq!(at_once.summary.refused_evictions, 0);
+    assert!(!at_once.log.moves.is_empty());
+    sc.watch_delay = 30_000;
+    let late = run(&sc, &row, 1);
+    assert_clean(&late, "30 s watch delay");
+    assert!(
+        late.summary.refused_evictions > 0,
+        "429s before the watch shows the sibling"
+    );
+    assert!(
+        !late.log.moves.is_empty(),
+        "the refused retry after their backoff"
+    );
+    // The bench's factor stretches the backoff (fixed in real seconds) in simulated time: the
+    // retries come later, so the moves that still happen happen later.
+    sc.agent_backoff_scale = 15.0;
+    let scaled = run(&sc, &row, 1);
+    assert_clean(&scaled, "scaled backoff");
+    assert!(scaled.summary.refused_evictions > 0);
+    assert_ne!(
+        scaled.log.moves.iter().map(|m| m.at).collect::<Vec<_>>(),
+        late.log.moves.iter().map(|m| m.at).collect::<Vec<_>>(),
+        "the backoff's scale shows in when the refused agents move"
+    );
+}
+
+/// The disruption controller recounts the healthy pods after a placeholder starts: until it
+/// has, the PodDisruptionBudget refuses an eviction the agent's view already allows.
+#[test]
+fn a_move_right_after_a_sibling_starts_is_refused_until_the_pdb_recounts() {
+    let mut sc = ramp();
+    let row = row(&sc, "new-node");
+    sc.pdb_recount = 60_000;
+    let r = run(&sc, &row, 1);
+    assert_clean(&r, "a 60 s recount");
+    assert!(
+        r.summary.refused_evictions > 0,
+        "refused before the recount"
+    );
+    assert!(!r.log.moves.is_empty(), "and moved after it");
+}
+
 #[test]
 fn the_node_gate_gives_zero_cold_starts() {
     for sc in [ramp(), short_binder(), Scenario::burst()] {
