@@ -19,8 +19,8 @@ use crate::error::{Error, Result};
 use crate::identity::{self, Source};
 use crate::logging::Chain;
 use crate::signals::{Signals, Stop, pause, stop};
+use crate::summarize::PodObject;
 use decide::Decider;
-use k8s_openapi::api::core::v1::Pod;
 use selfdestruct_decision::Decision;
 use selfdestruct_decision::backoff::Backoff;
 use selfdestruct_decision::duration::format as fmt_duration;
@@ -201,7 +201,7 @@ impl Ready {
 // --- end of the shared start-up ---
 
 /// Reads the own pod, retrying with backoff. `None` means a fatal identification error.
-async fn fetch_own_pod(api: &PodApi, id: &identity::Identity) -> Option<Pod> {
+async fn fetch_own_pod(api: &PodApi, id: &identity::Identity) -> Option<PodObject> {
     let (name, ns) = (&id.name, &id.namespace);
     let mut failures = 0u32;
     loop {

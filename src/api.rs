@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use crate::summarize::PodObject;
 use http::header::{ACCEPT, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderValue, Request, StatusCode};
 use http_body_util::BodyExt;
@@ -168,12 +169,12 @@ impl PodApi {
         &self.client
     }
 
-    pub(crate) async fn get(&self) -> Result<Pod, ApiError> {
+    pub(crate) async fn get(&self) -> Result<PodObject, ApiError> {
         let req = pods(&self.namespace)
             .get(&segment(&self.name), &GetParams::default())
             .map_err(ApiError::transport)?;
         let body = request(&self.client, req).await?;
-        let pod: Pod = serde_json::from_slice(&body).map_err(ApiError::decode)?;
+        let pod: PodObject = serde_json::from_slice(&body).map_err(ApiError::decode)?;
         if pod.metadata.name.as_deref() != Some(self.name.as_str()) {
             return Err(ApiError::OtherPod {
                 asked: self.name.clone(),

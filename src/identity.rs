@@ -7,7 +7,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use k8s_openapi::api::core::v1::Pod;
+use crate::summarize::PodObject;
 use selfdestruct_decision::model::OwnPod;
 
 use selfdestruct_decision::settings::{Setting, unset_or};
@@ -122,7 +122,11 @@ impl Identity {
     /// successor. Without it, a pod created after `process_start` (beyond
     /// `CLOCK_SKEW`) is one. The Downward API's node name fills in a pod not
     /// yet bound in the API server's answer.
-    pub(crate) fn own_pod(&self, pod: &Pod, process_start: SystemTime) -> Result<OwnPod, NotOurs> {
+    pub(crate) fn own_pod(
+        &self,
+        pod: &PodObject,
+        process_start: SystemTime,
+    ) -> Result<OwnPod, NotOurs> {
         let mut own = crate::summarize::own_pod(pod);
         match &self.uid {
             Some(ours) if !own.uid.is_empty() && own.uid != *ours => {

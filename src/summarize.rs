@@ -8,7 +8,10 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::SystemTime;
 
-use k8s_openapi::api::core::v1::{Node, NodeSelectorRequirement, NodeSpec, NodeStatus, Pod};
+use k8s_openapi::api::core::v1::{
+    ContainerImage, Node, NodeAffinity, NodeCondition, NodeSelectorRequirement, Pod, PodCondition,
+    Taint as TaintObject, Toleration as TolerationObject,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::Resource;
 use selfdestruct_decision::images::ImageRef;
@@ -18,8 +21,70 @@ use selfdestruct_decision::model::{
 use selfdestruct_decision::selector::Requirement;
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 
+/// A Pod as the agent reads it (its own, and its siblings in a watch): the fields the
+/// summaries below read, every other one skipped unread. A pod's containers, volumes and
+/// statuses are most of its bytes and, decoded into k8s-openapi's `Pod`, about a tenth of the
+/// binary (issue 48).
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+pub(crate) struct PodObject {
+    #[serde(default)]
+    pub(crate) metadata: ObjectMeta,
+    pub(crate) spec: Option<PodSpecRead>,
+    pub(crate) status: Option<PodStatusRead>,
+}
+
+/// The part of a pod's spec the agent reads.
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct PodSpecRead {
+    pub(crate) node_name: Option<String>,
+    pub(crate) node_selector: Option<BTreeMap<String, String>>,
+    pub(crate) affinity: Option<AffinityRead>,
+    pub(crate) tolerations: Option<Vec<TolerationObject>>,
+}
+
+/// The node affinity of a pod's affinity (its pod affinities are not read).
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct AffinityRead {
+    pub(crate) node_affinity: Option<NodeAffinity>,
+}
+
+/// The part of a pod's status the agent reads.
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct PodStatusRead {
+    pub(crate) phase: Option<String>,
+    pub(crate) conditions: Option<Vec<PodCondition>>,
+    pub(crate) start_time: Option<Time>,
+}
+
+impl Resource for PodObject {
+    type DynamicType = ();
+    type Scope = k8s_openapi::NamespaceResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        Pod::kind(&())
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        Pod::group(&())
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        Pod::version(&())
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        Pod::plural(&())
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
 /// The own pod's summary, from the pod as read from the API server.
-pub(crate) fn own_pod(pod: &Pod) -> OwnPod {
+pub(crate) fn own_pod(pod: &PodObject) -> OwnPod {
     let meta = &pod.metadata;
     let spec = pod.spec.as_ref();
     let status = pod.status.as_ref();
@@ -103,8 +168,23 @@ pub(crate) async fn keeping_labels<F: Future>(keys: BTreeSet<String>, task: F) -
 pub(crate) struct NodeObject<const META: bool> {
     #[serde(default, deserialize_with = "bounded_metadata")]
     pub(crate) metadata: ObjectMeta,
-    pub(crate) spec: Option<NodeSpec>,
-    pub(crate) status: Option<NodeStatus>,
+    pub(crate) spec: Option<NodeSpecRead>,
+    pub(crate) status: Option<NodeStatusRead>,
+}
+
+/// The part of a node's spec the agent reads.
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+pub(crate) struct NodeSpecRead {
+    pub(crate) unschedulable: Option<bool>,
+    pub(crate) taints: Option<Vec<TaintObject>>,
+}
+
+/// The part of a node's status the agent reads (not its addresses, capacity, system info or
+/// volumes).
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+pub(crate) struct NodeStatusRead {
+    pub(crate) conditions: Option<Vec<NodeCondition>>,
+    pub(crate) images: Option<Vec<ContainerImage>>,
 }
 
 impl<const META: bool> Resource for NodeObject<META> {
@@ -254,7 +334,7 @@ pub(crate) fn node(
 }
 
 /// A sibling placeholder pod's summary.
-pub(crate) fn sibling(pod: Pod) -> Sibling {
+pub(crate) fn sibling(pod: PodObject) -> Sibling {
     let node_name = pod.spec.and_then(|s| s.node_name).filter(|n| !n.is_empty());
     let phase = pod.status.and_then(|s| s.phase);
     Sibling {

@@ -4,7 +4,6 @@
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
@@ -102,7 +101,10 @@ impl View {
                 max_bytes: watch::SIBLING_LIST_BYTES,
             };
             tokio::spawn(watch::follow(
-                Api::<Pod>::namespaced(client.clone(), &crate::api::segment(&own.namespace)),
+                Api::<summarize::PodObject>::namespaced(
+                    client.clone(),
+                    &crate::api::segment(&own.namespace),
+                ),
                 target,
                 tx,
                 start_delay,

@@ -1,7 +1,6 @@
 //! Unit tests of `identity` (a child module: they see its private items).
 
 use super::*;
-use k8s_openapi::api::core::v1::Pod;
 use std::fs;
 use std::path::PathBuf;
 use std::time::SystemTime;
@@ -188,7 +187,7 @@ fn the_own_pod_is_built_once_and_the_downward_uid_wins() {
         node_name: Some("node-a".into()),
     };
     // `start` is 2027-01-15T08:00:00Z; `created` is an hour-of-day then.
-    let pod = |uid: &str, created: &str| -> Pod {
+    let pod = |uid: &str, created: &str| -> crate::summarize::PodObject {
         serde_json::from_value(serde_json::json!({
             "metadata": {"name": "placeholder-0", "namespace": "placeholders", "uid": uid,
                          "creationTimestamp": format!("2027-01-15T{created}:00:00Z")},

@@ -3,15 +3,13 @@
 use super::*;
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::core::v1::Pod;
-
 #[test]
 fn own_pod_summary_never_needs_optional_fields() {
-    let empty = own_pod(&Pod::default());
+    let empty = own_pod(&PodObject::default());
     assert_eq!(empty.name, "");
     assert_eq!(empty.started_at, None);
     assert!(empty.affinity.is_empty());
-    let from_fixture: Pod = serde_json::from_value(serde_json::json!({
+    let from_fixture: PodObject = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "placeholder-0", "namespace": "placeholders", "uid": "u1",
                      "creationTimestamp": "2026-11-22T04:26:01Z", "labels": {"a": "b"}},
         "spec": {"nodeName": "node-a", "containers": [],
@@ -90,16 +88,16 @@ fn a_nodes_metadata_is_bounded_as_it_is_decoded() {
 
 #[test]
 fn sibling_pending_states() {
-    let lite = |node: Option<&str>, phase: Option<&str>| Pod {
-        spec: Some(k8s_openapi::api::core::v1::PodSpec {
+    let lite = |node: Option<&str>, phase: Option<&str>| PodObject {
+        spec: Some(PodSpecRead {
             node_name: node.map(Into::into),
             ..Default::default()
         }),
-        status: Some(k8s_openapi::api::core::v1::PodStatus {
+        status: Some(PodStatusRead {
             phase: phase.map(Into::into),
             ..Default::default()
         }),
-        ..Pod::default()
+        ..PodObject::default()
     };
     assert!(sibling(lite(None, Some("Pending"))).pending);
     assert!(sibling(lite(Some("n"), Some("Pending"))).pending);
@@ -116,7 +114,7 @@ mod fuzz {
     use crate::testing::{json_value, mutate};
     use std::collections::BTreeSet;
 
-    use k8s_openapi::api::core::v1::Pod;
+    use crate::summarize::PodObject;
     use selfdestruct_decision::images;
 
     use crate::summarize::NodeObject;
@@ -173,7 +171,7 @@ mod fuzz {
     }
 
     fn summarise_pod(bytes: &[u8]) {
-        if let Ok(pod) = serde_json::from_slice::<Pod>(bytes) {
+        if let Ok(pod) = serde_json::from_slice::<PodObject>(bytes) {
             let own = crate::summarize::own_pod(&pod);
             assert_eq!(own.name, pod.metadata.name.clone().unwrap_or_default());
             assert_eq!(own.terminating, pod.metadata.deletion_timestamp.is_some());
