@@ -62,7 +62,9 @@ mod tests {
     #[test]
     fn old_subcommands_name_their_binary_and_pass_the_arguments_on() {
         let s = |v: &[&str]| v.iter().map(ToString::to_string).collect::<Vec<_>>();
-        let table: &[(&[&str], Option<(&str, &[&str])>)] = &[
+        /// An argv, and the binary it runs with that binary's arguments (`None`: the agent).
+        type Case<'a> = (&'a [&'a str], Option<(&'a str, &'a [&'a str])>);
+        let table: &[Case] = &[
             (&["sd", "schedule"], Some(("selfdestruct-schedule", &[]))),
             (
                 &["sd", "schedule", "preview", "2", "--from=2026-03-02"],

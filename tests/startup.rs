@@ -178,6 +178,11 @@ const BAD: &[(&str, &[(&str, &str)])] = &[
     ("SELFDESTRUCT_SCHEDULE_REFRESH", &[("x", "duration such as")]),
     ("SELFDESTRUCT_SCHEDULE_TICK", &[("soon", "duration such as")]),
     ("SELFDESTRUCT_SCHEDULE_CALENDAR_TIMEOUT", &[("x", "duration such as")]),
+    ("SELFDESTRUCT_SCHEDULE_TARGETS", &[("[{", "a JSON list"), (r#"[{"name": "Gpu", "target": "sts/g"}]"#, "DNS label")]),
+    ("SELFDESTRUCT_SCHEDULE_WARM_BY_MARGIN", &[("soon", "duration such as")]),
+    ("SELFDESTRUCT_SCHEDULE_WARM_LABEL", &[("a b", "label key")]),
+    ("SELFDESTRUCT_SCHEDULE_WARM_IMAGES", &[("Nginx:1", "image references")]),
+    ("SELFDESTRUCT_SCHEDULE_METRICS_ADDRESS", &[("nine", "an address such as :9090")]),
 ];
 
 /// Walks clap's own description of the command line of each binary of the image (the
