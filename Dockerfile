@@ -1,6 +1,8 @@
 # syntax=docker/dockerfile:1
 #
-# selfdestruct: a static musl binary on an empty (scratch) base.
+# selfdestruct: three static musl binaries on an empty (scratch) base: the
+# placeholder agent (the entrypoint), the node gate and the calendar
+# controller (each Deployment, DaemonSet and StatefulSet names its own).
 #
 #   docker buildx build --platform linux/amd64,linux/arm64 -t IMAGE .
 #
@@ -40,9 +42,11 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
     rustup target add "${triple}"; \
     RUSTFLAGS="-C relocation-model=static -C force-unwind-tables=no -C link-arg=-Wl,--no-eh-frame-hdr" \
     cargo build --release --locked --target "${triple}" \
-      -p selfdestruct --bin selfdestruct; \
+      -p selfdestruct -p selfdestruct-schedule --bins; \
     mkdir -p /out; \
-    cp "target/${triple}/release/selfdestruct" /out/selfdestruct
+    for name in selfdestruct selfdestruct-node-gate selfdestruct-schedule; do \
+      cp "target/${triple}/release/${name}" "/out/${name}"; \
+    done
 
 # RUSTFLAGS: a static non-PIE binary (no start-up relocations: 350 KiB less on
 # disk and no dirty relocated pages; the cost is a fixed load address) without
@@ -50,21 +54,23 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
 # never unwinds; a panic still prints its message). bench/run.sh builds with
 # the same.
 
-# Runs the binary on an empty filesystem: it fails here, not in a cluster, if
-# the binary is not static or not for this architecture.
+# Runs the binaries on an empty filesystem: it fails here, not in a cluster, if
+# one is not static or not for this architecture.
 FROM scratch AS check
-COPY --from=build /out/selfdestruct /selfdestruct
+COPY --from=build /out/selfdestruct /out/selfdestruct-node-gate /out/selfdestruct-schedule /
 RUN ["/selfdestruct", "--version"]
+RUN ["/selfdestruct-node-gate", "--version"]
+RUN ["/selfdestruct-schedule", "--version"]
 
 # The image's contents, defined once: the two targets below add only the
-# binary. image/build.sh builds the same image without Docker (umoci, from a
+# binaries. image/build.sh builds the same image without Docker (umoci, from a
 # static binary built on the host) and tests/image.rs checks that its config
 # (labels, user, entrypoint) matches this stage.
 #
 # scratch rather than distroless/static: the agent needs no CA bundle (it
 # trusts the cluster CA from its service-account mount), no tzdata, no
 # passwd entry (it runs as a bare uid) and no shell, so the image is just
-# the binary.
+# the binaries.
 FROM scratch AS image
 ARG VERSION=0.1.0
 LABEL org.opencontainers.image.title="selfdestruct" \
@@ -76,9 +82,10 @@ LABEL org.opencontainers.image.title="selfdestruct" \
 USER 65534:65534
 ENTRYPOINT ["/selfdestruct"]
 
-# Target `prebuilt`: the image around a static binary built elsewhere (for
+# Target `prebuilt`: the image around static binaries built elsewhere (for
 # example by image/build.sh), given as the build context `prebuilt-bin`, a
-# folder holding `selfdestruct`:
+# folder holding `selfdestruct`, `selfdestruct-node-gate` and
+# `selfdestruct-schedule`:
 #
 #   docker buildx build --target prebuilt \
 #     --build-context prebuilt-bin=target/x86_64-unknown-linux-gnu/release -t IMAGE .
@@ -87,19 +94,19 @@ ENTRYPOINT ["/selfdestruct"]
 FROM scratch AS prebuilt-bin
 
 FROM image AS prebuilt
-COPY --from=prebuilt-bin /selfdestruct /selfdestruct
+COPY --from=prebuilt-bin /selfdestruct /selfdestruct-node-gate /selfdestruct-schedule /
 
 # Target `release`: the image around the release workflow's static binaries,
 # cross-compiled outside Docker (.github/workflows/release.yml), given as the
-# build context `release-bin`: a folder with amd64/selfdestruct and
-# arm64/selfdestruct. It runs nothing, so buildx builds both platforms
+# build context `release-bin`: a folder with amd64/ and arm64/, each holding
+# the three binaries. It runs nothing, so buildx builds both platforms
 # without emulation.
 FROM scratch AS release-bin
 
 FROM image AS release
 ARG TARGETARCH
-COPY --from=release-bin /${TARGETARCH}/selfdestruct /selfdestruct
+COPY --from=release-bin /${TARGETARCH}/selfdestruct /${TARGETARCH}/selfdestruct-node-gate /${TARGETARCH}/selfdestruct-schedule /
 
-# The default target: the binary built by the musl stage above.
+# The default target: the binaries built by the musl stage above.
 FROM image
-COPY --from=check /selfdestruct /selfdestruct
+COPY --from=check /selfdestruct /selfdestruct-node-gate /selfdestruct-schedule /

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Footprint and API-cost benchmark: builds selfdestruct as shipped (static,
-# release profile) and its image (image/build.sh), a static C pause
+# Footprint and API-cost benchmark: builds the image's binaries as shipped
+# (static, release profile; the agent, the node gate, the schedule) and the
+# image (image/build.sh), the agent as `cargo build --release` builds it (the
+# size target's), a static C pause
 # (bench/pause.c) and uses coreutils' `sleep infinity`, then prints one table
 # (bench/src/main.rs) and the image's figures, run as a container
 # (image/report.sh).
@@ -15,7 +17,7 @@ root=$(dirname "$here")
 target=${CARGO_TARGET_DIR:-$root/target}
 triple=x86_64-unknown-linux-gnu
 
-echo "bench: building selfdestruct (static, release) and its image (image/build.sh)" >&2
+echo "bench: building the binaries (static, release) and the image (image/build.sh)" >&2
 # The shipped flags (see the Dockerfile and image/build.sh): static, non-PIE
 # (no start-up relocations, no dirty relocated pages), no unwind tables
 # (panic = "abort"). The image is reported after the table, when umoci, runc
@@ -26,8 +28,12 @@ if command -v umoci >/dev/null; then
 else
   echo "bench: no umoci (apt-get install umoci runc): building the binary only, no image figures" >&2
   (cd "$root" && RUSTFLAGS="-C target-feature=+crt-static -C relocation-model=static -C force-unwind-tables=no -C link-arg=-Wl,--no-eh-frame-hdr" CARGO_TARGET_DIR="$target" \
-    cargo build --release --locked -p selfdestruct --bin selfdestruct --target "$triple" >&2)
+    cargo build --release --locked -p selfdestruct -p selfdestruct-schedule --bins --target "$triple" >&2)
 fi
+# The placeholder's size target is for the binary as a plain `cargo build --release`
+# of the workspace builds it (its features as the whole workspace resolves them).
+echo "bench: cargo build --release (the workspace, for the plain binaries' sizes)" >&2
+(cd "$root" && CARGO_TARGET_DIR="$target" cargo build --release --locked >&2)
 echo "bench: building pause.c (gcc -static -Os -s)" >&2
 mkdir -p "$target/bench"
 gcc -static -Os -s -o "$target/bench/pause" "$here/pause.c"
@@ -36,6 +42,8 @@ echo "bench: building the benchmark" >&2
 
 "$target/bench/release/selfdestruct-bench" "$@" \
   --selfdestruct "$target/$triple/release/selfdestruct" \
+  --release "$target/release/selfdestruct" \
+  ${image:+--image "$image"} \
   --pause "$target/bench/pause" \
   --sleep "$(command -v sleep)"
 

@@ -220,7 +220,7 @@ GATE_KUSTOMIZATION = """%(header)s#
 # The node readiness gate: `kubectl apply -k manifests/node-gate/`.
 #
 # An image-puller DaemonSet whose init containers pull the user images and
-# whose main container, `selfdestruct node-gate`, then removes the startup
+# whose main container, `selfdestruct-node-gate`, then removes the startup
 # taint startup-taint.cluster-autoscaler.kubernetes.io/images-pending from its
 # own node, so user pods land only on nodes that already hold their images.
 # New user nodes must register with that taint (see docs/node-gate.md, "Putting

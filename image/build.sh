@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # Builds the selfdestruct image without Docker: an OCI image layout made with
-# umoci (Debian: apt-get install umoci), FROM scratch around a static binary.
-# It mirrors the Dockerfile's `image` stage (labels, USER 65534:65534,
-# ENTRYPOINT ["/selfdestruct"]) plus the binary at /selfdestruct, one layer;
+# umoci (Debian: apt-get install umoci), FROM scratch around three static
+# binaries: the placeholder agent (/selfdestruct, the entrypoint), the node
+# gate (/selfdestruct-node-gate) and the calendar controller
+# (/selfdestruct-schedule), in one layer. It mirrors the Dockerfile's `image`
+# stage (labels, USER 65534:65534, ENTRYPOINT ["/selfdestruct"]);
 # tests/image.rs checks that the two agree and runs the result with runc.
 #
-#   bash image/build.sh                       # builds the static binary too
-#   bash image/build.sh --binary PATH         # a static binary built already
+#   bash image/build.sh                       # builds the static binaries too
+#   bash image/build.sh --binary PATH         # static binaries built already
 #
 # Options:
-#   --binary PATH  the static selfdestruct to put in the image [default: build
-#                  it: the release profile, static (crt-static) and with the
-#                  Dockerfile's RUSTFLAGS, for the host's x86_64 gnu target]
+#   --binary PATH  the static selfdestruct to put in the image, the other two
+#                  beside it [default: build them: the release profile, static
+#                  (crt-static) and with the Dockerfile's RUSTFLAGS, for the
+#                  host's x86_64 gnu target]
 #   --out DIR      the OCI image layout to (re)write [default:
 #                  $CARGO_TARGET_DIR/image/oci, or target/image/oci]
 #   --tag TAG      the tag in the layout [default: the binary's version]
@@ -52,34 +55,35 @@ command -v umoci >/dev/null || {
 
 if [[ -z "$binary" ]]; then
   triple=x86_64-unknown-linux-gnu
-  echo "image/build.sh: building selfdestruct (static, release, $triple)" >&2
+  echo "image/build.sh: building the binaries (static, release, $triple)" >&2
   # The Dockerfile's flags (static, non-PIE, no unwind tables, no
   # .eh_frame_hdr), plus crt-static: the musl target is static by default,
-  # the gnu target needs asking. bench/run.sh uses this binary too.
+  # the gnu target needs asking. bench/run.sh uses these binaries too.
   (cd "$root" && RUSTFLAGS="-C target-feature=+crt-static -C relocation-model=static -C force-unwind-tables=no -C link-arg=-Wl,--no-eh-frame-hdr" \
     CARGO_TARGET_DIR="$target" \
-    cargo build --release --locked -p selfdestruct --bin selfdestruct --target "$triple" >&2)
+    cargo build --release --locked -p selfdestruct -p selfdestruct-schedule --bins --target "$triple" >&2)
   binary="$target/$triple/release/selfdestruct"
 fi
-[[ -f "$binary" && -x "$binary" ]] || {
-  echo "image/build.sh: no executable binary at '$binary'" >&2
-  exit 1
-}
-# A scratch image has no dynamic loader: refuse a dynamically linked binary
-# here rather than in a cluster.
-if LC_ALL=C readelf -l "$binary" 2>/dev/null | grep -q 'Requesting program interpreter'; then
-  echo "image/build.sh: '$binary' is dynamically linked; a scratch image needs a static binary" >&2
-  exit 1
-fi
+binaries=(selfdestruct selfdestruct-node-gate selfdestruct-schedule)
+dir="$(dirname "$binary")"
+for name in "${binaries[@]}"; do
+  path="$dir/$name"
+  [[ "$name" != selfdestruct ]] || path="$binary"
+  [[ -f "$path" && -x "$path" ]] || {
+    echo "image/build.sh: no executable binary at '$path'" >&2
+    exit 1
+  }
+  # A scratch image has no dynamic loader: refuse a dynamically linked binary
+  # here rather than in a cluster.
+  if LC_ALL=C readelf -l "$path" 2>/dev/null | grep -q 'Requesting program interpreter'; then
+    echo "image/build.sh: '$path' is dynamically linked; a scratch image needs a static binary" >&2
+    exit 1
+  fi
+done
 # The Dockerfile's `ARG VERSION` default: the crate's version, which the binary prints.
 version="$("$binary" --version | awk '{print $2}')"
 [[ -n "$version" ]] || { echo "image/build.sh: '$binary --version' printed no version" >&2; exit 1; }
 tag="${tag:-$version}"
-
-# umoci records the files' owners as they are on disk; as a user other than
-# root, --rootless maps that user to root in the image.
-rootless=()
-[[ "$(id -u)" == 0 ]] || rootless=(--rootless)
 
 rm -rf "$out"
 mkdir -p "$(dirname "$out")"
@@ -94,13 +98,21 @@ umoci config --image "$out:$tag" \
   --config.label "org.opencontainers.image.version=$version" \
   --config.label org.opencontainers.image.licenses=Apache-2.0 \
   --history.created_by "image/build.sh: config" >&2
-# One layer: the binary, root-owned, mode 0755 (as COPY makes it).
+# One layer: the three binaries, root-owned, mode 0755 (as COPY makes them),
+# and nothing else (no entry for / itself).
 stage="$(mktemp -d "${TMPDIR:-/tmp}/selfdestruct-image.XXXXXX")"
 trap 'rm -rf "$stage"' EXIT
-install -m 0755 "$binary" "$stage/selfdestruct"
-umoci insert "${rootless[@]}" --image "$out:$tag" \
-  --history.created_by "image/build.sh: COPY selfdestruct /selfdestruct" \
-  "$stage/selfdestruct" /selfdestruct >&2
+mkdir "$stage/root"
+for name in "${binaries[@]}"; do
+  path="$dir/$name"
+  [[ "$name" != selfdestruct ]] || path="$binary"
+  install -m 0755 "$path" "$stage/root/$name"
+done
+tar --create --file "$stage/layer.tar" --directory "$stage/root" \
+  --owner=0 --group=0 --numeric-owner --sort=name "${binaries[@]}"
+umoci raw add-layer --image "$out:$tag" \
+  --history.created_by "image/build.sh: COPY ${binaries[*]} /" \
+  "$stage/layer.tar" >&2
 umoci gc --layout "$out" >&2
-echo "image/build.sh: built $out:$tag from $binary" >&2
+echo "image/build.sh: built $out:$tag from ${binaries[*]} in $dir" >&2
 echo "$out:$tag"

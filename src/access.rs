@@ -66,7 +66,7 @@ pub enum KubeconfigError {
 }
 
 /// The access found, or why there is none (then a mode is a plain pause).
-pub(crate) type Discovered = Result<Access, AccessError>;
+pub type Discovered = Result<Access, AccessError>;
 
 /// Why there is no API access.
 #[derive(Debug, thiserror::Error)]
@@ -122,10 +122,10 @@ impl AccessError {
 }
 
 /// API access: the kube configuration and where it came from.
-pub(crate) struct Access {
+pub struct Access {
     pub(crate) config: kube::Config,
     /// The kubeconfig context's namespace, if any (local runs).
-    pub(crate) namespace: Option<String>,
+    pub namespace: Option<String>,
     /// Where this came from, for the log.
     pub(crate) source: String,
     /// It came from a kubeconfig the user named (`KUBECONFIG`, `--kubeconfig`): a

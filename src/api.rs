@@ -42,20 +42,24 @@ pub(crate) type Cause = std::sync::Arc<dyn std::error::Error + Send + Sync>;
 /// A failed API call: its causes are its `source()` chain, formatted where it is
 /// logged ([`crate::logging::Chain`]); server text in it is [`quote`]d.
 #[derive(Debug, Clone, thiserror::Error)]
-pub(crate) enum ApiError {
+pub enum ApiError {
     /// The server answered with an error status (or a 2xx carrying a `Status`
     /// of `Failure`: its code).
     #[error("HTTP {code} {reason}: {message}")]
     Status {
+        /// The HTTP status code.
         code: u16,
+        /// `Status.reason`, or the HTTP reason phrase.
         reason: String,
         /// `Status.message`, or the body.
         message: String,
         /// `Retry-After` header or `details.retryAfterSeconds`.
         retry_after: Option<Duration>,
     },
+    /// The request got no answer (connection, TLS, credentials).
     #[error("request failed")]
     Transport(#[source] Cause),
+    /// No answer within this long.
     #[error("no answer within {}s", .0.as_secs())]
     Timeout(Duration),
     /// An answer longer than the client layer reads (`client.rs`): refused as a
@@ -70,23 +74,30 @@ pub(crate) enum ApiError {
     Decode(#[source] Cause),
     /// A 2xx answer with another pod than the one asked for.
     #[error("unexpected answer: asked for pod {asked:?}, got {got:?}")]
-    OtherPod { asked: String, got: Option<String> },
+    OtherPod {
+        /// The pod asked for.
+        asked: String,
+        /// The pod in the answer.
+        got: Option<String>,
+    },
 }
 
 impl ApiError {
     /// The HTTP status code, if the server answered.
-    pub(crate) fn code(&self) -> Option<u16> {
+    pub fn code(&self) -> Option<u16> {
         match self {
             ApiError::Status { code, .. } => Some(*code),
             _ => None,
         }
     }
 
-    pub(crate) fn transport(e: impl std::error::Error + Send + Sync + 'static) -> Self {
+    /// A request that got no answer, and why.
+    pub fn transport(e: impl std::error::Error + Send + Sync + 'static) -> Self {
         ApiError::Transport(std::sync::Arc::new(e))
     }
 
-    pub(crate) fn decode(e: impl std::error::Error + Send + Sync + 'static) -> Self {
+    /// A 2xx answer that is not what was asked for, and why.
+    pub fn decode(e: impl std::error::Error + Send + Sync + 'static) -> Self {
         ApiError::Decode(std::sync::Arc::new(e))
     }
 }
@@ -134,7 +145,7 @@ const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
 
 /// A name as one URL path segment: kube's request builder joins names into
 /// paths as they are, so a `/` or `?` in one would change the request.
-pub(crate) fn segment(name: &str) -> String {
+pub fn segment(name: &str) -> String {
     let escaped = utf8_percent_encode(name, SEGMENT).to_string();
     // "." and ".." would be resolved away by URL normalisation.
     match escaped.as_str() {
@@ -145,7 +156,7 @@ pub(crate) fn segment(name: &str) -> String {
 }
 
 /// kube's request builder for the pods of `namespace` (escaped).
-pub(crate) fn pods(namespace: &str) -> kube::core::Request {
+pub fn pods(namespace: &str) -> kube::core::Request {
     kube::core::Request::new(Pod::url_path(&(), Some(&segment(namespace))))
 }
 
@@ -268,7 +279,7 @@ impl PodApi {
 /// Posts an Event (events.k8s.io/v1, kube's `Recorder`) about `regarding`:
 /// its type, action, reason and note. Each Event is new (its own note), so the
 /// Role needs only `create`. events.k8s.io limits a note to 1 kB: it is cut there.
-pub(crate) async fn post_event(
+pub async fn post_event(
     client: &Client,
     reporter: Reporter,
     regarding: &ObjectReference,
@@ -292,7 +303,7 @@ pub(crate) async fn post_event(
 /// Sends one request built by kube's request builder (asking for JSON) and
 /// returns the body of a 2xx answer, or the error with the server's `Status`
 /// and `Retry-After`.
-pub(crate) async fn request(client: &Client, req: Request<Vec<u8>>) -> Result<Vec<u8>, ApiError> {
+pub async fn request(client: &Client, req: Request<Vec<u8>>) -> Result<Vec<u8>, ApiError> {
     let has_body = !req.body().is_empty();
     let mut req = req.map(kube::client::Body::from);
     let json = HeaderValue::from_static("application/json");

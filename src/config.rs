@@ -1,10 +1,11 @@
-//! The command line: every setting is an environment variable and a flag, parsed by a
-//! `Setting` parser (`selfdestruct_decision::settings`), so an invalid one exits 2
+//! The agent's command line: every setting is an environment variable and a flag, parsed
+//! by a `Setting` parser (`selfdestruct_decision::settings`), so an invalid one exits 2
 //! naming the variable, the flag, the value and the accepted form. As in kubert, each
-//! settings struct is declared beside the code it tunes and flattened here: the shared
-//! ones ([`SharedSettings`]), the agent's ([`AgentSettings`], with the decision's
-//! [`PolicySettings`]) and `node-gate`'s ([`GateSettings`]); a mode reads the variables
-//! of its own settings and the shared ones only ([`Cli::parse_mode`]).
+//! settings struct is declared beside the code it tunes and flattened here: the ones
+//! every binary of the image reads ([`SharedSettings`]) and the agent's
+//! ([`AgentSettings`], with the decision's [`PolicySettings`]). The node gate and the
+//! calendar controller are binaries of their own, with their own command lines
+//! (`node_gate::Cli`, `selfdestruct_schedule::controller::Cli`).
 
 use std::ffi::OsString;
 use std::time::Duration;
@@ -17,15 +18,13 @@ use crate::api::Mode;
 use crate::error::{CheckError, Error};
 use crate::identity::IdentitySettings;
 use crate::logging::LogFormat;
-use crate::node_gate::GateSettings;
-use crate::schedule::ScheduleSettings;
 use selfdestruct_decision::Policy;
 use selfdestruct_decision::selector::Selector;
 use selfdestruct_decision::settings::{
     ImageSettings, PolicySettings, Setting, SettingError, duration, unset_or,
 };
 
-/// The command line: the shared and the agent's flags, or a subcommand.
+/// The agent's command line: the shared and the agent's flags, or `check-settings`.
 #[derive(clap::Parser, Debug, Clone)]
 #[command(
     name = "selfdestruct",
@@ -41,16 +40,16 @@ use selfdestruct_decision::settings::{
                   lifetime and new-node triggers to the pod around it."
 )]
 pub struct Cli {
-    /// Another mode of the same binary.
+    /// `check-settings`.
     #[command(subcommand)]
     pub(crate) command: Option<Command>,
     /// Entrypoint wrapper: the command (after `--`) to run as the child
     #[arg(last = true, value_name = "CMD")]
     pub(crate) exec: Vec<std::ffi::OsString>,
-    /// The settings of every mode.
+    /// The settings of every binary.
     #[command(
         flatten,
-        next_help_heading = "Every mode (logging, identity, API access)"
+        next_help_heading = "Every binary (logging, identity, API access)"
     )]
     pub(crate) shared: SharedSettings,
     /// The agent's settings (also the entrypoint wrapper's).
@@ -64,11 +63,6 @@ pub struct Cli {
 /// Subcommands.
 #[derive(Subcommand, Debug, Clone)]
 pub(crate) enum Command {
-    /// Image-puller mode: remove a startup taint from the own node once its images are pulled
-    NodeGate(GateSettings),
-    /// Headroom on a calendar: set the replicas of placeholder StatefulSets or
-    /// CapacityBuffers from weekly baselines and an iCal calendar
-    Schedule(Box<ScheduleSettings>),
     /// Check agent settings given as VARIABLE=VALUE with the agent's own rules; exit 2 naming a bad one
     ///
     /// Prints them as container env entries, one JSON object a line. Only the arguments are
@@ -131,38 +125,21 @@ pub(crate) fn check_settings(settings: &[String]) -> Result<Vec<(String, String)
 }
 
 impl Cli {
-    /// Parses `argv` and the environment variables of the mode it names: `node-gate`
-    /// and `schedule` read none of the agent's settings, so an invalid one there cannot
-    /// stop them.
+    /// Parses `argv` and the environment, and whether `--` was given (the wrapper).
     pub fn parse_mode<T: Into<OsString> + Clone>(
         argv: impl IntoIterator<Item = T>,
     ) -> Result<Cli, clap::Error> {
         let argv: Vec<OsString> = argv.into_iter().map(Into::into).collect();
-        // The mode, from the flags alone (their errors come again below).
-        let flags_only = |c: clap::Command| c.ignore_errors(true).mut_args(|a| a.env(None));
-        let gate = flags_only(Cli::command().mut_subcommands(flags_only))
-            .try_get_matches_from(&argv)
-            .is_ok_and(|m| matches!(m.subcommand_name(), Some("node-gate" | "schedule")));
-        let mut command = Cli::command();
-        if gate {
-            let agent = AgentSettings::augment_args(clap::Command::new("agent"));
-            command = command.mut_args(|a| {
-                if agent.get_arguments().any(|x| x.get_id() == a.get_id()) {
-                    a.env(None)
-                } else {
-                    a
-                }
-            });
-        }
         let wrapped = argv.iter().skip(1).any(|a| a == "--");
-        let cli = Cli::from_arg_matches(&command.try_get_matches_from(argv)?)?;
+        let cli = Cli::from_arg_matches(&Cli::command().try_get_matches_from(argv)?)?;
         Ok(Cli { wrapped, ..cli })
     }
 }
 
-/// The settings of every mode: logging, and the own pod's identity and API access.
+/// The settings every binary of the image reads: logging, and the own pod's identity and
+/// API access.
 #[derive(Args, Debug, Clone, PartialEq)]
-pub(crate) struct SharedSettings {
+pub struct SharedSettings {
     /// Log format
     #[arg(global = true, long, env = "SELFDESTRUCT_LOG_FORMAT", value_name = "text|json", default_value = "text",
           ignore_case = true, hide_possible_values = true,
@@ -174,7 +151,7 @@ pub(crate) struct SharedSettings {
     pub(crate) log_level: std::option::Option<LevelFilter>,
     /// The own pod's identity and API access.
     #[command(flatten)]
-    pub(crate) identity: IdentitySettings,
+    pub identity: IdentitySettings,
 }
 
 impl SharedSettings {

@@ -1,5 +1,6 @@
-//! Why `selfdestruct` stops other than on SIGTERM/SIGINT: one [`Error`], each cause
-//! kept as its source. Every mode returns it; `main` alone maps it to an exit code.
+//! Why a binary of the image stops other than on SIGTERM/SIGINT: one [`Error`], each
+//! cause kept as its source. Every mode returns it; `exit_code` (lib.rs), called by each
+//! binary's `main`, alone maps it to an exit code.
 
 use selfdestruct_decision::settings::SettingError;
 
@@ -14,9 +15,6 @@ pub enum Error {
     /// `--` with nothing after it (a configuration error).
     #[error("nothing to run after -- (usage: selfdestruct [OPTIONS] -- CMD [ARGS...])")]
     NothingToRun,
-    /// `node-gate` or `schedule` with a command after `--` (a configuration error).
-    #[error("{0} runs no command: drop the -- CMD part")]
-    NoCommand(&'static str),
     /// A setting is invalid (a configuration error, naming the variable).
     #[error(transparent)]
     Setting(#[from] SettingError),
@@ -36,10 +34,19 @@ pub enum Error {
     /// The entrypoint wrapper's command cannot be started (logged where found).
     #[error("cannot start the command")]
     Spawn(#[source] std::io::Error),
-    /// `schedule preview`: the calendar, or some of its events, cannot be read (each
-    /// named with its line).
-    #[error("{0}")]
-    Calendar(String),
+    /// An old subcommand (`selfdestruct schedule`, `selfdestruct node-gate`) names a
+    /// binary that cannot be run from beside this one (a configuration error: an image
+    /// without it).
+    #[error("`selfdestruct {subcommand}` runs {}, which cannot be run", .path.display())]
+    Moved {
+        /// The old subcommand.
+        subcommand: &'static str,
+        /// The binary it runs.
+        path: std::path::PathBuf,
+        /// Why it cannot be run.
+        #[source]
+        source: std::io::Error,
+    },
     /// The entrypoint wrapper's command exited with this code, not 0 (logged where found).
     #[error("the command exited with code {0}")]
     Child(i32),

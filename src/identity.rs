@@ -15,7 +15,7 @@ use selfdestruct_decision::settings::{Setting, unset_or};
 /// The own pod's identity and API access: what the Downward API and the environment say.
 #[rustfmt::skip] // the clap attributes are laid out as in the other settings structs
 #[derive(clap::Args, Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct IdentitySettings {
+pub struct IdentitySettings {
     /// Own pod name (Downward API metadata.name) [fallback: podinfo dir, hostname]
     #[arg(global = true, long = "pod-name", env = "POD_NAME", value_name = "NAME", default_value = "",
           hide_default_value = true, value_parser = Setting(unset_or(subdomain)))]
@@ -24,7 +24,7 @@ pub(crate) struct IdentitySettings {
     #[arg(global = true, long = "pod-namespace", env = "POD_NAMESPACE", value_name = "NAMESPACE",
           default_value = "", hide_default_value = true,
           value_parser = Setting(unset_or(label)))]
-    pub(crate) namespace: std::option::Option<String>,
+    pub namespace: std::option::Option<String>,
     /// Own pod uid (Downward API metadata.uid) [fallback: podinfo dir, one GET of the pod]
     #[arg(global = true, long = "pod-uid", env = "POD_UID", value_name = "UID", default_value = "",
           hide_default_value = true, value_parser = Setting(unset_or(uid)))]
@@ -40,7 +40,7 @@ pub(crate) struct IdentitySettings {
     /// Service-account folder (token, namespace) of in-cluster access
     #[arg(global = true, long, env = "SELFDESTRUCT_SERVICE_ACCOUNT_DIR", value_name = "DIR", hide = true,
           default_value = "/var/run/secrets/kubernetes.io/serviceaccount")]
-    pub(crate) service_account_dir: PathBuf,
+    pub service_account_dir: PathBuf,
     /// Kubeconfig file [default: KUBECONFIG, else ~/.kube/config, else the in-cluster account]
     #[arg(global = true, long, value_name = "FILE")]
     pub(crate) kubeconfig: Option<PathBuf>,
@@ -53,7 +53,8 @@ fn checked(valid: bool, value: &str, expected: &str) -> Result<String, String> {
         .ok_or_else(|| expected.to_string())
 }
 
-pub(crate) fn subdomain(value: &str) -> Result<String, String> {
+/// `value` if it is a DNS-1123 subdomain (a pod or node name), else what is expected.
+pub fn subdomain(value: &str) -> Result<String, String> {
     let expected = "a DNS-1123 subdomain: lower-case letters, digits, '-' and '.', starting and \
                     ending with a letter or digit, at most 253 characters (the Downward API value)";
     checked(is_dns1123_subdomain(value), value, expected)
@@ -188,7 +189,7 @@ pub(crate) enum IdentityError {
 /// A DNS-1123 label (RFC 1123, as Kubernetes checks namespace names): 1-63 of
 /// `[a-z0-9-]`, starting and ending with a letter or digit. No maintained crate
 /// offers Kubernetes' name rules, so they are written out here.
-pub(crate) fn is_dns1123_label(s: &str) -> bool {
+pub fn is_dns1123_label(s: &str) -> bool {
     let b = s.as_bytes();
     (1..=63).contains(&b.len())
         && b.iter()
@@ -217,7 +218,7 @@ pub(crate) fn may_be_own(created: Option<SystemTime>, process_start: SystemTime)
 }
 
 /// A file's text, trimmed, if it is one name (a pod name, a namespace).
-pub(crate) fn read_trimmed(path: &Path) -> Option<String> {
+pub fn read_trimmed(path: &Path) -> Option<String> {
     fs::read_to_string(path)
         .ok()
         .map(|s| s.trim().to_string())

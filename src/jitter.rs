@@ -6,6 +6,6 @@ use rand::{Rng, SeedableRng};
 
 /// A uniform random number in [0, 1) from a freshly seeded generator (for the
 /// rare retry paths; hot paths keep their own generator).
-pub(crate) fn draw() -> f64 {
+pub fn draw() -> f64 {
     SmallRng::from_os_rng().random()
 }

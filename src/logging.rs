@@ -82,7 +82,7 @@ fn quote_to(text: &str, limit: usize) -> String {
 /// An error and its causes as one log line ("request failed: ServiceError: client
 /// error (Connect): invalid peer certificate: UnknownIssuer"): each level's text once,
 /// escaped and cut at [`LEVEL_LIMIT`] as [`quote`] does (causes may carry server text).
-pub(crate) struct Chain<'a>(pub &'a (dyn std::error::Error + 'static));
+pub struct Chain<'a>(pub &'a (dyn std::error::Error + 'static));
 
 /// The most bytes of one level of a [`Chain`]: more than an error's [`quote`]d
 /// server text, which is never cut twice.

@@ -4,7 +4,7 @@
 //! follow the size of the Node objects.
 
 /// Hands the freed heap pages back to the kernel (after start-up and after each list).
-pub(crate) fn release_idle() {
+pub fn release_idle() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only walks the allocator's own free lists.
     unsafe {

@@ -1,4 +1,4 @@
-//! `selfdestruct node-gate`: the main container of an image-puller DaemonSet. Once
+//! `selfdestruct-node-gate`: the main container of an image-puller DaemonSet. Once
 //! its init containers have pulled the user images, it removes a startup taint
 //! from its own node, so user pods land there only when their images are warm, and
 //! labels the node as holding them (in the same patch), so placeholders can keep
@@ -14,6 +14,7 @@ use tracing::{error, info, warn};
 
 use crate::access::Discovered;
 use crate::api::{ApiError, request, segment};
+use crate::config::SharedSettings;
 use crate::error::Result;
 use crate::identity::IdentitySettings;
 use crate::jitter::draw;
@@ -31,7 +32,44 @@ pub(crate) const DEFAULT_TAINT: &str = selfdestruct_decision::model::IMAGES_PEND
 /// The default label the gate sets on its node once the node holds the images.
 pub(crate) const DEFAULT_WARM_LABEL: &str = "selfdestruct.io/images-warm";
 
-/// Settings of `selfdestruct node-gate` (its own node comes from the shared
+/// `selfdestruct-node-gate`'s command line: the settings every binary of the image
+/// reads (logging, the own pod's identity, API access) and the gate's own.
+#[derive(clap::Parser, Debug, Clone)]
+#[command(
+    name = "selfdestruct-node-gate",
+    version,
+    about = "Image-puller gate: remove a startup taint from the own node once its images are \
+             pulled, and label it warm.",
+    long_about = None,
+    after_help = "Durations: 90s, 15m, 1h30m. Without API access it behaves like the pause \
+                  container. Exit codes: 0 on SIGTERM/SIGINT, 2 on invalid configuration."
+)]
+pub struct Cli {
+    /// The settings of every binary.
+    #[command(
+        flatten,
+        next_help_heading = "Every binary (logging, identity, API access)"
+    )]
+    pub(crate) shared: SharedSettings,
+    /// The gate's settings.
+    #[command(flatten, next_help_heading = "The node gate")]
+    pub(crate) gate: GateSettings,
+}
+
+impl Cli {
+    /// The gate's validated configuration.
+    pub fn config(&self) -> Result<GateConfig, SettingError> {
+        GateConfig::new(&self.gate, &self.shared.identity)
+    }
+}
+
+/// Runs the gate to its end (`Ok` on SIGTERM/SIGINT) on [`crate::host`].
+pub fn main(cli: &Cli) -> Result {
+    let cfg = cli.config()?;
+    crate::host(&cli.shared, |access, signals| run(cfg, access, signals))
+}
+
+/// Settings of `selfdestruct-node-gate` (its own node comes from the shared
 /// [`IdentitySettings`]).
 #[derive(clap::Args, Debug, Clone, PartialEq)]
 pub(crate) struct GateSettings {
@@ -228,8 +266,8 @@ async fn patch_node(client: &Client, name: &str, patch: &Value) -> Result<Vec<u8
     request(client, req).await
 }
 
-/// Runs `node-gate` mode on the API `access` `main` discovered: without API
-/// access, a plain pause.
+/// Runs the gate on the API `access` [`crate::host`] discovered: without API access, a
+/// plain pause.
 pub(crate) async fn run(gate: GateConfig, access: Discovered, signals: Signals) -> Result {
     let cannot = "the node gate cannot remove its taint";
     let run = |client, stop| run_on(gate, client, stop);

@@ -33,7 +33,7 @@ pub enum Stop {
 
 impl Stop {
     /// Resolves like [`Signals::terminated`], or never. Cancel-safe.
-    pub(crate) async fn terminated(&mut self) -> &'static str {
+    pub async fn terminated(&mut self) -> &'static str {
         match self {
             Stop::Signals(s) => s.terminated().await,
             Stop::Never => std::future::pending().await,
@@ -213,7 +213,7 @@ pub(crate) async fn pause<E>(terminated: impl Future<Output = &'static str>) -> 
 }
 
 /// Logs that `signal` ends the process, which is no error.
-pub(crate) fn stop<E>(signal: &str) -> Result<(), E> {
+pub fn stop<E>(signal: &str) -> Result<(), E> {
     tracing::info!(signal, "received {signal}, exiting");
     Ok(())
 }
@@ -221,7 +221,7 @@ pub(crate) fn stop<E>(signal: &str) -> Result<(), E> {
 /// A mode's way to the API, as `connect` (src/connect.rs, above this floor) gives it
 /// from the access found: a client with the default namespace `namespace` picks, or
 /// `None`, no access here (said already); `Err` is a configuration error.
-pub(crate) trait Connect<N, E> {
+pub trait Connect<N, E> {
     /// The API client.
     type Client;
     /// The client; `cannot` says what the mode cannot do without one.
@@ -235,7 +235,7 @@ pub(crate) trait Connect<N, E> {
 /// A mode on the client `access` gives (`namespace` picks its default namespace) until
 /// `signals` fires; without one, a plain pause. The node gate's and `schedule`'s way to
 /// run (the agent and the wrapper call `connect` themselves).
-pub(crate) async fn on_client_or_pause<A: Connect<N, E>, N, E, F>(
+pub async fn on_client_or_pause<A: Connect<N, E>, N, E, F>(
     access: A,
     namespace: N,
     mut signals: Signals,

@@ -12,8 +12,8 @@
 //!   rules of `manifests/node-gate/admission-policy.yaml`;
 //! - values.schema.json refuses bad values, each with a message naming the
 //!   value and what is wrong;
-//! - the schema's settings are exactly the agent's (walked from
-//!   `selfdestruct::Cli::command()`), and every value the full values
+//! - the schema's settings are exactly the agent's and the node gate's (walked
+//!   from `selfdestruct::Cli::command()` and `node_gate::Cli`'s), and every value the full values
 //!   file gives them is one the agent's own parser accepts.
 //!
 //! Strict validation of the rendered objects against the Kubernetes schemas
@@ -492,7 +492,12 @@ fn the_full_values_file_renders_every_optional_part() {
         ]
     );
     assert_eq!(pod["containers"][0]["image"], image);
-    assert_eq!(pod["containers"][0]["args"], json!(["node-gate"]));
+    // The gate's own binary, named by the DaemonSet (the image's entrypoint is the agent's).
+    assert_eq!(
+        pod["containers"][0]["command"],
+        json!(["/selfdestruct-node-gate"])
+    );
+    assert!(pod["containers"][0]["args"].is_null());
     let gate_env = env(&pod["containers"][0]);
     assert_eq!(
         gate_env["SELFDESTRUCT_GATE_TAINT"],
@@ -1083,15 +1088,22 @@ fn render_chart_takes_helm_templates_value_flags() {
     );
 }
 
-/// The SELFDESTRUCT_* variables of the top-level command and of a subcommand.
-fn agent_variables(subcommand: Option<&str>) -> Vec<String> {
+/// The agent's command line (`selfdestruct`) or the node gate's
+/// (`selfdestruct-node-gate`).
+fn command_of(gate: bool) -> clap::Command {
     use clap::CommandFactory;
-    let mut cli = selfdestruct::Cli::command();
-    cli.build();
-    let command = match subcommand {
-        None => &cli,
-        Some(name) => cli.find_subcommand(name).expect("subcommand"),
+    let mut command = if gate {
+        selfdestruct::node_gate::Cli::command()
+    } else {
+        selfdestruct::Cli::command()
     };
+    command.build();
+    command
+}
+
+/// The SELFDESTRUCT_* variables of the agent's command line or the gate's.
+fn agent_variables(gate: bool) -> Vec<String> {
+    let command = command_of(gate);
     let mut vars: Vec<String> = command
         .get_arguments()
         .filter_map(|a| a.get_env()?.to_str().map(str::to_string))
@@ -1120,7 +1132,7 @@ fn schema_names(definition: &str) -> Vec<String> {
 
 #[test]
 fn the_schema_names_exactly_the_agents_settings() {
-    let agent = agent_variables(None);
+    let agent = agent_variables(false);
     for (var, why) in NOT_IN_THE_CHART {
         assert!(
             agent.iter().any(|v| v == var),
@@ -1139,10 +1151,10 @@ fn the_schema_names_exactly_the_agents_settings() {
         "values.schema.json's settings and the agent's SELFDESTRUCT_* variables differ"
     );
 
-    // The gate: its subcommand's own (but the taint, nodeGate.taint, the warm
+    // The gate: its binary's own (but the taint, nodeGate.taint, the warm
     // label, nodeGate.warmLabel, and those left out above), and the log
-    // settings read in every mode.
-    let mut gate: Vec<String> = agent_variables(Some("node-gate"))
+    // settings every binary reads.
+    let mut gate: Vec<String> = agent_variables(true)
         .into_iter()
         .filter(|v| v != "SELFDESTRUCT_GATE_TAINT" && v != "SELFDESTRUCT_GATE_WARM_LABEL")
         .filter(|v| NOT_IN_THE_CHART.iter().all(|(n, _)| n != v))
@@ -1161,9 +1173,7 @@ fn the_schema_names_exactly_the_agents_settings() {
 /// of the defaults.
 #[test]
 fn the_agent_accepts_every_setting_the_full_values_file_gives() {
-    use clap::CommandFactory;
     let docs = render("hub", "hub-ns", &[FULL_VALUES]);
-    let cli = selfdestruct::Cli::command();
     let flag_of = |command: &clap::Command, var: &str| {
         command
             .get_arguments()
@@ -1178,8 +1188,8 @@ fn the_agent_accepts_every_setting_the_full_values_file_gives() {
     {
         let container = &doc["spec"]["template"]["spec"]["containers"][0];
         let gate = doc["kind"] == "DaemonSet";
-        let mut args = vec!["selfdestruct".to_string()];
-        let mut sub_args = Vec::new();
+        let command = command_of(gate);
+        let mut args = vec![command.get_name().to_string()];
         for (var, value) in env(container) {
             let Some(value) = value.as_str() else {
                 continue;
@@ -1187,21 +1197,15 @@ fn the_agent_accepts_every_setting_the_full_values_file_gives() {
             if var == "NODE_NAME" || !var.starts_with("SELFDESTRUCT_") {
                 continue;
             }
-            let gate_cmd = cli.find_subcommand("node-gate").expect("node-gate");
-            if let Some(flag) = gate.then(|| flag_of(gate_cmd, &var)).flatten() {
-                sub_args.push(format!("--{flag}={value}"));
-            } else {
-                let flag = flag_of(&cli, &var).unwrap_or_else(|| panic!("{var}: no such setting"));
-                args.push(format!("--{flag}={value}"));
-            }
+            let flag = flag_of(&command, &var).unwrap_or_else(|| panic!("{var}: no such setting"));
+            args.push(format!("--{flag}={value}"));
             checked += 1;
         }
         if gate {
             // The Downward API's spec.nodeName, which the gate requires.
-            args.extend(["node-gate".into(), "--node-name=node-a".into()]);
-            args.extend(sub_args);
+            args.push("--node-name=node-a".into());
         }
-        let parsed = selfdestruct::Cli::command().try_get_matches_from(&args);
+        let parsed = command.try_get_matches_from(&args);
         assert!(
             parsed.is_ok(),
             "{args:?}: {}",
@@ -1351,7 +1355,6 @@ fn the_notes_say_how_to_see_it_working() {
 /// the short units only.
 #[test]
 fn the_schema_and_the_agent_agree_on_forms() {
-    use clap::CommandFactory;
     // (variable, value, schema accepts, agent accepts)
     let table: &[(&str, &str, bool, bool)] = &[
         ("SELFDESTRUCT_NODE_SETTLE", "90s", true, true),
@@ -1380,8 +1383,6 @@ fn the_schema_and_the_agent_agree_on_forms() {
         ("SELFDESTRUCT_GATE_POLL", "500ms", true, true),
         ("SELFDESTRUCT_GATE_POLL", "1", false, false),
     ];
-    let cli = selfdestruct::Cli::command();
-    let gate = cli.find_subcommand("node-gate").expect("node-gate");
     let mut wrong = Vec::new();
     for &(var, value, schema_ok, agent_ok) in table {
         let in_gate = var.starts_with("SELFDESTRUCT_GATE_");
@@ -1393,20 +1394,18 @@ fn the_schema_and_the_agent_agree_on_forms() {
         let set = format!("{key}={}", json!({ var: value }));
         let out = render_output("p", "ns", &["--set-json", &set]);
         let schema = out.status.success();
-        let command = if in_gate { gate } else { &cli };
+        let command = command_of(in_gate);
         let flag = command
             .get_arguments()
             .find(|a| a.get_env().and_then(|e| e.to_str()) == Some(var))
             .and_then(|a| a.get_long())
             .unwrap_or_else(|| panic!("{var}: no such setting"));
-        let mut args = vec!["selfdestruct".to_string()];
+        let mut args = vec![command.get_name().to_string()];
         if in_gate {
-            args.extend(["node-gate".into(), "--node-name=node-a".into()]);
+            args.push("--node-name=node-a".into());
         }
         args.push(format!("--{flag}={value}"));
-        let agent = selfdestruct::Cli::command()
-            .try_get_matches_from(&args)
-            .is_ok();
+        let agent = command.try_get_matches_from(&args).is_ok();
         if (schema, agent) != (schema_ok, agent_ok) {
             wrong.push(format!(
                 "{var}={value:?}: schema {schema} (want {schema_ok}), agent {agent} (want {agent_ok})"
@@ -1504,14 +1503,16 @@ fn the_chart_ships_the_agents_defaults() {
     }
 }
 
-/// Every argument with an environment variable, of the top-level command and
-/// of every subcommand: (variable, `--flag`, default value if any).
+/// Every argument with an environment variable, of every binary of the image
+/// (the agent's, the node gate's, the schedule's): (variable, `--flag`, default
+/// value if any).
 fn cli_settings() -> Vec<(String, String, Option<String>)> {
     use clap::CommandFactory;
-    let mut cli = selfdestruct::Cli::command();
-    cli.build();
-    let mut commands = vec![&cli];
-    commands.extend(cli.get_subcommands());
+    let mut schedule = selfdestruct_schedule::controller::Cli::command();
+    schedule.build();
+    let (agent, gate) = (command_of(false), command_of(true));
+    let mut commands = vec![&agent, &gate, &schedule];
+    commands.extend(schedule.get_subcommands());
     let mut all: Vec<(String, String, Option<String>)> = commands
         .into_iter()
         .flat_map(|c| c.get_arguments())
@@ -1531,35 +1532,50 @@ fn cli_settings() -> Vec<(String, String, Option<String>)> {
     all
 }
 
-/// docs/settings.md's "`selfdestruct --help`" section is the binary's
-/// `--help`, character for character.
+/// The docs' `--help` sections are the binaries' `--help`, character for character:
+/// docs/settings.md's "`selfdestruct --help`" and docs/node-gate.md's
+/// "`selfdestruct-node-gate --help`" (docs/schedule.md's is checked in schedule/tests/).
 #[test]
-fn the_settings_pages_help_is_the_binarys() {
-    let doc = std::fs::read_to_string(root().join("docs/settings.md")).expect("docs/settings.md");
-    let shown = doc
-        .split("## `selfdestruct --help`\n\n```\n")
-        .nth(1)
-        .and_then(|rest| rest.split("```\n").next())
-        .expect("docs/settings.md has a \"`selfdestruct --help`\" section with a code block");
-    let out = Command::new(env!("CARGO_BIN_EXE_selfdestruct"))
-        .arg("--help")
-        .output()
-        .expect("run selfdestruct --help");
-    assert!(out.status.success());
-    let help = String::from_utf8(out.stdout).expect("UTF-8 help");
-    if shown != help {
-        let line = shown
-            .lines()
-            .zip(help.lines())
-            .position(|(a, b)| a != b)
-            .unwrap_or(shown.lines().count().min(help.lines().count()));
-        panic!(
-            "docs/settings.md's `selfdestruct --help` block differs from the binary's at line {}:\n  \
-             docs: {:?}\n  --help: {:?}\n(paste the output of `cargo run -q --bin selfdestruct -- --help` there)",
-            line + 1,
-            shown.lines().nth(line).unwrap_or("<end>"),
-            help.lines().nth(line).unwrap_or("<end>"),
-        );
+fn the_docs_help_is_the_binarys() {
+    for (path, binary, program) in [
+        (
+            "docs/settings.md",
+            "selfdestruct",
+            env!("CARGO_BIN_EXE_selfdestruct"),
+        ),
+        (
+            "docs/node-gate.md",
+            "selfdestruct-node-gate",
+            env!("CARGO_BIN_EXE_selfdestruct-node-gate"),
+        ),
+    ] {
+        let doc = std::fs::read_to_string(root().join(path)).expect(path);
+        let heading = format!("## `{binary} --help`\n\n```\n");
+        let shown = doc
+            .split(&heading)
+            .nth(1)
+            .and_then(|rest| rest.split("```\n").next())
+            .unwrap_or_else(|| panic!("{path} has no {heading:?} section with a code block"));
+        let out = Command::new(program)
+            .arg("--help")
+            .output()
+            .expect("run --help");
+        assert!(out.status.success());
+        let help = String::from_utf8(out.stdout).expect("UTF-8 help");
+        if shown != help {
+            let line = shown
+                .lines()
+                .zip(help.lines())
+                .position(|(a, b)| a != b)
+                .unwrap_or(shown.lines().count().min(help.lines().count()));
+            panic!(
+                "{path}'s `{binary} --help` block differs from the binary's at line {}:\n  \
+                 docs: {:?}\n  --help: {:?}\n(paste the output of `cargo run -q --bin {binary} -- --help` there)",
+                line + 1,
+                shown.lines().nth(line).unwrap_or("<end>"),
+                help.lines().nth(line).unwrap_or("<end>"),
+            );
+        }
     }
 }
 

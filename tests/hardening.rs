@@ -1570,7 +1570,7 @@ fn every_invalid_node_gate_setting_exits_2_naming_the_variable() {
         ),
     ];
     for (vars, name) in table {
-        let (code, out) = run_to_exit(&["node-gate"], vars);
+        let (code, out) = run_program_to_exit(&gate_bin(), &[], vars);
         assert_eq!(code, Some(2), "{vars:?}: {out}");
         assert!(out.contains(name), "{vars:?}: must name {name}: {out}");
         assert!(
@@ -1580,21 +1580,15 @@ fn every_invalid_node_gate_setting_exits_2_naming_the_variable() {
     }
     // The same through flags.
     for (args, name) in [
-        (&["node-gate", "--node-name="][..], "--node-name"),
+        (&["--node-name="][..], "--node-name"),
+        (&["--node-name=n1", "--gate-taint=a b"][..], "--gate-taint"),
         (
-            &["node-gate", "--node-name=n1", "--gate-taint=a b"][..],
-            "--gate-taint",
-        ),
-        (
-            &["node-gate", "--node-name=n1", "--gate-timeout=x"][..],
+            &["--node-name=n1", "--gate-timeout=x"][..],
             "--gate-timeout",
         ),
-        (
-            &["node-gate", "--node-name=n1", "--gate-poll=1"][..],
-            "--gate-poll",
-        ),
+        (&["--node-name=n1", "--gate-poll=1"][..], "--gate-poll"),
     ] {
-        let (code, out) = run_to_exit(args, &[]);
+        let (code, out) = run_program_to_exit(&gate_bin(), args, &[]);
         assert_eq!(code, Some(2), "{args:?}: {out}");
         assert!(out.contains(name), "{args:?}: must name {name}: {out}");
     }

@@ -1,11 +1,12 @@
 //! The shipped image as a real container: `image/build.sh` builds the OCI image
-//! (FROM scratch, the static release binary, USER 65534:65534) with umoci, and
+//! (FROM scratch, the static release binaries, USER 65534:65534) with umoci, and
 //! each test runs it with runc under the placeholder manifest's security
 //! settings: uid 65534, read-only root, no capabilities, no new privileges, a
 //! RuntimeDefault-like seccomp filter. It shows the image matches the
 //! Dockerfile, pauses as PID 1, exits 0 on `runc kill TERM`, reaps an orphan,
-//! runs the entrypoint wrapper and, against the fake API server on loopback,
-//! deletes its own pod with the uid precondition.
+//! runs the entrypoint wrapper, runs the node gate and the schedule by their own
+//! binaries (and by the agent's old subcommands) and, against the fake API server on
+//! loopback, deletes its own pod with the uid precondition.
 //!
 //! Needs root, `runc` and `umoci` (Debian: `apt-get install runc umoci`;
 //! `.ci/run` installs them). Where they are missing every test here fails with
@@ -26,6 +27,13 @@ use serde_json::{Value, json};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
+/// The image's binaries: the agent (the entrypoint), the node gate, the schedule.
+const BINARIES: [&str; 3] = [
+    "selfdestruct",
+    "selfdestruct-node-gate",
+    "selfdestruct-schedule",
+];
+
 /// The image built once for this test process, unpacked.
 struct Image {
     /// `layout:tag`, as image/build.sh printed it.
@@ -40,8 +48,8 @@ struct Image {
     runtime: Value,
     /// runc's state folder for this test process.
     state: PathBuf,
-    /// The binary's own `--version` line.
-    version: String,
+    /// Each binary's own `--version` line.
+    versions: Vec<String>,
 }
 
 fn tool_ok(program: &str) -> bool {
@@ -151,16 +159,13 @@ fn build_image() -> Result<Image, String> {
             .map_err(|e| format!("umoci's config.json: {e}"))?,
     )
     .map_err(|e| format!("umoci's config.json: {e}"))?;
-    let binary = rootfs.join("selfdestruct");
-    let version = String::from_utf8_lossy(
-        &Command::new(&binary)
-            .arg("--version")
-            .output()
-            .map_err(|e| format!("{}: {e}", binary.display()))?
-            .stdout,
-    )
-    .trim()
-    .to_string();
+    let mut versions = Vec::new();
+    for name in BINARIES {
+        let binary = rootfs.join(name);
+        let out = Command::new(&binary).arg("--version").output();
+        let out = out.map_err(|e| format!("{}: {e}", binary.display()))?;
+        versions.push(String::from_utf8_lossy(&out.stdout).trim().to_string());
+    }
     let state = work.join("runc");
     Ok(Image {
         reference,
@@ -169,7 +174,7 @@ fn build_image() -> Result<Image, String> {
         rootfs,
         runtime,
         state,
-        version,
+        versions,
     })
 }
 
@@ -333,13 +338,14 @@ fn the_image_is_the_dockerfiles_image() {
     want.sort();
     assert!(!want.is_empty(), "the Dockerfile's image stage has labels");
     assert_eq!(labels, want, "image/build.sh and the Dockerfile disagree");
-    // The Dockerfile's VERSION default is the crate's version, which the binary prints.
-    assert_eq!(
-        img.version,
-        format!("selfdestruct {}", env!("CARGO_PKG_VERSION"))
-    );
+    // The Dockerfile's VERSION default is the crate's version, which each binary prints.
+    let want: Vec<String> = BINARIES
+        .iter()
+        .map(|b| format!("{b} {}", env!("CARGO_PKG_VERSION")))
+        .collect();
+    assert_eq!(img.versions, want);
     assert_eq!(stage.version.as_deref(), Some(env!("CARGO_PKG_VERSION")));
-    // Both Dockerfile targets are that stage plus the binary.
+    // Both Dockerfile targets are that stage plus the binaries.
     let froms: Vec<String> = dockerfile_instructions()
         .into_iter()
         .filter(|i| i.starts_with("FROM "))
@@ -351,15 +357,16 @@ fn the_image_is_the_dockerfiles_image() {
     assert_eq!(froms.last().map(String::as_str), Some("FROM image"));
     assert_eq!(img.config["os"], "linux");
     assert_eq!(img.config["architecture"], "amd64");
-    // FROM scratch: one layer, holding the binary and nothing else.
+    // FROM scratch: one layer, holding the binaries and nothing else.
     assert_eq!(img.layers.len(), 1, "{:?}", img.layers);
-    let names: Vec<String> = std::fs::read_dir(&img.rootfs)
+    let mut names: Vec<String> = std::fs::read_dir(&img.rootfs)
         .expect("rootfs")
         .flatten()
         .map(|e| e.file_name().to_string_lossy().to_string())
         .filter(|n| !["proc", "dev", "sys", "var"].contains(&n.as_str()))
         .collect();
-    assert_eq!(names, ["selfdestruct"], "the image holds the binary alone");
+    names.sort();
+    assert_eq!(names, BINARIES, "the image holds the binaries alone");
     // umoci's runtime config for it: the image's user and entrypoint.
     assert_eq!(img.runtime["process"]["user"]["uid"], 65534);
     assert_eq!(img.runtime["process"]["user"]["gid"], 65534);
@@ -813,12 +820,17 @@ fn as_pid_1_it_reaps_an_orphan() {
 
 #[test]
 fn the_entrypoint_wrapper_runs_in_the_image() {
-    // A pod's `command: [/selfdestruct, --, CMD...]`: the image holds one
-    // binary, so CMD is the binary again.
+    // A pod's `command: [/selfdestruct, --, CMD...]`: the image holds only its
+    // binaries, so CMD is one of them.
     let mut c = Container::run("wrap", |id| {
         runtime_config(
             id,
-            Some(&["/selfdestruct", "--", "/selfdestruct", "--version"]),
+            Some(&[
+                "/selfdestruct",
+                "--",
+                "/selfdestruct-node-gate",
+                "--version",
+            ]),
             &[],
             &[],
         )
@@ -832,7 +844,7 @@ fn the_entrypoint_wrapper_runs_in_the_image() {
             .lock()
             .expect("log lock")
             .iter()
-            .any(|l| *l == image().version),
+            .any(|l| *l == image().versions[1]),
         "the child's --version line:\n{log}"
     );
     // The wrapper exits with its child's code: here 2, a bad setting.
@@ -846,6 +858,35 @@ fn the_entrypoint_wrapper_runs_in_the_image() {
     });
     let status = c.proc.wait_exit(Duration::from_secs(60));
     assert_eq!(status.and_then(|s| s.code()), Some(2), "{}", c.proc.log());
+}
+
+/// Each DaemonSet and Deployment names its binary: the gate's and the schedule's run in
+/// the image, and so do the agent's old subcommands (deprecated), which find them beside
+/// it. Without their settings each exits 2 naming the variable.
+#[test]
+fn the_gate_and_the_schedule_run_in_the_image_by_name_and_by_old_subcommand() {
+    for (tag, argv, variable) in [
+        ("gate", &["/selfdestruct-node-gate"][..], "NODE_NAME"),
+        (
+            "schedule",
+            &["/selfdestruct-schedule"][..],
+            "SELFDESTRUCT_SCHEDULE_TARGET",
+        ),
+        ("old-gate", &["/selfdestruct", "node-gate"][..], "NODE_NAME"),
+        (
+            "old-schedule",
+            &["/selfdestruct", "schedule"][..],
+            "SELFDESTRUCT_SCHEDULE_TARGET",
+        ),
+    ] {
+        let mut c = Container::run(tag, |id| runtime_config(id, Some(argv), &[], &[]));
+        let status = c.proc.wait_exit(Duration::from_secs(60));
+        let log = c.proc.log();
+        assert_eq!(status.and_then(|s| s.code()), Some(2), "{argv:?}: {log}");
+        assert!(log.contains(variable), "{argv:?}: {log}");
+        let old = argv[0] == "/selfdestruct";
+        assert_eq!(log.contains("is deprecated"), old, "{argv:?}: {log}");
+    }
 }
 
 #[test]

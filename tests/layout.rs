@@ -29,7 +29,8 @@ fn imports(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
         let module = rel.iter().next().expect("a file").to_string_lossy();
         let module = module.trim_end_matches(".rs").to_string();
         let test_only = rel.ends_with("tests.rs") || module == "testing";
-        if test_only || module == "lib" || module == "main" {
+        // The binaries (`main.rs`, `bin/`) and `lib.rs` stand above every module.
+        if test_only || ["lib", "main", "bin"].contains(&module.as_str()) {
             continue;
         }
         let text = std::fs::read_to_string(&file).expect("read a module");

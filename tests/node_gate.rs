@@ -1,4 +1,4 @@
-//! `selfdestruct node-gate`'s I/O against the fake API server, where only a fake can
+//! `selfdestruct-node-gate`'s I/O against the fake API server, where only a fake can
 //! show it. In-process on virtual time (`common::vtime`): one guarded patch to its own
 //! node, polls while waiting (not a busy loop), the fail-open at the timeout, denials
 //! reported and retried, a conflict or an answer that does not show the patch applied
@@ -70,7 +70,7 @@ impl Gate {
             ("SELFDESTRUCT_LOG_LEVEL", "debug"),
         ];
         all.extend_from_slice(env);
-        Proc::spawn(command(bin(), &["node-gate"], &all, &self.home))
+        Proc::spawn(command(&gate_bin(), &[], &all, &self.home))
     }
 
     /// Runs the gate in-process on `node` (see [`Gate::start`]).
@@ -431,12 +431,7 @@ fn an_invalid_agent_only_setting_does_not_stop_the_gate() {
 #[test]
 fn without_api_access_it_pauses() {
     let home = tempdir("node-gate-no-api");
-    let mut gate = Proc::spawn(command(
-        bin(),
-        &["node-gate"],
-        &[("NODE_NAME", "n1")],
-        &home,
-    ));
+    let mut gate = Proc::spawn(command(&gate_bin(), &[], &[("NODE_NAME", "n1")], &home));
     assert!(
         gate.wait_for_log("no API access", Duration::from_secs(5)),
         "{}",
@@ -533,7 +528,7 @@ async fn an_admission_denial_is_not_taken_for_a_conflict() {
 #[test]
 fn node_name_is_required() {
     for env in [&[][..], &[("NODE_NAME", "")][..]] {
-        let (code, out) = run_to_exit(&["node-gate"], env);
+        let (code, out) = run_program_to_exit(&gate_bin(), &[], env);
         assert_eq!(code, Some(2), "{out}");
         assert!(
             out.contains("NODE_NAME") && out.contains("spec.nodeName"),

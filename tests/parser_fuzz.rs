@@ -5,12 +5,12 @@
 //! Case counts are small for CI (`PROPTEST_CASES` raises them locally).
 //!
 //! The parsers here are those of the public API: every setting (environment
-//! variables and flags), every argument of `Cli::command()` (the agent's and
-//! `node-gate`'s), through clap and `Task::from_cli`, so the list cannot fall
+//! variables and flags), every argument of the agent's `Cli::command()` and the node
+//! gate's, through clap and `Task::from_cli` (`node_gate::Cli::config`), so the list cannot fall
 //! behind the settings; and, within them, `duration::parse`,
 //! `images::parse_list` / `ImageRef::parse`, `Selector::parse` (node and sibling
 //! selectors, the gate's taint key), the booleans, modes and Kubernetes names; and the
-//! calendar of `selfdestruct schedule` (the filter, the parse and the expansion), which
+//! calendar of `selfdestruct-schedule` (the filter, the parse and the expansion), which
 //! must read the same calendar however it is folded, cased or cut into pieces.
 //!
 //! The crate's inner parsers are fuzzed beside their code, in the unit tests'
@@ -194,29 +194,24 @@ fn setting_value() -> impl Strategy<Value = String> {
     ]
 }
 
-/// `Cli::command()` with no environment variables: only the flags count.
-fn cli_without_env() -> clap::Command {
+/// The agent's command line (`gate` false) or the node gate's (`gate` true), built (so
+/// that it holds the shared, global settings too).
+fn command_of(gate: bool) -> clap::Command {
     use clap::CommandFactory;
-    selfdestruct::Cli::command()
-        .mut_args(|a| a.env(None))
-        .mut_subcommand("node-gate", |c| c.mut_args(|a| a.env(None)))
+    let mut cmd = if gate {
+        selfdestruct::node_gate::Cli::command()
+    } else {
+        selfdestruct::Cli::command()
+    };
+    cmd.build();
+    cmd
 }
 
-/// Every setting of the agent (`gate` false) or of `node-gate` (`gate` true):
+/// Every setting of the agent (`gate` false) or of the node gate (`gate` true):
 /// its long flag and environment variable.
 fn settings(gate: bool) -> Vec<(String, String)> {
-    use clap::CommandFactory;
-    let mut cmd = selfdestruct::Cli::command();
-    // Built, so that the subcommand holds the shared (global) settings too.
-    cmd.build();
-    let cmd = if gate {
-        cmd.find_subcommand("node-gate")
-            .cloned()
-            .expect("the node-gate subcommand")
-    } else {
-        cmd
-    };
-    cmd.get_arguments()
+    command_of(gate)
+        .get_arguments()
         .filter_map(|a| {
             let long = a.get_long()?;
             let env = a.get_env()?.to_string_lossy().to_string();
@@ -225,17 +220,26 @@ fn settings(gate: bool) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Parses the settings from `argv` (after the program name) as `main` does;
-/// `Err` is the message, which must name `names`.
-fn parse_settings(argv: &[String]) -> Result<(), String> {
+/// Parses the settings of the agent or the gate from `argv` (after the program name)
+/// as its `main` does, with no environment variables (only the flags count); `Err` is
+/// the message, which must name `names`.
+fn parse_settings(gate: bool, argv: &[String]) -> Result<(), String> {
     use clap::FromArgMatches;
-    let mut full = vec!["selfdestruct".to_string()];
+    let command = command_of(gate).mut_args(|a| a.env(None));
+    let mut full = vec![command.get_name().to_string()];
     full.extend_from_slice(argv);
-    let matches = cli_without_env()
+    let matches = command
         .try_get_matches_from(full)
         .map_err(|e| e.to_string())?;
-    let cli = selfdestruct::Cli::from_arg_matches(&matches).map_err(|e| e.to_string())?;
-    selfdestruct::Task::from_cli(&cli).map_err(|e| e.to_string())?;
+    if gate {
+        let cli = selfdestruct::node_gate::Cli::from_arg_matches(&matches);
+        cli.map_err(|e| e.to_string())?
+            .config()
+            .map_err(|e| e.to_string())?;
+    } else {
+        let cli = selfdestruct::Cli::from_arg_matches(&matches).map_err(|e| e.to_string())?;
+        selfdestruct::Task::from_cli(&cli).map_err(|e| e.to_string())?;
+    }
     Ok(())
 }
 
@@ -273,17 +277,17 @@ proptest! {
     fn any_value_of_any_setting_parses_or_names_its_variable(value in setting_value()) {
         for (long, env) in settings(false) {
             let argv = [format!("--{long}={value}")];
-            if let Err(e) = parse_settings(&argv) {
+            if let Err(e) = parse_settings(false, &argv) {
                 prop_assert!(e.contains(&env) || e.contains(&format!("--{long}")), "--{long}={value:?}: {e}");
             }
         }
         for (long, env) in settings(true) {
-            let mut argv = vec!["node-gate".to_string(), format!("--{long}={value}")];
+            let mut argv = vec![format!("--{long}={value}")];
             if long != "node-name" {
                 argv.push("--node-name=n1".into());
             }
-            if let Err(e) = parse_settings(&argv) {
-                prop_assert!(e.contains(&env) || e.contains(&format!("--{long}")), "node-gate --{long}={value:?}: {e}");
+            if let Err(e) = parse_settings(true, &argv) {
+                prop_assert!(e.contains(&env) || e.contains(&format!("--{long}")), "selfdestruct-node-gate --{long}={value:?}: {e}");
             }
         }
     }
@@ -291,7 +295,7 @@ proptest! {
 }
 
 // ---------------------------------------------------------------------------------------
-// The calendar of `selfdestruct schedule`: the filter (`selfdestruct_schedule::Filter`)
+// The calendar of `selfdestruct-schedule`: the filter (`selfdestruct_schedule::Filter`)
 // and the parse and expansion of what it keeps, on calendars in the forms calendar apps
 // write (issue 46): names in any case, folded lines, VTIMEZONEs with IANA, Windows,
 // prefixed and custom TZIDs, dates, floating, zoned and UTC times (some in a gap), UNTIL

@@ -98,8 +98,9 @@ fn the_wrapper_and_the_gate_exit_2_too_and_run_nothing() {
     let (code, out) = run_to_exit(&["--", "sh", "-c", &touch], &[("KUBECONFIG", &shown)]);
     assert_eq!(code, Some(2), "{out}");
     assert!(!marker.exists(), "the command was not started");
-    let (code, out) = run_to_exit(
-        &["node-gate"],
+    let (code, out) = run_program_to_exit(
+        &gate_bin(),
+        &[],
         &[("KUBECONFIG", &shown), ("NODE_NAME", "node-a")],
     );
     assert_eq!(code, Some(2), "{out}");
@@ -177,23 +178,40 @@ const BAD: &[(&str, &[(&str, &str)])] = &[
     ("SELFDESTRUCT_SCHEDULE_REFRESH", &[("x", "duration such as")]),
     ("SELFDESTRUCT_SCHEDULE_TICK", &[("soon", "duration such as")]),
     ("SELFDESTRUCT_SCHEDULE_CALENDAR_TIMEOUT", &[("x", "duration such as")]),
+    ("SELFDESTRUCT_SCHEDULE_TARGETS", &[("[{", "a JSON list"), (r#"[{"name": "Gpu", "target": "sts/g"}]"#, "DNS label")]),
+    ("SELFDESTRUCT_SCHEDULE_WARM_BY_MARGIN", &[("soon", "duration such as")]),
+    ("SELFDESTRUCT_SCHEDULE_WARM_LABEL", &[("a b", "label key")]),
+    ("SELFDESTRUCT_SCHEDULE_WARM_IMAGES", &[("Nginx:1", "image references")]),
+    ("SELFDESTRUCT_SCHEDULE_METRICS_ADDRESS", &[("nine", "an address such as :9090")]),
 ];
 
-/// Walks clap's own description of the command line: every setting has an environment
-/// variable, and each bad value of it (in `BAD`, which must list every setting that does
-/// not take any text) exits 2 naming the variable, its flag, the value and the form.
+/// Walks clap's own description of the command line of each binary of the image (the
+/// agent's with its `check-settings`, the node gate's, the schedule's): every setting has
+/// an environment variable, and each bad value of it (in `BAD`, which must list every
+/// setting that does not take any text) exits 2 naming the variable, its flag, the value
+/// and the form.
 #[test]
 fn every_setting_has_a_variable_and_a_bad_value_in_it_exits_2_naming_it() {
     use clap::CommandFactory;
     let mut cli = selfdestruct::Cli::command();
     cli.build();
-    let commands = std::iter::once((None, &cli)).chain(
-        cli.get_subcommands()
-            .filter(|c| c.get_name() != "help")
-            .map(|c| (Some(c.get_name()), c)),
-    );
+    let mut gate = selfdestruct::node_gate::Cli::command();
+    gate.build();
+    let mut schedule = selfdestruct_schedule::controller::Cli::command();
+    schedule.build();
+    let (gate_bin, schedule_bin) = (gate_bin(), workspace_binary("selfdestruct-schedule"));
+    let schedule_bin = schedule_bin.to_str().expect("utf-8 path");
+    let check = cli
+        .find_subcommand("check-settings")
+        .expect("check-settings");
+    let commands = [
+        (bin(), &cli),
+        (bin(), check),
+        (gate_bin.as_str(), &gate),
+        (schedule_bin, &schedule),
+    ];
     let (mut settings, mut exempt) = (Vec::new(), Vec::new());
-    for (sub, command) in commands {
+    for (program, command) in commands {
         for arg in command.get_arguments() {
             let id = arg.get_id().as_str();
             let flag = arg.get_long().unwrap_or_default();
@@ -202,10 +220,13 @@ fn every_setting_has_a_variable_and_a_bad_value_in_it_exits_2_naming_it() {
                 None if NO_VARIABLE.iter().any(|(n, _)| *n == id) => exempt.push(id),
                 None => panic!("the setting {id} has no environment variable"),
                 Some(var) if ANY_TEXT.iter().any(|(n, _)| *n == var) => exempt.push(var),
-                Some(var) => settings.push((sub, var, flag)),
+                Some(var) => settings.push((program, var, flag)),
             }
         }
     }
+    // The agent's shared settings come again in `check-settings`: walked once.
+    settings.sort();
+    settings.dedup();
     let mut listed: Vec<&str> = NO_VARIABLE
         .iter()
         .chain(ANY_TEXT)
@@ -213,31 +234,30 @@ fn every_setting_has_a_variable_and_a_bad_value_in_it_exits_2_naming_it() {
         .collect();
     listed.sort();
     exempt.sort();
-    // The shared settings (`global`) are walked at the top level and in each subcommand.
+    // The shared settings are walked in each binary.
     exempt.dedup();
     assert_eq!(exempt, listed, "a listed argument is gone");
     assert!(settings.len() >= 27, "{settings:?}");
     // A valid configuration stops at this kubeconfig (exit 2 naming the file).
     let kubeconfig = unusable("missing", None);
-    for (sub, var, flag) in settings {
+    for (program, var, flag) in settings {
         let Some((_, values)) = BAD.iter().find(|(v, _)| *v == var) else {
             panic!(
                 "{var}: list its bad values in BAD, or the reason it takes any text in ANY_TEXT"
             );
         };
-        let mut args = vec!["--kubeconfig", kubeconfig.to_str().expect("utf-8 path")];
-        args.extend(sub);
+        let args = ["--kubeconfig", kubeconfig.to_str().expect("utf-8 path")];
         for (bad, form) in *values {
             let mut env = vec![(var, *bad)];
-            if sub.is_some() && var != "NODE_NAME" {
+            if program != bin() && var != "NODE_NAME" {
                 env.push(("NODE_NAME", "node-a"));
             }
-            let (code, out) = run_to_exit(&args, &env);
+            let (code, out) = run_program_to_exit(program, &args, &env);
             let head = format!("invalid {var} (--{flag}) = {bad:?}: expected ");
             let named = out.contains(&head) && out.contains(form);
             assert!(
                 code == Some(2) && named,
-                "{sub:?} {var}={bad:?}: exit {code:?}: {out}"
+                "{program} {var}={bad:?}: exit {code:?}: {out}"
             );
         }
     }
@@ -263,20 +283,21 @@ const POLICY_CASES: &[&[(&str, &str)]] = &[
     &[("max-moves-per-hour", " 0 ")], &[("move-to-new-nodes", "off")], &[("node-settle", "0")],
 ];
 
-/// The `simulate` binary of this build profile (another package's: built here if stale).
-fn simulate_binary() -> std::path::PathBuf {
+/// Another package's binary `name` (`simulate`, `selfdestruct-schedule`) of this build
+/// profile, beside the agent's: built here if stale.
+fn workspace_binary(name: &str) -> std::path::PathBuf {
     let agent = std::path::Path::new(bin());
     let mut build = std::process::Command::new(std::env::var_os("CARGO").unwrap_or("cargo".into()));
     // `--workspace`: the features of the workspace's own build, so that one is not redone.
-    build.args(["build", "--quiet", "--workspace", "--bin", "simulate"]);
+    build.args(["build", "--quiet", "--workspace", "--bin", name]);
     if agent.parent().and_then(|d| d.file_name()) == Some("release".as_ref()) {
         build.arg("--release");
     }
     assert!(
         build.status().is_ok_and(|s| s.success()),
-        "cargo build --bin simulate"
+        "cargo build --bin {name}"
     );
-    agent.with_file_name("simulate")
+    agent.with_file_name(name)
 }
 
 /// The policy settings are declared once (`selfdestruct_decision::settings`): every
@@ -298,7 +319,7 @@ fn simulate_and_the_agent_accept_the_same_policy_settings() {
         cases.extend(values.iter().map(|(bad, _)| vec![(flag, *bad)]));
     }
     assert!(cases.len() >= 20, "{cases:?}");
-    let simulate = simulate_binary();
+    let simulate = workspace_binary("simulate");
     let kubeconfig = unusable("missing", None);
     let kubeconfig = kubeconfig.to_str().expect("utf-8 path");
     for case in cases {

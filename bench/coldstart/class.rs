@@ -1,6 +1,6 @@
 //! The class form (issue 47): a class arrives at a known time after a quiet night
 //! (`bench/coldstart/class.csv`, `gen-trace.py class`), and a row with `+schedule-LEAD` (`10m`,
-//! `150s`) has the real calendar controller, `selfdestruct schedule` run as a process with the
+//! `150s`) has the real calendar controller, `selfdestruct-schedule` run as a process with the
 //! admin kubeconfig, set its StatefulSet's (or its buffer's) replicas from a calendar event at
 //! the bell: the flat count (`--replicas`) as the baseline, `--class-count` from the lead time
 //! before the bell to the event's end. The calendar is written at the run's start with the
@@ -160,9 +160,8 @@ pub(crate) async fn start(
         } else {
             "statefulset/placeholder"
         };
-        let mut cmd = std::process::Command::new(agent_bin);
-        cmd.arg("schedule")
-            .env("KUBECONFIG", cp.kubeconfig())
+        let mut cmd = std::process::Command::new(agent_bin.with_file_name("selfdestruct-schedule"));
+        cmd.env("KUBECONFIG", cp.kubeconfig())
             .env("POD_NAMESPACE", &g.slug)
             .env("SELFDESTRUCT_SCHEDULE_TARGET", target)
             .env(

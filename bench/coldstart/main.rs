@@ -912,6 +912,35 @@ impl KeptRuns {
     }
 }
 
+/// Copies of the image's three binaries, side by side as in the image (the stand-in kubelet
+/// runs a container's `/selfdestruct-node-gate` or `/selfdestruct-schedule` from beside the
+/// agent's): a build during the runs must not change the binaries of the pods started after
+/// it. The agent's copy.
+fn copy_binaries() -> PathBuf {
+    let dir = root().join(format!("target/coldstart-bin/{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("target/coldstart-bin");
+    let agent = Path::new(env!("CARGO_BIN_EXE_selfdestruct"));
+    // The schedule's binary is another package's: built beside the agent's by the workspace's
+    // tests or `cargo build -p selfdestruct-schedule`.
+    let schedule = agent.with_file_name("selfdestruct-schedule");
+    for (from, name) in [
+        (agent, "selfdestruct"),
+        (
+            Path::new(env!("CARGO_BIN_EXE_selfdestruct-node-gate")),
+            "selfdestruct-node-gate",
+        ),
+        (schedule.as_path(), "selfdestruct-schedule"),
+    ] {
+        std::fs::copy(from, dir.join(name)).unwrap_or_else(|e| {
+            panic!(
+                "{}: {e} (cargo build -p selfdestruct-schedule: the bench runs the image's three binaries)",
+                from.display()
+            )
+        });
+    }
+    dir.join("selfdestruct")
+}
+
 /// Quantiles of a lateness over all runs and per run.
 fn lag(rs: &[RowResult], k: fn(&RowResult) -> &Vec<f64>) -> Value {
     let all: Vec<f64> = rs.iter().flat_map(|r| k(r).clone()).collect();
@@ -999,12 +1028,7 @@ async fn run_real(
     let d = |s: f64| Duration::from_secs_f64(s / f);
     // A copy of the agent's binary: a build during the runs must not change the agent of the
     // pods started after it.
-    let agent_bin = root().join(format!(
-        "target/coldstart-bin/selfdestruct-{}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(agent_bin.parent().expect("a folder")).expect("target/coldstart-bin");
-    std::fs::copy(env!("CARGO_BIN_EXE_selfdestruct"), &agent_bin).expect("a copy of the agent");
+    let agent_bin = copy_binaries();
     // Heartbeats every 30 s (not 10 s) and a grace of 2 minutes: the one stand-in kubelet
     // beats for every node in turn, and at 150 nodes its 10 s beats delayed pulls and starts
     // by 10-60 s under load (issue 34's quick run of 12 groups).

@@ -8,10 +8,11 @@
 //!   and a pod whose images are not on its node starts only after the pull;
 //! - a container starts a start delay after its images are there; the pod is then `Running`
 //!   with the conditions and container statuses a kubelet writes;
-//! - a container whose image is the selfdestruct image runs the real `selfdestruct` binary:
-//!   the pod's env (Downward API `fieldRef`s resolved), its projected and downwardAPI volumes
-//!   written to a folder (a pod-bound token from the TokenRequest API, the cluster CA, the
-//!   namespace) and pointed at by `SELFDESTRUCT_SERVICE_ACCOUNT_DIR` and
+//! - a container whose image is the selfdestruct image runs the real `selfdestruct` binary
+//!   (or the image's binary its command names, found beside it): the pod's env (Downward
+//!   API `fieldRef`s resolved), its projected and downwardAPI volumes written to a folder
+//!   (a pod-bound token from the TokenRequest API, the cluster CA, the namespace) and
+//!   pointed at by `SELFDESTRUCT_SERVICE_ACCOUNT_DIR` and
 //!   `SELFDESTRUCT_PODINFO_DIR`, `KUBERNETES_SERVICE_HOST`/`PORT` naming the apiserver;
 //! - a terminating pod gets SIGTERM, SIGKILL after its grace period, and is deleted (grace 0,
 //!   uid precondition) once its containers have stopped; a pod deleted at once (grace 0) has
@@ -988,6 +989,14 @@ impl Sh {
                 })
             };
             let empty = pod_dir.join("empty");
+            // The image's entrypoint, `/selfdestruct`, is the agent's binary (`bin`, whatever
+            // its file is called); a command naming another of the image's binaries
+            // (`/selfdestruct-schedule`) runs the one beside it.
+            let named = c.command.iter().flatten().next().map(Path::new);
+            let bin = match named.and_then(Path::file_name) {
+                Some(file) if file != "selfdestruct" => bin.with_file_name(file),
+                _ => bin.clone(),
+            };
             let mut cmd = std::process::Command::new(&bin);
             cmd.env_clear();
             cmd.env("PATH", "/usr/bin:/bin");
@@ -1017,7 +1026,7 @@ impl Sh {
                 };
                 cmd.env(&e.name, value);
             }
-            // The image's entrypoint is the binary; a command naming it is the binary.
+            // The command's own arguments, then the container's.
             let mut args: Vec<String> = Vec::new();
             if let Some(command) = &c.command {
                 args.extend(command.iter().skip(1).cloned());

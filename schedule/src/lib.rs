@@ -1,8 +1,9 @@
-//! The pure core of `selfdestruct schedule`: how many placeholders are in force at a
-//! given instant, from a weekly [`Baseline`] and the events of a [`Calendar`].
+//! `selfdestruct-schedule`, the calendar controller: its pure core, how many placeholders
+//! are in force at a given instant from a weekly [`Baseline`] and the events of a
+//! [`Calendar`], and its I/O shell ([`controller`], run by `src/main.rs`).
 //!
-//! [`Schedule::in_force`] takes the time as an argument: no clock, no I/O. The mode's
-//! I/O shell (`src/schedule.rs`) and the simulator (`simulate --schedule`) both call it.
+//! [`Schedule::in_force`] takes the time as an argument: no clock, no I/O. The
+//! controller and the simulator (`simulate --schedule`) both call it.
 //!
 //! The count in force at `now` is the largest of the baseline's count at `now`'s local
 //! time and the counts of the calendar events that are running at `now` or start within
@@ -16,6 +17,7 @@
 
 pub mod baseline;
 pub mod calendar;
+pub mod controller;
 pub mod filter;
 mod zone;
 

@@ -7,7 +7,6 @@ use serde_json::{Value, json};
 
 use crate::api::ApiError;
 
-use crate::identity::IdentitySettings;
 use selfdestruct_decision::settings::ImageSettings;
 
 #[test]
@@ -19,18 +18,10 @@ fn the_node_name_is_one_escaped_segment() {
 
 #[test]
 fn settings_default_and_the_own_node_is_required() {
-    /// The gate's settings and the shared identity, as `node-gate` reads them.
-    #[derive(clap::Parser)]
-    struct Gate {
-        #[command(flatten)]
-        gate: GateSettings,
-        #[command(flatten)]
-        identity: IdentitySettings,
-    }
     let gate = |flags: &[&str]| {
-        let argv = [&["node-gate"][..], flags].concat();
-        let g = <Gate as clap::Parser>::try_parse_from(argv).map_err(|e| e.to_string())?;
-        GateConfig::new(&g.gate, &g.identity).map_err(|e| e.to_string())
+        let argv = [&["selfdestruct-node-gate"][..], flags].concat();
+        let cli = <Cli as clap::Parser>::try_parse_from(argv).map_err(|e| e.to_string())?;
+        cli.config().map_err(|e| e.to_string())
     };
     let c = gate(&["--node-name=n1", "--gate-poll=10ms"]).expect("valid");
     assert_eq!(c.gate.taint_key, DEFAULT_TAINT);

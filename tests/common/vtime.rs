@@ -14,7 +14,7 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use clap::CommandFactory;
+use clap::{CommandFactory, Parser};
 use fake_apiserver::{Config as FakeConfig, FakeCluster, NodeBuilder, PodTemplate, RequestInfo};
 use selfdestruct::{Cli, Clock, Config, GateConfig, Stop, Task};
 use tracing::Instrument;
@@ -250,23 +250,11 @@ pub fn try_config(env: &[(&str, &str)]) -> Result<Config, String> {
 /// The node gate's configuration from its settings' and the shared settings'
 /// environment variables (see [`config`]).
 pub fn gate_config(env: &[(&str, &str)]) -> GateConfig {
-    let cli = Cli::command();
-    let gate = cli
-        .find_subcommand("node-gate")
-        .expect("the node-gate subcommand");
-    let (own, shared): (Vec<_>, Vec<_>) = env.iter().partition(|(var, _)| {
-        gate.get_arguments()
-            .any(|a| a.get_env() == Some(var.as_ref()))
-    });
-    let mut argv = flags(&cli, vec!["selfdestruct".into()], shared);
-    argv.push("node-gate".into());
-    let argv = flags(gate, argv, own);
-    let cli = Cli::parse_mode(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
-    match Task::from_cli(&cli) {
-        Ok(Task::Gate(g)) => g,
-        Ok(_) => panic!("{argv:?}: no node-gate command"),
-        Err(e) => panic!("{argv:?}: {e}"),
-    }
+    let command = selfdestruct::node_gate::Cli::command();
+    let argv = flags(&command, vec!["selfdestruct-node-gate".into()], env);
+    let cli = selfdestruct::node_gate::Cli::try_parse_from(&argv);
+    let cli = cli.unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+    cli.config().unwrap_or_else(|e| panic!("{argv:?}: {e}"))
 }
 
 /// `argv` with one `--flag=value` per setting of `command` named by its variable.
@@ -292,7 +280,7 @@ fn flags<'a>(
     argv
 }
 
-/// Starts `selfdestruct node-gate` in-process on `fake` with `token` (known to the
+/// Starts `selfdestruct-node-gate` in-process on `fake` with `token` (known to the
 /// fake) and the settings `env` (by their variables).
 pub fn gate(fake: &FakeCluster, token: &str, env: &[(&str, &str)]) -> Agent {
     fake.add_token(token);

@@ -1,8 +1,28 @@
-//! Unit tests of `schedule` (a child module: they see its private items).
+//! Unit tests of the controller (a child module: they see its private items).
 
 use super::*;
-use crate::identity::IdentitySettings;
-use crate::testing::{block_on, tempdir};
+use selfdestruct::base::IdentitySettings;
+
+/// A fresh temporary folder for one test (unique within and across test processes).
+fn tempdir(tag: &str) -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let d = std::env::temp_dir().join(format!(
+        "selfdestruct-schedule-unit-{tag}-{}-{n}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("create temp dir");
+    d
+}
+
+/// Runs `f` on a fresh current-thread runtime.
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build();
+    runtime.expect("runtime").block_on(f)
+}
 
 #[test]
 fn targets_name_their_url_and_kind() {

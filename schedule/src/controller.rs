@@ -1,10 +1,11 @@
-//! `selfdestruct schedule`: headroom on a calendar. Sets the `replicas` of one
+//! `selfdestruct-schedule`: headroom on a calendar. Sets the `replicas` of one
 //! placeholder StatefulSet (through its `scale` subresource) or of one CapacityBuffer,
 //! in its own namespace, to the count in force: the largest of a weekly baseline and
 //! the iCal calendar events running or starting within the lead time, within a minimum
-//! and a maximum. The count is the pure `selfdestruct_schedule` crate's; this is its
-//! I/O shell: read the calendar (a URL or a mounted file, bounded in bytes and time),
-//! patch the object when the count changes, post an Event naming the cause.
+//! and a maximum. The count is this crate's pure core; this is its I/O shell: read the
+//! calendar (a URL or a mounted file, bounded in bytes and time), patch the object when
+//! the count changes, post an Event naming the cause. It reaches the API, pauses and
+//! exits as every binary of the image does (`selfdestruct::base`).
 //!
 //! Bad input never changes the replicas: an unreachable calendar keeps the last good
 //! one (retried with capped, jittered backoff), a malformed one is refused with its line
@@ -27,22 +28,19 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::{error, info, warn};
 
-use crate::access::{Access, Discovered};
-use crate::api::{ApiError, post_event, request, segment};
-use crate::error::{Error, Result};
-use crate::identity::IdentitySettings;
-use crate::jitter::draw;
-use crate::logging::Chain;
-use crate::signals::{Signals, Stop, on_client_or_pause, stop};
+use crate::chrono::{DateTime, NaiveDate, TimeDelta, Utc};
+use crate::{
+    Baseline, Calendar, CalendarError, Cause, Expansion, Filter, Filtered, InForce, Occurrence,
+    Schedule, Tz,
+};
+use selfdestruct::base::{
+    Access, ApiError, Chain, Discovered, IdentitySettings, SharedSettings, Signals, Stop, draw,
+    on_client_or_pause, post_event, request, segment, stop,
+};
 use selfdestruct_decision::backoff::Backoff;
 use selfdestruct_decision::duration::format as human;
 use selfdestruct_decision::images::ImageRef;
 use selfdestruct_decision::settings::{Setting, SettingError, duration, image_list};
-use selfdestruct_schedule::chrono::{DateTime, NaiveDate, TimeDelta, Utc};
-use selfdestruct_schedule::{
-    Baseline, Calendar, CalendarError, Cause, Expansion, Filter, Filtered, InForce, Occurrence,
-    Schedule, Tz,
-};
 
 use metrics::{Metrics, lock};
 use report::Reports;
@@ -61,9 +59,68 @@ const BUFFER_API: &str = "autoscaling.x-k8s.io/v1beta1";
 /// How far ahead the calendar's occurrences are expanded at a time.
 const SPAN: TimeDelta = TimeDelta::days(2);
 
-/// Settings of `selfdestruct schedule` (its namespace is the shared identity's).
+/// How a run ends: `Ok` on SIGTERM/SIGINT.
+type Result<T = (), E = selfdestruct::Error> = std::result::Result<T, E>;
+
+/// `selfdestruct-schedule`'s command line: the settings every binary of the image reads
+/// (logging, the own pod's identity, API access) and the schedule's own.
+#[derive(clap::Parser, Debug, Clone)]
+#[command(
+    name = "selfdestruct-schedule",
+    version,
+    about = "Headroom on a calendar: set the replicas of placeholder StatefulSets or \
+             CapacityBuffers from weekly baselines and an iCal calendar.",
+    long_about = None,
+    after_help = "Durations: 90s, 15m, 1h30m. Without API access it behaves like the pause \
+                  container. Exit codes: 0 on SIGTERM/SIGINT, 2 on invalid configuration."
+)]
+pub struct Cli {
+    /// The settings of every binary.
+    #[command(
+        flatten,
+        next_help_heading = "Every binary (logging, identity, API access)"
+    )]
+    pub shared: SharedSettings,
+    /// The schedule's settings.
+    #[command(flatten, next_help_heading = "The schedule")]
+    pub schedule: ScheduleSettings,
+}
+
+impl Cli {
+    /// Checks what one setting alone cannot (a target, something to schedule for each,
+    /// min <= max, no object scaled twice): the message [`main`] exits 2 with.
+    pub fn check(&self) -> Result<(), SettingError> {
+        ScheduleConfig::new(&self.schedule, &self.shared.identity).map(drop)
+    }
+}
+
+/// Why `selfdestruct-schedule` stops other than on SIGTERM/SIGINT.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// What every binary of the image may end with: a setting, API access, set-up.
+    #[error(transparent)]
+    Base(#[from] selfdestruct::Error),
+    /// `preview`: the calendar, or some of its events, cannot be read (each named with
+    /// its line).
+    #[error("{0}")]
+    Calendar(String),
+}
+
+/// Runs what `cli` asks for to its end: the controller (`Ok` on SIGTERM/SIGINT), or
+/// `preview DAYS`.
+pub fn main(cli: &Cli) -> Result<(), Error> {
+    let cfg = ScheduleConfig::new(&cli.schedule, &cli.shared.identity)
+        .map_err(selfdestruct::Error::from)?;
+    if cfg.settings.action.is_some() {
+        return preview(&cfg);
+    }
+    let controller = |access, signals| run(cfg, access, signals);
+    Ok(selfdestruct::base::host(&cli.shared, controller)?)
+}
+
+/// The schedule's settings (its namespace is the shared identity's).
 #[derive(clap::Args, Debug, Clone)]
-pub(crate) struct ScheduleSettings {
+pub struct ScheduleSettings {
     /// `preview DAYS`, else the controller.
     #[command(subcommand)]
     pub(crate) action: Option<Action>,
@@ -136,7 +193,7 @@ pub(crate) struct ScheduleSettings {
     pub(crate) metrics_address: std::option::Option<SocketAddr>,
 }
 
-/// What `selfdestruct schedule` does besides scaling.
+/// What `selfdestruct-schedule` does besides scaling.
 #[derive(clap::Subcommand, Debug, Clone)]
 pub(crate) enum Action {
     /// Print the count in force at each change over the next DAYS days, with its cause,
@@ -145,7 +202,7 @@ pub(crate) enum Action {
     Preview(PreviewArgs),
 }
 
-/// `selfdestruct schedule preview DAYS`.
+/// `selfdestruct-schedule preview DAYS`.
 #[derive(clap::Args, Debug, Clone)]
 pub(crate) struct PreviewArgs {
     /// How many days to show, 1 to 366
@@ -243,7 +300,7 @@ fn target(value: &str) -> Result<Option<Target>, String> {
     }
     let expected = "statefulset/NAME or capacitybuffer/NAME (a DNS-1123 subdomain)";
     let (kind, name) = value.split_once('/').ok_or(expected)?;
-    crate::identity::subdomain(name).map_err(|_| expected.to_string())?;
+    selfdestruct::base::subdomain(name).map_err(|_| expected.to_string())?;
     let make = match kind.to_ascii_lowercase().as_str() {
         "statefulset" | "statefulsets" | "sts" => Target::StatefulSet,
         "capacitybuffer" | "capacitybuffers" | "cb" => Target::CapacityBuffer,
@@ -273,7 +330,7 @@ fn named_targets(value: &str) -> Result<Vec<NamedTarget>, String> {
     let mut out: Vec<NamedTarget> = Vec::new();
     for (i, r) in raw.into_iter().enumerate() {
         let refuse = |why: String| format!("{form} (target {} {:?}: {why})", i + 1, r.name);
-        if !crate::identity::is_dns1123_label(&r.name) {
+        if !selfdestruct::base::is_dns1123_label(&r.name) {
             return Err(refuse(
                 "its name is a DNS label (a-z, 0-9, -), such as gpu".into(),
             ));
@@ -369,7 +426,7 @@ fn time_zone(value: &str) -> Result<Tz, String> {
 }
 
 fn count(value: &str) -> Result<u32, String> {
-    let max = selfdestruct_schedule::baseline::MAX_COUNT;
+    let max = crate::baseline::MAX_COUNT;
     value
         .parse()
         .ok()
@@ -393,7 +450,7 @@ pub(crate) struct Scaled {
 
 /// The mode's validated configuration.
 #[derive(Clone, Debug)]
-pub struct ScheduleConfig {
+pub(crate) struct ScheduleConfig {
     /// What it scales: the default target first (when there is one), then the named ones.
     pub(crate) targets: Vec<Scaled>,
     /// The settings as given (the calendar, how often it is read and how long a read may take).
@@ -491,7 +548,7 @@ pub(crate) async fn run(cfg: ScheduleConfig, access: Discovered, signals: Signal
     let namespace = |a: &Access| {
         id.namespace
             .or_else(|| a.namespace.clone())
-            .or_else(|| crate::identity::read_trimmed(&id.service_account_dir.join("namespace")))
+            .or_else(|| selfdestruct::base::read_trimmed(&id.service_account_dir.join("namespace")))
             .unwrap_or_else(|| "default".into())
     };
     let cannot = "the schedule cannot scale anything";
@@ -572,8 +629,9 @@ async fn run_on(cfg: ScheduleConfig, client: Client, mut signals: Stop) -> Resul
     let metrics = Arc::new(Mutex::new(Metrics::default()));
     if let Some(address) = s.metrics_address {
         let listener = tokio::net::TcpListener::bind(address).await;
-        let listener = listener
-            .map_err(|e| Error::Setup("listen on SELFDESTRUCT_SCHEDULE_METRICS_ADDRESS", e))?;
+        let listener = listener.map_err(|e| {
+            selfdestruct::Error::Setup("listen on SELFDESTRUCT_SCHEDULE_METRICS_ADDRESS", e)
+        })?;
         info!(%address, "serving the warm-by reports as Prometheus text on /metrics");
         tokio::spawn(metrics::serve(listener, Arc::clone(&metrics)));
     }
@@ -602,7 +660,7 @@ async fn run_on(cfg: ScheduleConfig, client: Client, mut signals: Stop) -> Resul
         })
         .collect();
     let mut reports = Reports::new(wall_now());
-    crate::malloc_trim::release_idle();
+    selfdestruct::base::release_idle();
     loop {
         let now = wall_now();
         start_job(&cfg, &http, &mut cal, now);
@@ -663,17 +721,17 @@ async fn run_on(cfg: ScheduleConfig, client: Client, mut signals: Stop) -> Resul
                 Ok(done) => job_done(&cfg, &mut cal, done),
                 Err(e) => error!(error = %e, "reading or expanding the calendar failed"),
             }
-            crate::malloc_trim::release_idle();
+            selfdestruct::base::release_idle();
         }
     }
 }
 
-/// `selfdestruct schedule preview DAYS`: prints each target's count in force at each
+/// `selfdestruct-schedule preview DAYS`: prints each target's count in force at each
 /// change over DAYS days, with its cause, the calendar read as the mode reads it (no
 /// cluster). Each event that cannot be read, or whose count is for no target, is an
 /// error naming its line, after the preview of the others.
-pub(crate) fn preview(cfg: &ScheduleConfig) -> Result {
-    use selfdestruct_schedule::chrono::{DurationRound, TimeZone};
+fn preview(cfg: &ScheduleConfig) -> Result<(), Error> {
+    use crate::chrono::{DurationRound, TimeZone};
     let s = &cfg.settings;
     let Some(Action::Preview(args)) = &s.action else {
         return Ok(());
@@ -735,12 +793,12 @@ fn read_for_preview(
     source: &CalendarSource,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
-) -> Result<(Vec<Occurrence>, Vec<CalendarError>)> {
+) -> Result<(Vec<Occurrence>, Vec<CalendarError>), Error> {
     let s = &cfg.settings;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build();
-    let runtime = runtime.map_err(|e| Error::Setup("start the runtime", e))?;
+    let runtime = runtime.map_err(|e| selfdestruct::Error::Setup("start the runtime", e))?;
     let (http, mut hung) = (https_client(), None);
     let read = read_calendar(source, &http, s.calendar_timeout, &mut hung);
     let refused = |e: String| Error::Calendar(format!("{source}: {e}"));
@@ -759,7 +817,7 @@ fn read_for_preview(
     if e.until <= to {
         let reason = format!(
             "more than {} occurrences from {from} to {to}: preview fewer days",
-            selfdestruct_schedule::calendar::MAX_HELD
+            crate::calendar::MAX_HELD
         );
         problems.push(CalendarError { line: None, reason });
     }
@@ -774,7 +832,7 @@ fn preview_line(tz: Tz, lead: Duration, target: &Target, at: DateTime<Utc>, f: &
             let (start, end) = (local(o.start), local(o.end));
             let same_day = end.date_naive() == start.date_naive();
             let end = end.format(if same_day { "%H:%M" } else { "%a %H:%M" });
-            let asked = selfdestruct_schedule::Asked(o);
+            let asked = crate::Asked(o);
             let mut c = format!(
                 "calendar event {:?} ({} to {end}, {asked})",
                 o.name,

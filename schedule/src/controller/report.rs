@@ -12,11 +12,11 @@ use serde_json::Value;
 use tracing::{info, warn};
 
 use super::{ScheduleConfig, ScheduleSettings, Target, get_json as get, regarding, reporter};
-use crate::api::{ApiError, post_event, request};
-use crate::logging::Chain;
+use crate::chrono::{DateTime, TimeDelta, Utc};
+use crate::{Occurrence, Tz};
+use selfdestruct::base::Chain;
+use selfdestruct::base::{ApiError, post_event, request};
 use selfdestruct_decision::duration::format as human;
-use selfdestruct_schedule::chrono::{DateTime, TimeDelta, Utc};
-use selfdestruct_schedule::{Occurrence, Tz};
 
 /// Pods read for one report, at most: pages of [`PAGE`].
 const MAX_PODS: usize = 10_000;
@@ -358,7 +358,7 @@ async fn pods(
         if let Some(t) = &token {
             params = params.continue_token(t);
         }
-        let page = match crate::api::pods(namespace).list(&params) {
+        let page = match selfdestruct::base::pods(namespace).list(&params) {
             Ok(req) => request(client, req).await,
             Err(e) => Err(ApiError::transport(e)),
         };
@@ -391,7 +391,7 @@ async fn pods(
     let mut distinct = nodes.clone();
     distinct.dedup();
     for node in distinct.iter().take(MAX_NODES) {
-        let url = format!("/api/v1/nodes/{}", crate::api::segment(node));
+        let url = format!("/api/v1/nodes/{}", selfdestruct::base::segment(node));
         match get(client, &url).await {
             Ok(n) if is_warm(s, &n) => warm += nodes.iter().filter(|x| *x == node).count(),
             Ok(_) => {}

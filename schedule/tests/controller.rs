@@ -1,10 +1,12 @@
-//! `selfdestruct schedule`, the real binary, against two loopback stubs local to this
+//! `selfdestruct-schedule`, the real binary, against two loopback stubs local to this
 //! test (the fake API server serves no `scale` subresource and does not grow): an API
 //! stub that serves one StatefulSet's `scale` and takes Events, and a calendar server
 //! that answers well, answers 500, hangs, sends 100 MB, or sends a malformed calendar.
 //! The replicas follow the calendar; every bad answer keeps the last good schedule; the
 //! memory stays bounded (VmHWM printed); a bad setting exits 2 naming it.
 
+#[allow(dead_code)]
+#[path = "../../tests/common/process.rs"]
 mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -316,8 +318,19 @@ fn start_with(api: &Api, calendar: &str, home: &std::path::Path, more: &[(&str, 
     env.extend_from_slice(more);
     // SELFDESTRUCT_SCHEDULE_TEST_BIN: another build of the binary (the release build, for
     // the memory figure this test prints).
-    let program = std::env::var("SELFDESTRUCT_SCHEDULE_TEST_BIN").unwrap_or_else(|_| bin().into());
-    Proc::spawn(command(&program, &["schedule"], &env, home))
+    Proc::spawn(command(&bin(), &[], &env, home))
+}
+
+/// The binary under test: `SELFDESTRUCT_SCHEDULE_TEST_BIN`, another build of it (the
+/// release build, for the memory figure this test prints), else this build's.
+fn bin() -> String {
+    std::env::var("SELFDESTRUCT_SCHEDULE_TEST_BIN")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_selfdestruct-schedule").into())
+}
+
+/// Runs the binary to completion and returns (exit code, combined output).
+fn run_to_exit(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String) {
+    run_program_to_exit(&bin(), args, env)
 }
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -545,15 +558,15 @@ fn bad_settings_exit_2_naming_the_variable() {
     ] {
         let mut args = vec![("SELFDESTRUCT_LOG_LEVEL", "info")];
         args.extend(env);
-        let (code, out) = run_to_exit(&["schedule"], &args);
+        let (code, out) = run_to_exit(&[], &args);
         assert_eq!(code, Some(2), "{args:?}: {out}");
         assert!(out.contains(var), "{args:?}: {out}");
     }
     // An agent setting is none of the schedule's business.
     let home = tempdir("schedule-agent-setting");
     let mut p = Proc::spawn(command(
-        bin(),
-        &["schedule"],
+        &bin(),
+        &[],
         &[
             ("SELFDESTRUCT_MODE", "bogus"),
             ("SELFDESTRUCT_SCHEDULE_TARGET", "statefulset/ph"),
@@ -844,7 +857,7 @@ fn preview_prints_each_change_without_a_cluster_and_names_the_line_of_a_broken_e
         // The shared identity's: no cluster is asked for anything.
         ("KUBECONFIG", "/nonexistent/kubeconfig"),
     ];
-    let (code, out) = run_to_exit(&["schedule", "preview", "2", "--from", "2026-03-02"], &env);
+    let (code, out) = run_to_exit(&["preview", "2", "--from", "2026-03-02"], &env);
     assert_eq!(code, Some(0), "{out}");
     assert_eq!(
         out,
@@ -864,7 +877,7 @@ fn preview_prints_each_change_without_a_cluster_and_names_the_line_of_a_broken_e
         event("c", "Workshop placeholders[cpu]: 3", 3)
     );
     std::fs::write(path, calendar(&broken)).unwrap();
-    let (code, out) = run_to_exit(&["schedule", "preview", "2", "--from", "2026-03-02"], &env);
+    let (code, out) = run_to_exit(&["preview", "2", "--from", "2026-03-02"], &env);
     assert_eq!(code, Some(1), "{out}");
     assert!(
         out.contains("2026-03-02 Mon 08:50      40  statefulset/hub"),
@@ -872,7 +885,7 @@ fn preview_prints_each_change_without_a_cluster_and_names_the_line_of_a_broken_e
     );
     assert!(
         out.contains(
-            "selfdestruct: 2 calendar event(s) cannot be read\n  \
+            "selfdestruct-schedule: 2 calendar event(s) cannot be read\n  \
              calendar line 14: event \"Lab placeholders: lots\": `placeholders:` is not followed by a whole number from 0 to 100000\n  \
              calendar line 18: event \"Workshop placeholders[cpu]: 3\": placeholders[cpu]: 3 is for no target: SELFDESTRUCT_SCHEDULE_TARGETS names gpu\n"
         ),
@@ -884,16 +897,16 @@ fn preview_prints_each_change_without_a_cluster_and_names_the_line_of_a_broken_e
         env[0],
         env[1],
     ];
-    let (code, out) = run_to_exit(&["schedule", "preview", "1"], &missing);
+    let (code, out) = run_to_exit(&["preview", "1"], &missing);
     assert_eq!(code, Some(1), "{out}");
     assert!(
         out.contains(
-            "selfdestruct: /nonexistent/classes.ics: cannot read /nonexistent/classes.ics"
+            "selfdestruct-schedule: /nonexistent/classes.ics: cannot read /nonexistent/classes.ics"
         ),
         "{out}"
     );
     let (code, out) = run_to_exit(
-        &["schedule", "preview", "1"],
+        &["preview", "1"],
         &[env[0], ("SELFDESTRUCT_SCHEDULE_BASELINE", "Monday = 3")],
     );
     assert_eq!(code, Some(2), "{out}");

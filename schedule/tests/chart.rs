@@ -1,7 +1,7 @@
 //! The chart's `schedule` section (`charts/selfdestruct/templates/schedule.yaml`),
 //! rendered by Helm's own engine (`ci/render-chart.py`, the venv of
 //! `ci/validate-manifests.sh`, as in tests/chart.rs): a one-replica Deployment running
-//! `selfdestruct schedule` whose settings the mode's own parser accepts, a Role that
+//! `selfdestruct-schedule` whose settings the binary's own parser accepts, a Role that
 //! may get/patch only the scaled object (by resourceNames) and create Events, its
 //! binding; and the values the mode would refuse are refused before they reach a
 //! cluster, by the schema or the template, each with a message.
@@ -9,12 +9,14 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+use selfdestruct_schedule::controller::Cli;
 use serde_json::{Value, json};
 
 const CHART: &str = "charts/selfdestruct";
 
+/// The repository.
 fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
 }
 
 fn render_output(set: &str) -> Output {
@@ -63,40 +65,32 @@ fn env_of(deployment: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The mode's own parser, on exactly these settings (none from this process).
+/// The binary's own parser, on exactly these settings (none from this process).
 fn mode_accepts(env: &[(String, String)]) -> Result<(), String> {
     use clap::{CommandFactory, FromArgMatches};
-    let cli = selfdestruct::Cli::command();
-    let sub = cli.find_subcommand("schedule").unwrap().clone();
-    let mut argv = vec!["selfdestruct".to_string(), "schedule".to_string()];
+    let cli = Cli::command();
+    let mut argv = vec!["selfdestruct-schedule".to_string()];
     for (k, v) in env {
-        let flag = sub
+        let flag = cli
             .get_arguments()
-            .chain(cli.get_arguments())
             .find(|a| a.get_env().and_then(|e| e.to_str()) == Some(k.as_str()))
             .and_then(|a| a.get_long())
             .ok_or_else(|| format!("{k} is no setting of the schedule"))?;
         argv.push(format!("--{flag}={v}"));
     }
-    let cli = cli
-        .mut_args(|a| a.env(None))
-        .mut_subcommands(|s| s.mut_args(|a| a.env(None)));
     let parsed = cli
+        .mut_args(|a| a.env(None))
         .try_get_matches_from(argv)
-        .and_then(|m| selfdestruct::Cli::from_arg_matches(&m))
+        .and_then(|m| Cli::from_arg_matches(&m))
         .map_err(|e| e.to_string())?;
-    match selfdestruct::Task::from_cli(&parsed).map_err(|e| e.to_string())? {
-        selfdestruct::Task::Schedule(_) => Ok(()),
-        _ => Err("not the schedule".into()),
-    }
+    parsed.check().map_err(|e| e.to_string())
 }
 
 /// `--flag` of the schedule's setting `var`.
 fn selfdestruct_flag(var: &str) -> String {
     use clap::CommandFactory;
-    let cli = selfdestruct::Cli::command();
-    let sub = cli.find_subcommand("schedule").unwrap();
-    let long = sub
+    let cli = Cli::command();
+    let long = cli
         .get_arguments()
         .find(|a| a.get_env().and_then(|e| e.to_str()) == Some(var))
         .and_then(|a| a.get_long())
@@ -128,7 +122,12 @@ fn the_schedule_renders_a_deployment_with_a_role_for_its_one_object() {
     assert_eq!(d["spec"]["replicas"], 1);
     let pod = &d["spec"]["template"]["spec"];
     assert_eq!(pod["serviceAccountName"], "hub-schedule");
-    assert_eq!(pod["containers"][0]["args"], json!(["schedule"]));
+    // Its own binary, named by the Deployment (the image's entrypoint is the agent's).
+    assert_eq!(
+        pod["containers"][0]["command"],
+        json!(["/selfdestruct-schedule"])
+    );
+    assert!(pod["containers"][0]["args"].is_null());
     assert_eq!(pod["volumes"][0]["configMap"]["name"], "timetable");
     let env = env_of(d);
     let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
@@ -593,8 +592,8 @@ fn the_preview_reads_the_charts_values_through_the_modes_settings() {
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("calendar.ics");
     std::fs::write(&file, ics).unwrap();
-    let preview = Command::new(env!("CARGO_BIN_EXE_selfdestruct"))
-        .args(["schedule", "preview", "1", "--from", "2026-03-02"])
+    let preview = Command::new(env!("CARGO_BIN_EXE_selfdestruct-schedule"))
+        .args(["preview", "1", "--from", "2026-03-02"])
         .env_clear()
         .envs(env_of(find(&docs, "Deployment")))
         .env("SELFDESTRUCT_SCHEDULE_CALENDAR", &file)
@@ -622,4 +621,28 @@ fn the_preview_reads_the_charts_values_through_the_modes_settings() {
         ]
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// docs/schedule.md's "`selfdestruct-schedule --help`" section is the binary's `--help`,
+/// character for character (the other binaries' sections: tests/chart.rs).
+#[test]
+fn the_docs_help_is_the_binarys() {
+    let doc = std::fs::read_to_string(root().join("docs/schedule.md")).unwrap();
+    let shown = doc
+        .split("## `selfdestruct-schedule --help`\n\n```\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```\n").next())
+        .expect("docs/schedule.md has a \"`selfdestruct-schedule --help`\" code block");
+    let out = Command::new(env!("CARGO_BIN_EXE_selfdestruct-schedule"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8(out.stdout).unwrap();
+    let first_difference = shown.lines().zip(help.lines()).find(|(a, b)| a != b);
+    assert!(
+        shown == help,
+        "docs/schedule.md's `selfdestruct-schedule --help` block differs from the binary's \
+         (paste `cargo run -q --bin selfdestruct-schedule -- --help` there): {first_difference:?}"
+    );
 }
