@@ -58,8 +58,11 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
 # one is not static or not for this architecture.
 FROM scratch AS check
 COPY --from=build /out/selfdestruct /out/selfdestruct-node-gate /out/selfdestruct-schedule /
+# scratch has no shell to chain them in one RUN.
 RUN ["/selfdestruct", "--version"]
+# hadolint ignore=DL3059
 RUN ["/selfdestruct-node-gate", "--version"]
+# hadolint ignore=DL3059
 RUN ["/selfdestruct-schedule", "--version"]
 
 # The image's contents, defined once: the two targets below add only the

@@ -21,6 +21,7 @@ use chrono::{DateTime, Datelike, NaiveDate, NaiveDateTime, TimeDelta, Utc};
 use chrono_tz::Tz;
 use icalendar::parser::{Component, Property, read_components};
 
+pub use crate::filter::CalendarError;
 use crate::filter::{Filter, Filtered, Kept};
 use crate::zone::{self, Zone};
 
@@ -97,16 +98,6 @@ pub struct Expansion {
     pub until: DateTime<Utc>,
     /// Events not expanded, with their line and reason.
     pub skipped: Vec<CalendarError>,
-}
-
-/// A calendar or an event refused: where and why.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("calendar{}: {reason}", line.map(|l| format!(" line {l}")).unwrap_or_default())]
-pub struct CalendarError {
-    /// The line (from 1, of the text as given, folded lines counting each) if known.
-    pub line: Option<usize>,
-    /// What is wrong.
-    pub reason: String,
 }
 
 impl Calendar {

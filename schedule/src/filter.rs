@@ -10,8 +10,6 @@
 //! `icalendar`. A component that cannot be kept (too long, not UTF-8) is skipped with its
 //! line and reason, and the others are kept.
 
-use crate::calendar::CalendarError;
-
 /// The most bytes of kept components a calendar may have (VEVENTs with a count and
 /// VTIMEZONEs, each as unfolded). About 350 class events with a short description: a
 /// timetable's classes are each one event with a recurrence rule.
@@ -80,6 +78,16 @@ impl Default for Filter {
     fn default() -> Self {
         Filter::new()
     }
+}
+
+/// A calendar or an event refused: where and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("calendar{}: {reason}", line.map(|l| format!(" line {l}")).unwrap_or_default())]
+pub struct CalendarError {
+    /// The line (from 1, of the text as given, folded lines counting each) if known.
+    pub line: Option<usize>,
+    /// What is wrong.
+    pub reason: String,
 }
 
 fn refuse(line: usize, reason: String) -> CalendarError {
