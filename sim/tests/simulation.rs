@@ -280,22 +280,11 @@ fn agents_that_do_not_see_a_sibling_go_yet_are_refused_and_back_off() {
     assert_eq!(at_once.summary.refused_evictions, 0);
     assert!(!at_once.log.moves.is_empty());
     sc.watch_delay = 30_000;
-    let late = run(&sc, &row, 1);
-    assert_clean(&late, "30 s watch delay");
-    assert!(
-        late.summary.refused_evictions > 0,
-        "429s before the watch shows the sibling"
-    );
-    assert!(
-        !late.log.moves.is_empty(),
-        "the refused retry after their backoff"
-    );
+    let late = refused_yet_moved(&sc, &row, "30 s watch delay");
     // The bench's factor stretches the backoff (fixed in real seconds) in simulated time: the
     // retries come later, so the moves that still happen happen later.
     sc.agent_backoff_scale = 15.0;
-    let scaled = run(&sc, &row, 1);
-    assert_clean(&scaled, "scaled backoff");
-    assert!(scaled.summary.refused_evictions > 0);
+    let scaled = refused_yet_moved(&sc, &row, "scaled backoff");
     assert_ne!(
         scaled.log.moves.iter().map(|m| m.at).collect::<Vec<_>>(),
         late.log.moves.iter().map(|m| m.at).collect::<Vec<_>>(),
@@ -310,13 +299,20 @@ fn a_move_right_after_a_sibling_starts_is_refused_until_the_pdb_recounts() {
     let mut sc = ramp();
     let row = row(&sc, "new-node");
     sc.pdb_recount = 60_000;
-    let r = run(&sc, &row, 1);
-    assert_clean(&r, "a 60 s recount");
+    refused_yet_moved(&sc, &row, "a 60 s recount");
+}
+
+/// Seed 1 of `row`: clean, some moves refused by the PodDisruptionBudget (429s), and moves
+/// made all the same once the refused agents retried.
+fn refused_yet_moved(sc: &Scenario, row: &Setup, what: &str) -> RunResult {
+    let r = run(sc, row, 1);
+    assert_clean(&r, what);
     assert!(
         r.summary.refused_evictions > 0,
-        "refused before the recount"
+        "{what}: moves refused (429)"
     );
-    assert!(!r.log.moves.is_empty(), "and moved after it");
+    assert!(!r.log.moves.is_empty(), "{what}: moves after the retries");
+    r
 }
 
 #[test]
