@@ -903,8 +903,20 @@ impl<'a> Engine<'a> {
         v
     }
 
-    /// The PodDisruptionBudget (maxUnavailable 1): an eviction is allowed only
-    /// while every replica is running.
+    /// Placeholder `p`'s agent records its eviction's `outcome` (a refusal is counted), its
+    /// backoff in the scenario's time; false if it has no agent.
+    fn record_eviction(&mut self, p: usize, outcome: &Outcome, draw: f64) -> bool {
+        let (now, backoff_scale) = (self.now, self.sc.agent_backoff_scale);
+        let Some(agent) = self.placeholders[p].agent.as_mut() else {
+            return false;
+        };
+        agent.record(now, outcome, draw, backoff_scale);
+        if matches!(outcome, Outcome::Busy { .. }) {
+            self.log.refused += 1;
+        }
+        true
+    }
+
     /// Whether every sibling of `p` that is away went less than the watch delay ago
     /// ([`crate::scenario::Scenario::watch_delay`]): `p`'s watch still shows them all Running.
     fn unseen_going(&self, p: usize) -> bool {
@@ -924,8 +936,8 @@ impl<'a> Engine<'a> {
             })
     }
 
-    /// Whether the PodDisruptionBudget allows an eviction: every placeholder running, each for
-    /// at least the disruption controller's recount ([`crate::scenario::Scenario::pdb_recount`]).
+    /// The PodDisruptionBudget (maxUnavailable 1): an eviction is allowed only while every
+    /// replica is running, each for at least the disruption controller's recount ([`crate::scenario::Scenario::pdb_recount`]).
     fn pdb_allows(&self) -> bool {
         let counted = |bound_at: Ms| bound_at + self.sc.pdb_recount <= self.now;
         (self.placeholders.iter().zip(&self.absent)).all(|(p, gone)| {
@@ -1110,18 +1122,15 @@ impl<'a> Engine<'a> {
                 Decision::Move { trigger } => {
                     // Asked only for a move (it reads every replica).
                     let allowed = self.pdb_allows();
-                    let backoff_scale = self.sc.agent_backoff_scale;
-                    let Some(agent) = self.placeholders[p].agent.as_mut() else {
-                        return;
-                    };
                     let outcome = if allowed {
                         Outcome::Done
                     } else {
                         Outcome::Busy { retry_after: None }
                     };
-                    agent.record(now, &outcome, record_draw, backoff_scale);
+                    if !self.record_eviction(p, &outcome, record_draw) {
+                        return;
+                    }
                     if !allowed {
-                        self.log.refused += 1;
                         continue;
                     }
                     self.log_move(p, &trigger);
@@ -1136,13 +1145,10 @@ impl<'a> Engine<'a> {
                     if matches!(hold, Some(Hold::SiblingBusy(_))) && self.unseen_going(p) {
                         // Its watch has not shown the sibling going yet: it posts its
                         // eviction, and the PodDisruptionBudget refuses it.
-                        let backoff_scale = self.sc.agent_backoff_scale;
-                        let Some(agent) = self.placeholders[p].agent.as_mut() else {
-                            return;
-                        };
                         let busy = Outcome::Busy { retry_after: None };
-                        agent.record(now, &busy, record_draw, backoff_scale);
-                        self.log.refused += 1;
+                        if !self.record_eviction(p, &busy, record_draw) {
+                            return;
+                        }
                         continue;
                     }
                     let busy = match &hold {
