@@ -1779,6 +1779,9 @@ fn run_sim(args: &Args, placement: &str, window_s: f64, delays: &Delays) -> Vec<
         // The autoscaler's unschedulablePodTimeBuffer: 2 s real, not compressed.
         "--new-pod-hold".into(),
         sim_s(2.0),
+        // It counts from the pod's creationTimestamp, whole seconds real.
+        "--created-resolution".into(),
+        sim_s(1.0),
         // The gate's taint goes within about 1 s real of the pull: the kubelet's 100 ms
         // start, the process's start, one GET and one PATCH.
         "--gate-lag".into(),

@@ -1332,11 +1332,13 @@ impl<'a> Engine<'a> {
         };
         let unplaced_chunks = peers::unplaced_chunks(&self.nodes, chunks, &self.sc.user);
         // "Unschedulable pods are very new, waiting one iteration for more"
-        // (`core/static_autoscaler.go`): no scale-up while every unschedulable pod is younger
-        // than the hold. A buffer's injected chunks are never new (the real stack scales up for
+        // (`core/static_autoscaler.go`, `allPodsAreNew`): no scale-up while every unschedulable
+        // pod is younger than the hold, counted from its creation's whole second (the API's
+        // timestamps). A buffer's injected chunks are never new (the real stack scales up for
         // them at the first loop).
-        let very_new =
-            unplaced_chunks == 0 && oldest_pending.is_some_and(|t| self.now < t + cfg.new_pod_hold);
+        let stamped = |t: Ms| t - t % cfg.created_resolution.max(1);
+        let very_new = unplaced_chunks == 0
+            && oldest_pending.is_some_and(|t| self.now < stamped(t) + cfg.new_pod_hold);
         // A buffer's chunks are Pending pods to the autoscaler while they fit nowhere.
         let add = if very_new {
             0
@@ -1914,6 +1916,19 @@ mod tests {
         let mut late = fixed.clone();
         late.autoscaler.scan = 4_000;
         assert_eq!(one_unschedulable_placeholder(&late, &row), vec![(8_000, 1)]);
+    }
+
+    #[test]
+    fn the_hold_counts_from_the_creation_second() {
+        let mut sc = Scenario::small();
+        sc.autoscaler.scan = 1_700;
+        let row = setup(Peer::Selfdestruct, 1);
+        // Created at 3.5 s, stamped 3 s: the hold ends at 5 s, so the loop at 5.2 s scales up.
+        assert_eq!(one_unschedulable_placeholder(&sc, &row), vec![(5_200, 1)]);
+        // Stamped to the millisecond: the hold ends at 5.5 s, the 5.2 s loop waits and the
+        // 6.9 s one scales up.
+        sc.autoscaler.created_resolution = 1;
+        assert_eq!(one_unschedulable_placeholder(&sc, &row), vec![(6_900, 1)]);
     }
 
     #[test]

@@ -240,6 +240,9 @@ struct Args {
     /// The autoscaler's hold on very new unschedulable pods (its fixed 2 s; a compressed replay's real 2 s is longer in simulated time) [at most 10m]
     #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Scenario")]
     new_pod_hold: Option<Duration>,
+    /// The resolution of pods' creation stamps the hold counts from (the API's whole second; a compressed replay's real second is longer in simulated time) [1s; 1ms-10m]
+    #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Scenario")]
+    created_resolution: Option<Duration>,
     /// Autoscaler --node-delete-delay-after-taint [5s; at most 10m]
     #[arg(long, value_name = "DURATION", value_parser = duration, help_heading = "Scenario")]
     node_delete_delay_after_taint: Option<Duration>,
@@ -659,6 +662,13 @@ fn scenario(a: &Args) -> Result<Scenario, String> {
             Duration::ZERO,
             Duration::from_secs(600),
             &mut sc.autoscaler.new_pod_hold,
+        ),
+        (
+            "created-resolution",
+            a.created_resolution,
+            Duration::from_millis(1),
+            Duration::from_secs(600),
+            &mut sc.autoscaler.created_resolution,
         ),
         (
             "node-delete-delay-after-taint",

@@ -183,7 +183,7 @@ pub fn header(sc: &Scenario, seeds: &[u64]) -> String {
     let ca = &sc.autoscaler;
     let _ = writeln!(
         out,
-        "  autoscaler:   scan {}{}, scale-up for Pending users and placeholders (upcoming and gated nodes count) once one is {} old; scale-down as cluster-autoscaler 1.36: nodes at or below {:.0}% (the larger of CPU and memory, the DaemonSet pod's {}m/{}Mi and a buffer's chunks included) whose pods can move (user pods block; placeholders through the PDB, one node of them a loop), soft-tainted while unneeded, deleted after {} unneeded, not within {} of a scale-up, one drain at a time (evictions through the PDB, retried every {}, given up after {}), unremovable nodes looked at again after {}",
+        "  autoscaler:   scan {}{}, scale-up for Pending users and placeholders (upcoming and gated nodes count) once one is {} old (from its creation's {} stamp); scale-down as cluster-autoscaler 1.36: nodes at or below {:.0}% (the larger of CPU and memory, the DaemonSet pod's {}m/{}Mi and a buffer's chunks included) whose pods can move (user pods block; placeholders through the PDB, one node of them a loop), soft-tainted while unneeded, deleted after {} unneeded, not within {} of a scale-up, one drain at a time (evictions through the PDB, retried every {}, given up after {}), unremovable nodes looked at again after {}",
         dur(ca.scan),
         if ca.frequent_loops {
             " (frequent loops: a new unschedulable pod or a scale-up starts a loop at once)"
@@ -191,6 +191,7 @@ pub fn header(sc: &Scenario, seeds: &[u64]) -> String {
             ""
         },
         dur(ca.new_pod_hold),
+        dur(ca.created_resolution),
         ca.utilisation * 100.0,
         sc.daemonset.cpu_m,
         sc.daemonset.mem_mib,

@@ -130,6 +130,11 @@ pub struct AutoscalerConfig {
     /// every unschedulable pod is younger than this, a loop neither scales up nor down ("Unschedulable
     /// pods are very new, waiting one iteration for more").
     pub new_pod_hold: Ms,
+    /// The resolution of a pod's `creationTimestamp` as the autoscaler reads it (1 s: the API
+    /// keeps whole seconds, `metav1.Time`'s RFC 3339 JSON and `ProtoTime`'s `Seconds` in
+    /// `apimachinery/pkg/apis/meta/v1/time_proto.go`), so the hold ends at the creation's
+    /// second plus `new_pod_hold`, 0-1 s sooner than the creation plus it.
+    pub created_resolution: Ms,
     /// `--unremovable-node-recheck-timeout` (5 min): a node the scale-down simulation found
     /// unremovable (a pod that cannot move) is not looked at again before this.
     pub unremovable_recheck: Ms,
@@ -370,6 +375,7 @@ impl Scenario {
                 max_nodes: 50,
                 frequent_loops: true,
                 new_pod_hold: 2 * SEC,
+                created_resolution: SEC,
                 unremovable_recheck: 5 * MIN,
                 delete_delay_after_taint: 5 * SEC,
                 eviction_retry: 10 * SEC,

@@ -126,6 +126,8 @@ fn flags_that_size_the_work_are_bounded() {
             "--unremovable-node-recheck-timeout",
         ),
         (vec!["--new-pod-hold", "1h"], "--new-pod-hold"),
+        (vec!["--created-resolution", "0s"], "--created-resolution"),
+        (vec!["--created-resolution", "1h"], "--created-resolution"),
         (vec!["--gate-lag", "2h"], "--gate-lag"),
         (vec!["--image-size-gib", "0"], "--image-size-gib"),
         (vec!["--image-size-gib", "NaN"], "--image-size-gib"),
@@ -297,6 +299,8 @@ fn the_real_stack_benchs_timers_set_the_scenario() {
         "10m",
         "--new-pod-hold",
         "30s",
+        "--created-resolution",
+        "15s",
         "--node-delete-delay-after-taint",
         "75s",
         "--eviction-retry",
@@ -314,6 +318,7 @@ fn the_real_stack_benchs_timers_set_the_scenario() {
     assert_eq!(sc["autoscaler"]["delay_after_add"], 1_200_000);
     assert_eq!(sc["autoscaler"]["unremovable_recheck"], 600_000);
     assert_eq!(sc["autoscaler"]["new_pod_hold"], 30_000);
+    assert_eq!(sc["autoscaler"]["created_resolution"], 15_000);
     assert_eq!(sc["autoscaler"]["delete_delay_after_taint"], 75_000);
     assert_eq!(sc["autoscaler"]["eviction_retry"], 150_000);
     assert_eq!(sc["autoscaler"]["max_pod_eviction_time"], 1_800_000);
