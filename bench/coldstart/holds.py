@@ -5,9 +5,9 @@ Reads LOGS/runN-autoscaler.log (loops, their unschedulable pods, "very new" wait
 runN-kubelet.log (users Pending, nodes Ready) and runN-ROW-ma-why.jsonl (each most-allocated
 row's room and Pending placeholders, put on the real clock by its users' kubelet "pending" lines).
 For each scale-up of a row with placeholders: its oldest Pending placeholder -> the decision, on
-the real stack, by the simulator's rule (no scale-up in the hold, 2 s real from creation; loops at
-each newly Pending pod, then every scan) and by the rule from creation rounded down to its whole
-real second (the API's timestamps). A "lifted" one came sooner than the row's own rounded hold:
+the real stack, by the simulator's former rule (no scale-up in the hold, 2 s real from creation;
+loops at each newly Pending pod, then every scan) and by its rule now, the hold from creation
+rounded down to its whole real second (the API's timestamps; `simulate --created-resolution`). A "lifted" one came sooner than the row's own rounded hold:
 the hold (`allPodsAreNew`, core/static_autoscaler.go) is one check over the whole cluster. Then
 which hold end fits where a "very new" wait directly precedes a scale-up, and decision -> node
 object seen, -> Ready against the model's mean (`node_ready_s` in RESULTS).
@@ -192,8 +192,8 @@ def main():
         ups, ends, nd = ups + scale_ups(run, f), ends + hold_ends(run, f), nd + nodes(run, f)
     print(f"{a.logs} runs {a.runs}, factor {f:g}")
     print(f"{len(ups)} scale-ups of {', '.join(ROWS)}: the row's oldest Pending pod -> the decision, p10/p50/p90")
-    for k, what in (("real", "real stack"), ("rule", "the simulator's rule"),
-                    ("rounded", "the rule, creation rounded down to its real second")):
+    for k, what in (("real", "real stack"), ("rule", "the simulator's former rule"),
+                    ("rounded", "its rule now, from the creation's second")):
         print(f"  {what:52} {q([u[k] for u in ups])}")
     lifted = [u for u in ups if u["real"] < u["own_hold"] - SLACK]
     rest = [u for u in ups if u["real"] >= u["own_hold"] - SLACK]
