@@ -12,21 +12,31 @@ the hold (`allPodsAreNew`, core/static_autoscaler.go) is one check over the whol
 which hold end fits where a "very new" wait directly precedes a scale-up, and decision -> node
 object seen, -> Ready against the model's mean (`node_ready_s` in RESULTS).
 
-    python3 bench/coldstart/holds.py [LOGS] [RUNS] [--factor F] [--form FORM] [--results RESULTS]
+    python3 bench/coldstart/holds.py [LOGS] [RUNS] [--factor F] [--form FORM] [--results RESULTS] [--placement P]
 
 LOGS defaults to target/coldstart-logs, RUNS (e.g. 0,1,2) to 0, F to 15, FORM to cycling,
-RESULTS to bench/results/real-stack.json. Times are simulated seconds unless marked real.
+RESULTS to bench/results/real-stack.json, P to most-allocated. Times are simulated seconds unless marked real.
 """
 
 import argparse
 import json
 import math
+import os
 import re
 import statistics
 
 ROWS = ["static", "static+pin", "new-node", "new-node+pin", "new-node+avoid-candidates"]
-SLUGS = [r.replace("+", "-") + "-ma" for r in ROWS]
-ALL = SLUGS + ["gate-ma", "gate-new-node-ma"]  # every row with placeholders
+GATED = ["gate", "gate+new-node"]
+SLUGS, ALL = [], []  # the rows' slugs (`-ma`, `-la`) and every row with placeholders: `rows_of`
+
+
+def rows_of(logs, run, placement):
+    """The placement's rows with placeholders whose logs the run has (ROWS, then GATED)."""
+    suffix = {"most-allocated": "-ma", "least-allocated": "-la"}[placement]
+    have = [r for r in ROWS + GATED if os.path.exists(f"{logs}/run{run}-{r.replace('+', '-')}{suffix}-why.jsonl")]
+    ROWS[:] = [r for r in ROWS if r in have]
+    SLUGS[:] = [r.replace("+", "-") + suffix for r in ROWS]
+    ALL[:] = SLUGS + [r.replace("+", "-") + suffix for r in GATED if r in have]
 HOLD_REAL = 2.0  # the autoscaler's "very new" hold; its scan: 10 s simulated, whole real s
 SLACK = 3.0  # simulated s: the observer's 100 ms poll, a pod's going Pending to its loop
 LAG_REAL = 0.1  # real s: the observer's poll, its room entry after the pod's creation
@@ -164,9 +174,9 @@ def nodes(run, factor):
     return out
 
 
-def model_ready(path, factor, form):
-    """The simulator's node_ready_s for the most-allocated rows of FORM at FACTOR in RESULTS."""
-    key = ("sim", "most-allocated", form, factor)
+def model_ready(path, factor, form, placement):
+    """The simulator's node_ready_s for the PLACEMENT rows of FORM at FACTOR in RESULTS."""
+    key = ("sim", placement, form, factor)
     v = {r["delays"]["node_ready_s"] for r in json.load(open(path, encoding="utf-8"))
          if (r.get("source"), r.get("placement"), r.get("form"), r.get("factor")) == key}
     return v.pop() if len(v) == 1 else None
@@ -185,12 +195,14 @@ def main():
     ap.add_argument("--factor", type=float, default=15.0)
     ap.add_argument("--form", default="cycling")
     ap.add_argument("--results", default="bench/results/real-stack.json")
+    ap.add_argument("--placement", default="most-allocated", choices=["most-allocated", "least-allocated"])
     a = ap.parse_args()
+    rows_of(a.logs, int(a.runs.split(",")[0]), a.placement)
     f, ups, ends, nd = a.factor, [], [], []
     for n in a.runs.split(","):
         run = load(a.logs, int(n), f)
         ups, ends, nd = ups + scale_ups(run, f), ends + hold_ends(run, f), nd + nodes(run, f)
-    print(f"{a.logs} runs {a.runs}, factor {f:g}")
+    print(f"{a.logs} runs {a.runs}, {a.placement}, factor {f:g}")
     print(f"{len(ups)} scale-ups of {', '.join(ROWS)}: the row's oldest Pending pod -> the decision, p10/p50/p90")
     for k, what in (("real", "real stack"), ("rule", "the simulator's former rule"),
                     ("rounded", "its rule now, from the creation's second")):
@@ -206,7 +218,7 @@ def main():
           f" floor(creation)+{HOLD_REAL:g} s in {sum(x for x, _ in ends)}, creation+{HOLD_REAL:g} s"
           f" in {sum(y for _, y in ends)}")
     ready = [r for _, r in nd if r is not None]
-    m = model_ready(a.results, f, a.form)
+    m = model_ready(a.results, f, a.form, a.placement)
     print(f"{len(nd)} decisions -> node object seen {q([s for s, _ in nd])}; -> Ready ({len(ready)})"
           f" {q(ready)}; the model's mean {m}")
 
