@@ -40,6 +40,7 @@ fn the_docs_tables_are_the_results_files() {
         ("quick", "docs/benchmarks.md"),
         ("cycling", "docs/benchmarks.md"),
         ("class", "docs/benchmarks.md"),
+        ("binder", "docs/benchmarks.md"),
         ("peers-cycling", "docs/peers.md"),
         ("decision-cycling", "docs/decision.md"),
     ] {
