@@ -2,13 +2,14 @@
 """When the real cluster-autoscaler scales up, against the simulator's rule.
 
 Reads LOGS/runN-autoscaler.log (loops, their unschedulable pods, "very new" waits, scale-ups),
-runN-kubelet.log (users Pending, nodes Ready) and runN-ROW-ma-why.jsonl (each most-allocated
-row's room and Pending placeholders, put on the real clock by its users' kubelet "pending" lines).
+runN-kubelet.log (users Pending, nodes Ready) and runN-ROW-ma-why.jsonl (each row's room and
+Pending placeholders, put on the real clock by its users' kubelet "pending" lines; `-la` with
+--placement least-allocated).
 For each scale-up of a row with placeholders: its oldest Pending placeholder -> the decision, on
 the real stack, by the simulator's former rule (no scale-up in the hold, 2 s real from creation;
 loops at each newly Pending pod, then every scan) and by its rule now, the hold from creation
-rounded down to its whole real second (the API's timestamps; `simulate --created-resolution`). A "lifted" one came sooner than the row's own rounded hold:
-the hold (`allPodsAreNew`, core/static_autoscaler.go) is one check over the whole cluster. Then
+rounded down to its whole real second (the API's timestamps; `simulate --created-resolution`).
+A "lifted" one came sooner than the row's own rounded hold: the hold (`allPodsAreNew`, core/static_autoscaler.go) is one check over the whole cluster. Then
 which hold end fits where a "very new" wait directly precedes a scale-up, and decision -> node
 object seen, -> Ready against the model's mean (`node_ready_s` in RESULTS).
 
@@ -27,16 +28,15 @@ import statistics
 
 ROWS = ["static", "static+pin", "new-node", "new-node+pin", "new-node+avoid-candidates"]
 GATED = ["gate", "gate+new-node"]
-SLUGS, ALL = [], []  # the rows' slugs (`-ma`, `-la`) and every row with placeholders: `rows_of`
 
 
 def rows_of(logs, run, placement):
-    """The placement's rows with placeholders whose logs the run has (ROWS, then GATED)."""
+    """The placement's rows whose logs the run has: the measured rows (of ROWS) and the slugs
+    of every row with placeholders (theirs, then GATED's)."""
     suffix = {"most-allocated": "-ma", "least-allocated": "-la"}[placement]
-    have = [r for r in ROWS + GATED if os.path.exists(f"{logs}/run{run}-{r.replace('+', '-')}{suffix}-why.jsonl")]
-    ROWS[:] = [r for r in ROWS if r in have]
-    SLUGS[:] = [r.replace("+", "-") + suffix for r in ROWS]
-    ALL[:] = SLUGS + [r.replace("+", "-") + suffix for r in GATED if r in have]
+    slug = {r: r.replace("+", "-") + suffix for r in ROWS + GATED}
+    have = [r for r in ROWS + GATED if os.path.exists(f"{logs}/run{run}-{slug[r]}-why.jsonl")]
+    return [r for r in ROWS if r in have], [slug[r] for r in have]
 HOLD_REAL = 2.0  # the autoscaler's "very new" hold; its scan: 10 s simulated, whole real s
 SLACK = 3.0  # simulated s: the observer's 100 ms poll, a pod's going Pending to its loop
 LAG_REAL = 0.1  # real s: the observer's poll, its room entry after the pod's creation
@@ -84,7 +84,7 @@ def pending(evs):
     return spells + ([(start, None)] if start is not None else []), rises
 
 
-def load(logs, run, factor):
+def load(logs, run, factor, every):
     """One run: its loops, kubelet's Ready (real) by node, and by row its log, clock and spells."""
     pend, ready = {}, {}
     for line in open(f"{logs}/run{run}-kubelet.log", encoding="utf-8"):
@@ -93,7 +93,7 @@ def load(logs, run, factor):
         elif m := re.search(r"node (\S+): Ready", line):
             ready.setdefault(m[1], clock(line))
     rows = {}
-    for slug in ALL:
+    for slug in every:
         evs = [json.loads(l) for l in open(f"{logs}/run{run}-{slug}-why.jsonl", encoding="utf-8")]
         offs = [pend[slug, e["user"]] - e["t"] / factor for e in evs
                 if e["ev"] == "bind" and (slug, e["user"]) in pend]
@@ -118,10 +118,10 @@ def chain(c, hold_end, starts, scan):
     return hold_end
 
 
-def scale_ups(run, factor):
+def scale_ups(run, factor, slugs):
     """Each scale-up of a row in a Pending spell: the times from the spell's start."""
     out, hold, scan = [], HOLD_REAL * factor, max(1, math.floor(10 / factor)) * factor
-    for slug in SLUGS:
+    for slug in slugs:
         row = run["rows"][slug]
         for lp, T in ups_of(run, slug, factor):
             st = [a for a, b in row["spells"] if a <= T + SLACK and (b is None or b >= T - SLACK)]
@@ -154,11 +154,11 @@ def hold_ends(run, factor):
     return out
 
 
-def nodes(run, factor):
+def nodes(run, factor, slugs):
     """Each scale-up of a row matched to the row's next node the observer saw (within 60 s):
     decision -> the node object seen, decision -> kubelet's Ready (None if never)."""
     out = []
-    for slug in SLUGS:
+    for slug in slugs:
         row, seen, used = run["rows"][slug], {}, set()
         for e in row["evs"]:
             for name in (e["room"]["nodes"] if e["ev"] == "room" and e["room"] else []):
@@ -197,13 +197,15 @@ def main():
     ap.add_argument("--results", default="bench/results/real-stack.json")
     ap.add_argument("--placement", default="most-allocated", choices=["most-allocated", "least-allocated"])
     a = ap.parse_args()
-    rows_of(a.logs, int(a.runs.split(",")[0]), a.placement)
+    rows, every = rows_of(a.logs, int(a.runs.split(",")[0]), a.placement)
+    slugs = every[:len(rows)]
     f, ups, ends, nd = a.factor, [], [], []
     for n in a.runs.split(","):
-        run = load(a.logs, int(n), f)
-        ups, ends, nd = ups + scale_ups(run, f), ends + hold_ends(run, f), nd + nodes(run, f)
+        run = load(a.logs, int(n), f, every)
+        ups, ends = ups + scale_ups(run, f, slugs), ends + hold_ends(run, f)
+        nd += nodes(run, f, slugs)
     print(f"{a.logs} runs {a.runs}, {a.placement}, factor {f:g}")
-    print(f"{len(ups)} scale-ups of {', '.join(ROWS)}: the row's oldest Pending pod -> the decision, p10/p50/p90")
+    print(f"{len(ups)} scale-ups of {', '.join(rows)}: the row's oldest Pending pod -> the decision, p10/p50/p90")
     for k, what in (("real", "real stack"), ("rule", "the simulator's former rule"),
                     ("rounded", "its rule now, from the creation's second")):
         print(f"  {what:52} {q([u[k] for u in ups])}")
