@@ -70,6 +70,9 @@ def trigger(t_node):
 
 
 binds = [e for e in evs if e["ev"] == "bind"]
+if len(sim["users"]) < len(binds):
+    sys.exit(f"{simfile} holds {len(sim['users'])} users of row {row}, the real run bound {len(binds)}: "
+             "not the same trace (re-run the bench's simulator side of this form, `--sim-only`)")
 cold = [e for e in binds if e["cold"]]
 print(f"real run {run} {slug}: {len(binds)} users bound, {len(cold)} cold; sim {row}: "
       f"{sum(u['cold'] for u in sim['users'])} cold")
