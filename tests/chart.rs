@@ -711,6 +711,48 @@ fn avoid_warm_nodes_keeps_placeholders_off_the_gates_warm_label() {
     }
 }
 
+/// `pinNodes` annotates a set's placeholders `safe-to-evict: "false"` (the cluster
+/// autoscaler then never scales down their node); off by default; a set's own value
+/// wins either way; anything but a boolean is refused.
+#[test]
+fn pin_nodes_annotates_the_placeholders_against_scale_down() {
+    let key = "cluster-autoscaler.kubernetes.io/safe-to-evict";
+    let annotations = |docs: &[Value], name: &str| {
+        find(docs, "StatefulSet", name)["spec"]["template"]["metadata"]["annotations"].clone()
+    };
+    let docs = render("hub", "hub", &[]);
+    assert!(annotations(&docs, "hub-placeholder").is_null());
+    let docs = render(
+        "hub",
+        "hub",
+        &[
+            "--set",
+            "pinNodes=true",
+            "--set-json",
+            r#"placeholders=[{"name":"a"},{"name":"b","pinNodes":false}]"#,
+        ],
+    );
+    assert_eq!(annotations(&docs, "hub-a"), json!({key: "false"}));
+    assert!(annotations(&docs, "hub-b").is_null());
+    let docs = render(
+        "hub",
+        "hub",
+        &[
+            "--set-json",
+            r#"placeholders=[{"name":"a"},{"name":"b","pinNodes":true}]"#,
+        ],
+    );
+    assert!(annotations(&docs, "hub-a").is_null());
+    assert_eq!(annotations(&docs, "hub-b"), json!({key: "false"}));
+    for bad in [
+        &["--set-json", r#"pinNodes="yes""#][..],
+        &["--set-json", r#"placeholders=[{"name":"a","pinNodes":1}]"#][..],
+    ] {
+        let out = render_output("hub", "hub", bad);
+        assert!(!out.status.success(), "{bad:?} rendered");
+    }
+}
+
 /// values.schema.json (and the chart's own checks) refuse bad values before
 /// anything is rendered, each with a message that names the value and says
 /// what is wrong.

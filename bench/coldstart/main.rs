@@ -331,8 +331,8 @@ fn base_row(row: &str) -> &str {
 }
 
 /// Whether a row's placeholders carry the cluster-autoscaler's
-/// `cluster-autoscaler.kubernetes.io/safe-to-evict: "false"` annotation (`+pin`): a node that
-/// holds one is never scaled down (`drainability/rules/safetoevict`).
+/// `cluster-autoscaler.kubernetes.io/safe-to-evict: "false"` annotation (`+pin`, the chart's
+/// `pinNodes`): a node that holds one is never scaled down (`drainability/rules/safetoevict`).
 fn pinned(row: &str) -> bool {
     split_row(row).1.contains(&"pin")
 }
