@@ -852,12 +852,17 @@ fn schedule_of_a_capacity_buffer_alone_created_after_the_chart() {
             "scaled {}s after the buffer was created",
             (scaled - created).num_seconds()
         );
-        let log = s.kubelet.namespace_logs(ns);
-        let set = log
-            .lines()
-            .find(|l| l.contains("replicas set"))
-            .expect("a replicas set line");
-        let set: Value = serde_json::from_str(set).expect("a JSON log line");
+        // The controller logs the change once its patch has returned, which can be after this
+        // test saw the new count: wait for the line rather than read the log once.
+        let set = ok(until("a replicas set line", STEP, || async {
+            s.kubelet
+                .namespace_logs(ns)
+                .lines()
+                .find(|l| l.contains("replicas set"))
+                .map(str::to_string)
+        })
+        .await);
+        let set: Value = serde_json::from_str(&set).expect("a JSON log line");
         assert_eq!((&set["from"], &set["to"]), (&json!(1), &json!(5)), "{set}");
         // Set back by hand, as a `helm upgrade` sets a set's replicas: followed again
         // within the refresh (10 s here; values.yaml says so).
@@ -1706,9 +1711,17 @@ fn node_gate_lifts_only_its_own_nodes_taint_and_labels_it_warm_once_the_images_a
             taints(&b)
         );
         assert_eq!(warm(&b), None, "gate-b labelled without a gate there");
-        let log = s.kubelet.namespace_logs(ns);
-        assert!(log.contains("gate opened"), "{log}");
-        assert!(log.contains("node labelled"), "{log}");
+        // The gate logs each change once its patch has returned, which can be after this test
+        // saw it: wait for the lines rather than read the log once.
+        ok(until(
+            "the gate's \"gate opened\" and \"node labelled\" lines",
+            STEP,
+            || async {
+                let log = s.kubelet.namespace_logs(ns);
+                (log.contains("gate opened") && log.contains("node labelled")).then_some(())
+            },
+        )
+        .await);
     });
 }
 
