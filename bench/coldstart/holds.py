@@ -28,18 +28,19 @@ import statistics
 
 ROWS = ["static", "static+pin", "new-node", "new-node+pin", "new-node+avoid-candidates"]
 GATED = ["gate", "gate+new-node"]
-
-
-def rows_of(logs, run, placement):
-    """The placement's rows whose logs the run has: the measured rows (of ROWS) and the slugs
-    of every row with placeholders (theirs, then GATED's)."""
-    suffix = {"most-allocated": "-ma", "least-allocated": "-la"}[placement]
-    slug = {r: r.replace("+", "-") + suffix for r in ROWS + GATED}
-    have = [r for r in ROWS + GATED if os.path.exists(f"{logs}/run{run}-{slug[r]}-why.jsonl")]
-    return [r for r in ROWS if r in have], [slug[r] for r in have]
 HOLD_REAL = 2.0  # the autoscaler's "very new" hold; its scan: 10 s simulated, whole real s
 SLACK = 3.0  # simulated s: the observer's 100 ms poll, a pod's going Pending to its loop
 LAG_REAL = 0.1  # real s: the observer's poll, its room entry after the pod's creation
+
+
+def rows_of(logs, run, placement):
+    """The placement's rows whose logs the run has: the measured rows (of ROWS), their slugs,
+    and the slugs of every row with placeholders (theirs, then GATED's)."""
+    suffix = {"most-allocated": "-ma", "least-allocated": "-la"}[placement]
+    slug = {r: r.replace("+", "-") + suffix for r in ROWS + GATED}
+    have = [r for r in ROWS + GATED if os.path.exists(f"{logs}/run{run}-{slug[r]}-why.jsonl")]
+    rows = [r for r in ROWS if r in have]
+    return rows, [slug[r] for r in rows], [slug[r] for r in have]
 
 
 def clock(line):
@@ -197,8 +198,7 @@ def main():
     ap.add_argument("--results", default="bench/results/real-stack.json")
     ap.add_argument("--placement", default="most-allocated", choices=["most-allocated", "least-allocated"])
     a = ap.parse_args()
-    rows, every = rows_of(a.logs, int(a.runs.split(",")[0]), a.placement)
-    slugs = every[:len(rows)]
+    rows, slugs, every = rows_of(a.logs, int(a.runs.split(",")[0]), a.placement)
     f, ups, ends, nd = a.factor, [], [], []
     for n in a.runs.split(","):
         run = load(a.logs, int(n), f, every)
