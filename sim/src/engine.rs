@@ -431,8 +431,8 @@ impl<'a> Engine<'a> {
             &self.users,
             self.nodes.all(),
             &self.log,
-            self.sc.warmup,
-            end,
+            (self.sc.warmup, end),
+            (self.sc.late_after).map(|after| (after, self.sc.preemption_delay)),
         );
         let ttr = crate::metrics::times_to_running(&self.users, self.sc.warmup, end);
         RunResult {

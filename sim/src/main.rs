@@ -305,6 +305,10 @@ struct Args {
     /// An event's count applies this long before it starts
     #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = duration, help_heading = "Schedule")]
     schedule_lead_time: Duration,
+    /// Count the users placed more than this after arriving, per seed in the JSON's `late`
+    /// (the real-stack bench's "waited": bound later than its threshold after creation)
+    #[arg(long, value_name = "DURATION", value_parser = duration, hide = true)]
+    late_after: Option<Duration>,
     /// Write every row's users, nodes and scale-ups of the first seed to this JSON file (the
     /// real-stack bench's per-user comparison: why each user started cold)
     #[arg(long, value_name = "FILE", hide = true, conflicts_with = "recommend")]
@@ -602,6 +606,9 @@ fn scenario(a: &Args) -> Result<Scenario, String> {
             room.min(u64::from(MAX_REPLICAS)),
             sc.autoscaler.max_nodes
         ));
+    }
+    if let Some(d) = a.late_after {
+        sc.late_after = Some(ms(d));
     }
     if let Some(d) = a.recreate_delay {
         sc.recreate_delay = ms(d).max(1);

@@ -106,6 +106,9 @@ pub struct Summary {
     pub delayed: u64,
     /// `delayed` in percent of `users`.
     pub delayed_pct: f64,
+    /// Users placed more than [`crate::scenario::Scenario::late_after`] after arriving (never
+    /// placed included); 0 when it is not set.
+    pub late: u64,
     /// Users bound to a node without the image.
     pub cold: u64,
     /// `cold` in percent of `users`.
@@ -198,8 +201,8 @@ pub fn summarise(
     users: &[User],
     nodes: &[Node],
     log: &Log,
-    from: Ms,
-    to: Ms,
+    (from, to): (Ms, Ms),
+    late_after: Option<(Ms, Ms)>,
 ) -> Summary {
     let window: Vec<&User> = users
         .iter()
@@ -214,6 +217,16 @@ pub fn summarise(
         }
     };
     let delayed = window.iter().filter(|u| u.delayed).count() as u64;
+    let late = late_after.map_or(0, |(after, preemption_delay)| {
+        (window.iter())
+            .filter(|u| {
+                let placed = u
+                    .bound_at
+                    .map(|b| b + if u.preempted { preemption_delay } else { 0 });
+                placed.is_none_or(|p| p > u.arrival + after)
+            })
+            .count() as u64
+    });
     let cold = window.iter().filter(|u| u.cold).count() as u64;
     let preempting = window.iter().filter(|u| u.preempted).count() as u64;
     let ttr = times_to_running(users, from, to);
@@ -264,6 +277,7 @@ pub fn summarise(
         users: n,
         delayed,
         delayed_pct: pct(delayed),
+        late,
         cold,
         cold_pct: pct(cold),
         preempting,
@@ -341,6 +355,7 @@ pub fn combine(runs: &[(Summary, Vec<Ms>)], hours_per_run: f64) -> Summary {
         users,
         delayed,
         delayed_pct: pct(delayed),
+        late: sum(|s| s.late),
         cold,
         cold_pct: pct(cold),
         preempting: sum(|s| s.preempting),
@@ -398,5 +413,46 @@ mod tests {
             3
         );
         assert_eq!(longest_burst(&[], MIN), 0);
+    }
+
+    #[test]
+    fn late_users_are_placed_past_the_threshold_as_the_bench_counts_them() {
+        let user = |arrival: Ms, bound: Option<Ms>, preempted: bool| User {
+            arrival,
+            bound_at: bound,
+            preempted,
+            ..User::default()
+        };
+        let users = [
+            // placed at once, and 45 s late to the millisecond: not late
+            user(100 * SEC, Some(100 * SEC), false),
+            user(100 * SEC, Some(145 * SEC), false),
+            // 46 s: late
+            user(100 * SEC, Some(146 * SEC), false),
+            // preempting at 40 s, placed 10 s later, once the victim is gone: late
+            user(100 * SEC, Some(140 * SEC), true),
+            // preempting at 30 s: placed at 40 s, not late
+            user(100 * SEC, Some(130 * SEC), true),
+            // never placed: late
+            user(100 * SEC, None, false),
+            // before the window: not counted
+            user(10 * SEC, None, false),
+        ];
+        let late = |after| {
+            summarise(
+                "r",
+                1,
+                &users,
+                &[],
+                &Log::default(),
+                (60 * SEC, HOUR),
+                after,
+            )
+            .late
+        };
+        assert_eq!(late(Some((45 * SEC, 10 * SEC))), 3);
+        // Without the preemption's delay the preempting users are placed at once.
+        assert_eq!(late(Some((45 * SEC, 0))), 2);
+        assert_eq!(late(None), 0, "not counted unless asked");
     }
 }

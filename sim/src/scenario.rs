@@ -291,6 +291,12 @@ pub struct Scenario {
     /// From a preempting user's arrival to its start: the victim's termination and the
     /// scheduler's retry.
     pub preemption_delay: Ms,
+    /// Count the users placed more than this after arriving ([`crate::metrics::Summary::late`]),
+    /// as the real-stack bench counts the users it says waited: bound later than its threshold
+    /// after creation (`bench/coldstart`, `--wait-threshold-s`). A preempting user is placed
+    /// once its victim is gone, `preemption_delay` after the preemption, as the real scheduler
+    /// binds it only then. None: not counted.
+    pub late_after: Option<Ms>,
     /// From a user's binding to its start on a node with the image (the kubelet's container
     /// start; on a cold node, after the pull).
     pub start_delay: Ms,
@@ -358,6 +364,7 @@ impl Scenario {
             replicas: 25,
             recreate_delay: 2 * SEC,
             preemption_delay: SEC,
+            late_after: None,
             start_delay: 0,
             warmup: 2 * HOUR,
             measured: 24 * HOUR,
