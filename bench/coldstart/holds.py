@@ -13,10 +13,12 @@ A "lifted" one came sooner than the row's own rounded hold: the hold (`allPodsAr
 which hold end fits where a "very new" wait directly precedes a scale-up, and decision -> node
 object seen, -> Ready against the model's mean (`node_ready_s` in RESULTS).
 
-    python3 bench/coldstart/holds.py [LOGS] [RUNS] [--factor F] [--form FORM] [--results RESULTS] [--placement P]
+    python3 bench/coldstart/holds.py [LOGS] [RUNS] [--factor F] [--form FORM] [--results RESULTS] [--placement P] [--row SLUG]
 
 LOGS defaults to target/coldstart-logs, RUNS (e.g. 0,1,2) to 0, F to 15, FORM to cycling,
-RESULTS to bench/results/real-stack.json, P to most-allocated. Times are simulated seconds unless marked real.
+RESULTS to bench/results/real-stack.json, P to most-allocated. With --row (a group's slug, e.g.
+static-pin-ma), each of that row's scale-ups first: the decision, its Pending spell's start, its own
+hold's end, held or lifted, and whether other rows' pods were in the salvo. Times are simulated seconds unless marked real.
 """
 
 import argparse
@@ -130,7 +132,7 @@ def scale_ups(run, factor, slugs):
                 continue
             c = min(st)
             end = (math.floor(row["t0"] + c / factor) + HOLD_REAL - row["t0"]) * factor
-            out.append({"real": T - c, "rule": chain(c, c + hold, row["rises"], scan) - c,
+            out.append({"slug": slug, "at": T, "spell": c, "real": T - c, "rule": chain(c, c + hold, row["rises"], scan) - c,
                         "rounded": chain(c, end, row["rises"], scan) - c, "own_hold": end - c,
                         "others": any(not p.startswith(slug + "/") for p in lp["pods"]),
                         "buffer": any("capacity-buffer" in p for p in lp["pods"])})
@@ -183,6 +185,11 @@ def model_ready(path, factor, form, placement):
     return v.pop() if len(v) == 1 else None
 
 
+def lifted_(u):
+    """A scale-up sooner than the row's own rounded hold allows."""
+    return u["real"] < u["own_hold"] - SLACK
+
+
 def q(v):
     """p10/p50/p90 (mean)."""
     p = statistics.quantiles(v, n=10) if len(v) > 1 else [math.nan] * 9
@@ -197,20 +204,26 @@ def main():
     ap.add_argument("--form", default="cycling")
     ap.add_argument("--results", default="bench/results/real-stack.json")
     ap.add_argument("--placement", default="most-allocated", choices=["most-allocated", "least-allocated"])
+    ap.add_argument("--row", help="print each scale-up of this group (slug)")
     a = ap.parse_args()
     rows, slugs, every = rows_of(a.logs, int(a.runs.split(",")[0]), a.placement)
     f, ups, ends, nd = a.factor, [], [], []
     for n in a.runs.split(","):
         run = load(a.logs, int(n), f, every)
-        ups, ends = ups + scale_ups(run, f, slugs), ends + hold_ends(run, f)
+        these = scale_ups(run, f, slugs)
+        for u in (u for u in these if u["slug"] == a.row):
+            print(f"run {n} {a.row}: decision {u['at']:.0f}, Pending since {u['spell']:.0f}, own hold to"
+                  f" {u['spell'] + u['own_hold']:.0f}: {'lifted' if lifted_(u) else 'held'}"
+                  f"{', other rows in the salvo' if u['others'] else ''}")
+        ups, ends = ups + these, ends + hold_ends(run, f)
         nd += nodes(run, f, slugs)
     print(f"{a.logs} runs {a.runs}, {a.placement}, factor {f:g}")
     print(f"{len(ups)} scale-ups of {', '.join(rows)}: the row's oldest Pending pod -> the decision, p10/p50/p90")
     for k, what in (("real", "real stack"), ("rule", "the simulator's former rule"),
                     ("rounded", "its rule now, from the creation's second")):
         print(f"  {what:52} {q([u[k] for u in ups])}")
-    lifted = [u for u in ups if u["real"] < u["own_hold"] - SLACK]
-    rest = [u for u in ups if u["real"] >= u["own_hold"] - SLACK]
+    lifted = [u for u in ups if lifted_(u)]
+    rest = [u for u in ups if not lifted_(u)]
     print(f"{len(lifted)} lifted (sooner than the row's own rounded hold): {q([u['real'] for u in lifted])};"
           f" {sum(u['others'] for u in lifted)} with other rows' pods in the salvo,"
           f" {sum(u['buffer'] for u in lifted)} the buffer's chunks")
