@@ -133,6 +133,13 @@ struct Args {
     /// loop, not one group a loop): without it the groups side by side queue for scale-ups.
     #[arg(long, action = clap::ArgAction::Set, default_value_t = true)]
     salvo: bool,
+    /// Give every pod the autoscaler's hold of its own: `--new-pod-scale-up-delay=2s`, so a
+    /// pod under 2 s old (from its creation's whole second) helps no scale-up. The hold on very
+    /// new pods (`allPodsAreNew`) is one check over the whole cluster, so on one autoscaler the
+    /// rows side by side lift each other's (docs/peers.md, "Remaining divergence"); with this,
+    /// each row waits for its own pods, as a cluster running one placeholder set does.
+    #[arg(long, action = clap::ArgAction::Set, default_value_t = false)]
+    own_hold: bool,
     /// The named form: "quick" and "full" (the 2-hour ramp on 4-user nodes), "cycling" (three
     /// daily cycles on 16-user nodes, 8 placeholders), "binder" (the Binder day's proportions
     /// scaled down: 32-user nodes, 8 placeholders), "class" (a class after a quiet night on
@@ -814,6 +821,7 @@ fn main() {
             "form": args.form, "factor": f, "groups_side_by_side": groups.len(),
             "wait_threshold_s": args.wait_threshold_s(),
             "kubelet_concurrency": args.kubelet_concurrency, "salvo_scale_up": args.salvo,
+            "own_hold": args.own_hold,
             "wall_min": round2(loads.iter().filter_map(|l| l["wall_min"].as_f64()).sum::<f64>()),
             "load": loads}));
         if let (Some(c), Some(r)) = (class::json(&args, &g.row, rs), out.last_mut()) {
@@ -1078,11 +1086,15 @@ async fn run_real(
             // salvo repeats the scale-up within the loop until every pending pod is helped
             // (`runScaleUpSalvo`), as one group alone would get it; it changes nothing for a
             // single group, whose one scale-up already covers all its pods.
-            args: if args.salvo {
-                vec!["--salvo-scale-up=true".into()]
-            } else {
-                vec![]
-            },
+            args: [
+                args.salvo.then(|| "--salvo-scale-up=true".to_string()),
+                // Real seconds: the hold is not compressed by the factor.
+                args.own_hold
+                    .then(|| "--new-pod-scale-up-delay=2s".to_string()),
+            ]
+            .into_iter()
+            .flatten()
+            .collect(),
         },
     ));
     let client = ok(cp.client().await);
