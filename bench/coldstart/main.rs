@@ -1808,9 +1808,6 @@ fn run_sim(args: &Args, placement: &str, window_s: f64, delays: &Delays) -> Vec<
         sim_s(120.0),
         "--user-placement".into(),
         placement.to_string(),
-        // Its "waited" as the real rows': users bound later than the threshold after creation.
-        "--late-after".into(),
-        format!("{}ms", (args.wait_threshold_s() * 1000.0).round() as u64),
         "--only".into(),
         {
             let mut rows: Vec<&str> = Vec::new();
@@ -1826,10 +1823,13 @@ fn run_sim(args: &Args, placement: &str, window_s: f64, delays: &Delays) -> Vec<
         "--users-out".into(),
         format!("target/coldstart-sim-users-{placement}.json"),
     ]);
+    // Simulated seconds. `--late-after`: its "waited" as the real rows', users bound later than
+    // the threshold after creation.
     for (flag, v) in [
         ("--preemption-delay", delays.preempt_s),
         ("--recreate-delay", delays.recreate_s),
         ("--start-delay", delays.start_s),
+        ("--late-after", Some(args.wait_threshold_s())),
     ] {
         if let Some(v) = v {
             cmd.arg(flag)
