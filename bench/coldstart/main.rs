@@ -133,13 +133,16 @@ struct Args {
     /// loop, not one group a loop): without it the groups side by side queue for scale-ups.
     #[arg(long, action = clap::ArgAction::Set, default_value_t = true)]
     salvo: bool,
-    /// Give every pod the autoscaler's hold of its own: `--new-pod-scale-up-delay=2s`, so a
-    /// pod under 2 s old (from its creation's whole second) helps no scale-up. The hold on very
-    /// new pods (`allPodsAreNew`) is one check over the whole cluster, so on one autoscaler the
-    /// rows side by side lift each other's (docs/peers.md, "Remaining divergence"); with this,
-    /// each row waits for its own pods, as a cluster running one placeholder set does.
+    /// Keep the rows side by side apart on their one autoscaler, as clusters running one
+    /// placeholder set each: every pod gets the hold of its own, `--new-pod-scale-up-delay=2s`
+    /// (a pod under 2 s old, from its creation's whole second, helps no scale-up), and every
+    /// node group its own scale-down delays, `--scale-down-delay-type-local` (a scale-up holds
+    /// its own group's scale-down for `--scale-down-delay-after-add`, not every group's). Both
+    /// are one check over the whole cluster by default (`allPodsAreNew` and
+    /// `isScaleDownInCooldown` in `core/static_autoscaler.go`), so the rows lift each other's
+    /// holds and hold each other's scale-downs (docs/peers.md, "Remaining divergence").
     #[arg(long, action = clap::ArgAction::Set, default_value_t = false)]
-    own_hold: bool,
+    rows_apart: bool,
     /// The named form: "quick" and "full" (the 2-hour ramp on 4-user nodes), "cycling" (three
     /// daily cycles on 16-user nodes, 8 placeholders), "binder" (the Binder day's proportions
     /// scaled down: 32-user nodes, 8 placeholders), "class" (a class after a quiet night on
@@ -821,7 +824,7 @@ fn main() {
             "form": args.form, "factor": f, "groups_side_by_side": groups.len(),
             "wait_threshold_s": args.wait_threshold_s(),
             "kubelet_concurrency": args.kubelet_concurrency, "salvo_scale_up": args.salvo,
-            "own_hold": args.own_hold,
+            "rows_apart": args.rows_apart,
             "wall_min": round2(loads.iter().filter_map(|l| l["wall_min"].as_f64()).sum::<f64>()),
             "load": loads}));
         if let (Some(c), Some(r)) = (class::json(&args, &g.row, rs), out.last_mut()) {
@@ -871,13 +874,16 @@ struct KeptRuns {
 }
 
 impl KeptRuns {
-    /// The kept runs of exactly these groups (with `--resume`), else none: the file is set
-    /// aside.
+    /// The kept runs of exactly these groups, apart or not (with `--resume`), else none: the
+    /// file is set aside.
     fn open(args: &Args, groups: &[Group]) -> Self {
         let dir = root().join("target/coldstart-runs");
         std::fs::create_dir_all(&dir).expect("target/coldstart-runs");
         let slugs: Vec<&str> = groups.iter().map(|g| g.slug.as_str()).collect();
-        let path = dir.join(format!("{}-{}.jsonl", args.form, slugs.join(",")));
+        // Runs with the rows apart are kept apart: a `--resume` never mixes them with the
+        // others.
+        let apart = if args.rows_apart { "-rows-apart" } else { "" };
+        let path = dir.join(format!("{}{apart}-{}.jsonl", args.form, slugs.join(",")));
         let mut kept = KeptRuns {
             path,
             results: BTreeMap::new(),
@@ -1089,8 +1095,10 @@ async fn run_real(
             args: [
                 args.salvo.then(|| "--salvo-scale-up=true".to_string()),
                 // Real seconds: the hold is not compressed by the factor.
-                args.own_hold
+                args.rows_apart
                     .then(|| "--new-pod-scale-up-delay=2s".to_string()),
+                args.rows_apart
+                    .then(|| "--scale-down-delay-type-local=true".to_string()),
             ]
             .into_iter()
             .flatten()

@@ -1,0 +1,60 @@
+"""Node removals held past their unneeded time by other node groups' scale-ups.
+
+python3 bench/coldstart/cooldown.py LOGS RUNS [UNNEEDED_S]  (e.g. target/coldstart-logs-ma-quiet
+0,1,2,3,4 40; run from the repository root; UNNEEDED_S: the autoscaler's
+--scale-down-unneeded-time in real seconds, 40 at factor 15)
+
+Each removal in a run's autoscaler log (`runN-autoscaler.log`, "Scale-down: removing ... node"),
+with how long its node had been unneeded ("X was unneeded for D"), is due once that time
+reaches UNNEEDED_S. Unless the autoscaler runs with --scale-down-delay-type-local, a scale-up in
+any node group holds every group's scale-down for --scale-down-delay-after-add
+(`isScaleDownInCooldown`, core/static_autoscaler.go): a removal that came later than due, with
+another group's scale-up between its node turning unneeded and its removal, was held by the rows
+beside it. Node groups are the bench's rows (a node's name less its last part)."""
+import collections
+import re
+import sys
+
+
+def seconds(line):
+    m = re.match(r"I\d{4} (\d\d):(\d\d):(\d\d\.\d+)", line)
+    return int(m[1]) * 3600 + int(m[2]) * 60 + float(m[3]) if m else None
+
+
+def duration(text):
+    unit = {"h": 3600, "m": 60, "s": 1, "ms": 0.001}
+    return sum(float(v) * unit[u] for v, u in re.findall(r"([\d.]+)(h|ms|m|s)", text))
+
+
+def removals(log, unneeded):
+    """(group, late past due in real s, held by another group's scale-up) of each removal."""
+    since, ups, out = {}, [], []
+    for line in open(log, encoding="utf-8"):
+        if m := re.search(r"Scale-up: setting group (\S+) size", line):
+            ups.append((seconds(line), m[1]))
+        elif m := re.search(r"\] (\S+) was unneeded for (\S+)", line):
+            since[m[1]] = seconds(line) - duration(m[2])
+        elif m := re.search(r'Scale-down: removing (?:empty )?node "?([^ ",]+)', line):
+            node, at = m[1], seconds(line)
+            group = node.rsplit("-", 1)[0]
+            start = since.get(node, at - unneeded)
+            held = any(start <= t <= at and g != group for t, g in ups)
+            out.append((group, at - (start + unneeded), held))
+    return out
+
+
+def main():
+    logs, runs = sys.argv[1], sys.argv[2]
+    unneeded = float(sys.argv[3]) if len(sys.argv) > 3 else 40.0
+    for r in runs.split(","):
+        by = collections.defaultdict(list)
+        for g, late, held in removals(f"{logs}/run{r}-autoscaler.log", unneeded):
+            by[g].append((late, held))
+        for g, v in sorted(by.items()):
+            held = [late for late, h in v if h and late > 1.0]
+            print(f"run {r} {g}: {len(v)} removals, held past due by other groups' scale-ups: "
+                  f"{len(held)}" + (f" ({', '.join('%.1f s' % x for x in held)})" if held else ""))
+
+
+if __name__ == "__main__":
+    main()
