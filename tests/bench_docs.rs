@@ -7,15 +7,15 @@
 use std::path::Path;
 use std::process::Command;
 
+/// The bench's results: its rows side by side on one autoscaler, and apart (`--rows-apart`).
+const SIDE_BY_SIDE: &str = "bench/results/real-stack.json";
+const APART: &str = "bench/results/real-stack-rows-apart.json";
+
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn table(form: &str) -> String {
-    table_of("bench/results/real-stack.json", form)
-}
-
-fn table_of(results: &str, form: &str) -> String {
+fn table(results: &str, form: &str) -> String {
     let out = Command::new("python3")
         .current_dir(root())
         .env("RESULTS", results)
@@ -40,35 +40,23 @@ fn words(text: &str) -> String {
 
 #[test]
 fn the_docs_tables_are_the_results_files() {
-    for (form, path) in [
-        ("peers", "docs/peers.md"),
-        ("full", "docs/benchmarks.md"),
-        ("quick", "docs/benchmarks.md"),
-        ("cycling", "docs/benchmarks.md"),
-        ("class", "docs/benchmarks.md"),
-        ("binder", "docs/benchmarks.md"),
-        ("peers-cycling", "docs/peers.md"),
-        ("decision-cycling", "docs/decision.md"),
+    for (results, form, path) in [
+        (SIDE_BY_SIDE, "peers", "docs/peers.md"),
+        (SIDE_BY_SIDE, "full", "docs/benchmarks.md"),
+        (SIDE_BY_SIDE, "quick", "docs/benchmarks.md"),
+        (SIDE_BY_SIDE, "cycling", "docs/benchmarks.md"),
+        (SIDE_BY_SIDE, "class", "docs/benchmarks.md"),
+        (SIDE_BY_SIDE, "binder", "docs/benchmarks.md"),
+        (SIDE_BY_SIDE, "peers-cycling", "docs/peers.md"),
+        (SIDE_BY_SIDE, "decision-cycling", "docs/decision.md"),
+        (APART, "cycling", "docs/benchmarks.md"),
+        (APART, "decision-cycling", "docs/decision.md"),
     ] {
-        let printed = table(form);
+        let printed = table(results, form);
         assert!(
             doc(path).contains(printed.trim()),
-            "{path} lacks `python3 bench/coldstart/table.py {form}`'s output:\n{printed}"
-        );
-    }
-}
-
-#[test]
-fn the_rows_apart_tables_are_their_results_file() {
-    for (form, path) in [
-        ("cycling", "docs/benchmarks.md"),
-        ("decision-cycling", "docs/decision.md"),
-    ] {
-        let printed = table_of("bench/results/real-stack-rows-apart.json", form);
-        assert!(
-            doc(path).contains(printed.trim()),
-            "{path} lacks `RESULTS=bench/results/real-stack-rows-apart.json python3 \
-             bench/coldstart/table.py {form}`'s output:\n{printed}"
+            "{path} lacks `RESULTS={results} python3 bench/coldstart/table.py {form}`'s \
+             output:\n{printed}"
         );
     }
 }
@@ -76,11 +64,11 @@ fn the_rows_apart_tables_are_their_results_file() {
 #[test]
 fn the_readme_quotes_the_results_file() {
     for (results, form) in [
-        ("bench/results/real-stack.json", "readme"),
-        ("bench/results/real-stack.json", "readme-cycling"),
-        ("bench/results/real-stack-rows-apart.json", "readme-cycling"),
+        (SIDE_BY_SIDE, "readme"),
+        (SIDE_BY_SIDE, "readme-cycling"),
+        (APART, "readme-cycling"),
     ] {
-        let sentence = words(&table_of(results, form));
+        let sentence = words(&table(results, form));
         assert!(
             words(&doc("README.md")).contains(&sentence),
             "README.md lacks `RESULTS={results} python3 bench/coldstart/table.py {form}`'s \

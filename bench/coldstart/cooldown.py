@@ -15,10 +15,7 @@ import collections
 import re
 import sys
 
-
-def seconds(line):
-    m = re.match(r"I\d{4} (\d\d):(\d\d):(\d\d\.\d+)", line)
-    return int(m[1]) * 3600 + int(m[2]) * 60 + float(m[3]) if m else None
+from holds import clock
 
 
 def duration(text):
@@ -31,11 +28,11 @@ def removals(log, unneeded):
     since, ups, out = {}, [], []
     for line in open(log, encoding="utf-8"):
         if m := re.search(r"Scale-up: setting group (\S+) size", line):
-            ups.append((seconds(line), m[1]))
+            ups.append((clock(line), m[1]))
         elif m := re.search(r"\] (\S+) was unneeded for (\S+)", line):
-            since[m[1]] = seconds(line) - duration(m[2])
+            since[m[1]] = clock(line) - duration(m[2])
         elif m := re.search(r'Scale-down: removing (?:empty )?node "?([^ ",]+)', line):
-            node, at = m[1], seconds(line)
+            node, at = m[1], clock(line)
             group = node.rsplit("-", 1)[0]
             start = since.get(node, at - unneeded)
             held = any(start <= t <= at and g != group for t, g in ups)

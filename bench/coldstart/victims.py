@@ -18,25 +18,22 @@ and the placeholders then running are the candidates, each with its start second
 Counted apart by how many of the set ran (all of them: the budget allows one; fewer: none).
 Ties within a second count for both rules."""
 import collections
-import datetime
 import re
 import sys
 
-
-def ts(s):
-    return datetime.datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
+from holds import clock
 
 
 def victims(log, row):
     """(running before, fits newest, fits budget) of each victim in one kubelet log."""
-    pat = re.compile(r"^(\S+) pod " + re.escape(row)
-                     + r"/(placeholder-\d+) \((\S+)\)(?: on (\S+): | )(pending|is gone)")
+    pat = re.compile(r"^\S+ pod " + re.escape(row)
+                     + r"/placeholder-\d+ \((\S+)\)(?: on (\S+): | )(pending|is gone)")
     running, out = {}, []
     for line in open(log, encoding="utf-8"):
         m = pat.match(line)
         if not m:
             continue
-        t, uid, node, what = ts(m[1]), m[3], m[4], m[5]
+        t, (uid, node, what) = clock(line), m.groups()
         if what == "pending":
             running[uid] = (node, int(t))
             continue
