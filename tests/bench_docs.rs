@@ -50,6 +50,7 @@ fn the_docs_tables_are_the_results_files() {
         (SIDE_BY_SIDE, "peers-cycling", "docs/peers.md"),
         (SIDE_BY_SIDE, "decision-cycling", "docs/decision.md"),
         (APART, "cycling", "docs/benchmarks.md"),
+        (APART, "peers-cycling", "docs/peers.md"),
         (APART, "decision-cycling", "docs/decision.md"),
     ] {
         let printed = table(results, form);

@@ -2,15 +2,16 @@
 //! `--arrivals` CSV: `timestamp,duration`) on a real control plane with the real
 //! cluster-autoscaler (kwok) and the stand-in kubelet of `realstack/`, every timer compressed
 //! by one factor, then the same trace through `simulate` with the same delays, and writes both
-//! to `bench/results/real-stack.json` (and, with `--plot`, one run's timeline beside the
-//! simulator's as an SVG).
+//! to `bench/results/real-stack-rows-apart.json` (`bench/results/real-stack.json` with
+//! `--rows-apart false`; with `--plot`, one run's timeline beside the simulator's as an SVG).
 //!
 //! `cargo test --test coldstart -- --rows static,new-node --placement most-allocated`
 //! (after `cargo build --release -p selfdestruct-sim`; `SELFDESTRUCT_KUBE_BIN` as for
 //! `tests/cluster.rs`). Every row × placement runs side by side on one control plane, in its
-//! own namespace and its own node group. Every node runs the node-gate DaemonSet (its init
-//! container pulls the user image: zero-to-jupyterhub's continuous image puller); only the
-//! gate rows' nodes register with the startup taint, so only there it opens anything. Delays
+//! own namespace and its own node group, kept apart on its autoscaler (`--rows-apart`). Every
+//! node runs the node-gate DaemonSet (its init container pulls the user image:
+//! zero-to-jupyterhub's continuous image puller); only the gate rows' nodes register with the
+//! startup taint, so only there it opens anything. Delays
 //! are given in the trace's (simulated) time; the real stack runs them divided by `--factor`.
 //! A placeholder row may carry `+avoid-warm` or `+avoid-warm-required`: its placeholders get
 //! the chart's `avoidWarmNodes` (preferred, weight 100, or required) node affinity against the
@@ -119,9 +120,11 @@ struct Args {
     /// (the disruption controller's recount; docs/peers.md).
     #[arg(long, default_value_t = 0.5)]
     pdb_recount_s: f64,
-    /// The results file (merged: rows of other placements are kept).
-    #[arg(long, default_value = "bench/results/real-stack.json")]
-    out: PathBuf,
+    /// The results file (merged: rows of other placements are kept); by default
+    /// `bench/results/real-stack-rows-apart.json`, or `bench/results/real-stack.json` with
+    /// `--rows-apart false`, so the two kinds of runs never share a file.
+    #[arg(long)]
+    out: Option<PathBuf>,
     /// The simulator binary.
     #[arg(long, default_value = "target/release/simulate")]
     simulate: PathBuf,
@@ -137,11 +140,16 @@ struct Args {
     /// placeholder set each: every pod gets the hold of its own, `--new-pod-scale-up-delay=2s`
     /// (a pod under 2 s old, from its creation's whole second, helps no scale-up), and every
     /// node group its own scale-down delays, `--scale-down-delay-type-local` (a scale-up holds
-    /// its own group's scale-down for `--scale-down-delay-after-add`, not every group's). Both
-    /// are one check over the whole cluster by default (`allPodsAreNew` and
-    /// `isScaleDownInCooldown` in `core/static_autoscaler.go`), so the rows lift each other's
-    /// holds and hold each other's scale-downs (docs/peers.md, "Remaining divergence").
-    #[arg(long, action = clap::ArgAction::Set, default_value_t = false)]
+    /// its own group's scale-down for `--scale-down-delay-after-add`, not every group's), and
+    /// every row its own deletion and soft-taint budgets: `--max-drain-parallelism`,
+    /// `--max-scale-down-parallelism` and `--max-bulk-soft-taint-count` at their defaults (1, 10
+    /// and 10) times the groups. All are one check over the whole cluster by default
+    /// (`allPodsAreNew` and `isScaleDownInCooldown` in `core/static_autoscaler.go`,
+    /// `ScaleDownBudgetProcessor` in `core/scaledown/budgets`, the soft taints' count in
+    /// `softtaint.go`), so the rows lift each other's holds, hold each other's scale-downs and
+    /// queue for one drain (docs/peers.md, "Remaining divergence"). On by default: the
+    /// simulator models a cluster of one placeholder set, and so does the README.
+    #[arg(long, action = clap::ArgAction::Set, default_value_t = true)]
     rows_apart: bool,
     /// The named form: "quick" and "full" (the 2-hour ramp on 4-user nodes), "cycling" (three
     /// daily cycles on 16-user nodes, 8 placeholders), "binder" (the Binder day's proportions
@@ -180,6 +188,17 @@ struct Args {
 }
 
 impl Args {
+    /// The results file: `--out`, else the one of the rows apart or side by side.
+    fn out(&self) -> PathBuf {
+        self.out.clone().unwrap_or_else(|| {
+            PathBuf::from(if self.rows_apart {
+                "bench/results/real-stack-rows-apart.json"
+            } else {
+                "bench/results/real-stack.json"
+            })
+        })
+    }
+
     /// The form's trace and sizes, each unless given.
     fn form_default(&self, ramp: u32, cycling: u32, binder: u32) -> u32 {
         match self.form.as_str() {
@@ -710,7 +729,7 @@ fn main() {
         groups.len(),
         window_s / f / 60.0
     );
-    let mut out: Vec<Value> = std::fs::read_to_string(root().join(&args.out))
+    let mut out: Vec<Value> = std::fs::read_to_string(root().join(args.out()))
         .ok()
         .and_then(|t| serde_json::from_str::<Vec<Value>>(&t).ok())
         .unwrap_or_default();
@@ -825,6 +844,7 @@ fn main() {
             "wait_threshold_s": args.wait_threshold_s(),
             "kubelet_concurrency": args.kubelet_concurrency, "salvo_scale_up": args.salvo,
             "rows_apart": args.rows_apart,
+            "drains_apart": args.rows_apart,
             "wall_min": round2(loads.iter().filter_map(|l| l["wall_min"].as_f64()).sum::<f64>()),
             "load": loads}));
         if let (Some(c), Some(r)) = (class::json(&args, &g.row, rs), out.last_mut()) {
@@ -846,10 +866,10 @@ fn main() {
             r["form"].as_str().unwrap_or_default().to_string(),
         )
     });
-    std::fs::create_dir_all(root().join(&args.out).parent().expect("a folder"))
+    std::fs::create_dir_all(root().join(args.out()).parent().expect("a folder"))
         .expect("results folder");
     std::fs::write(
-        root().join(&args.out),
+        root().join(args.out()),
         serde_json::to_string_pretty(&out).expect("json") + "\n",
     )
     .expect("write the results");
@@ -881,8 +901,13 @@ impl KeptRuns {
         std::fs::create_dir_all(&dir).expect("target/coldstart-runs");
         let slugs: Vec<&str> = groups.iter().map(|g| g.slug.as_str()).collect();
         // Runs with the rows apart are kept apart: a `--resume` never mixes them with the
-        // others.
-        let apart = if args.rows_apart { "-rows-apart" } else { "" };
+        // others (`-drains`: since the deletion budgets went apart too; the runs before that are
+        // in the file without it).
+        let apart = if args.rows_apart {
+            "-rows-apart-drains"
+        } else {
+            ""
+        };
         let path = dir.join(format!("{}{apart}-{}.jsonl", args.form, slugs.join(",")));
         let mut kept = KeptRuns {
             path,
@@ -1099,6 +1124,13 @@ async fn run_real(
                     .then(|| "--new-pod-scale-up-delay=2s".to_string()),
                 args.rows_apart
                     .then(|| "--scale-down-delay-type-local=true".to_string()),
+                // One drain and 10 deletions in progress a row, as each row alone would have.
+                args.rows_apart
+                    .then(|| format!("--max-drain-parallelism={}", groups.len())),
+                args.rows_apart
+                    .then(|| format!("--max-scale-down-parallelism={}", 10 * groups.len())),
+                args.rows_apart
+                    .then(|| format!("--max-bulk-soft-taint-count={}", 10 * groups.len())),
             ]
             .into_iter()
             .flatten()

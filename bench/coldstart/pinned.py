@@ -9,10 +9,11 @@ every placeholder and user binding) and prints, per row and run:
   nodes with users and on nodes without, and in how many of those LeastAllocated alone (the most
   free slots) would have taken a node with users where the real scheduler took one without.
 
-    python3 bench/coldstart/pinned.py [LOGS] [RUNS] [SLUGS]
+    python3 bench/coldstart/pinned.py [LOGS] [RUNS] [SLUGS] [AT]
 
 LOGS defaults to target/coldstart-logs, RUNS (e.g. 0,1,2,3,4) to 0, SLUGS to
-static-ma,static-pin-ma,new-node-ma. Room entries: name -> (warm, ready, free, users,
+static-ma,static-pin-ma,new-node-ma. With AT (simulated s), also each node's placeholders at that
+time, oldest node first. Room entries: name -> (warm, ready, free, users,
 placeholders, soft-tainted).
 """
 import json
@@ -21,6 +22,7 @@ import sys
 logs = sys.argv[1] if len(sys.argv) > 1 else "target/coldstart-logs"
 runs = [int(r) for r in (sys.argv[2] if len(sys.argv) > 2 else "0").split(",")]
 slugs = (sys.argv[3] if len(sys.argv) > 3 else "static-ma,static-pin-ma,new-node-ma").split(",")
+at = float(sys.argv[4]) if len(sys.argv) > 4 else None
 
 for slug in slugs:
     binds = to_no_users = choice = decided = 0
@@ -43,6 +45,11 @@ for slug in slugs:
             prev = cur
         print(f"{slug} run {run}: nodes {acc_n / span:.2f}, with placeholders {acc_ph / span:.2f}, "
               f"placeholders only {acc_only / span:.2f}; made {len(seen)}, removed {len(gone)}")
+        if at is not None:
+            then = [room for t, room in rooms if t <= at][-1]["nodes"]
+            order = {n: i for i, n in enumerate(dict.fromkeys(n for _, r in rooms for n in r["nodes"]))}
+            print(f"  at {at:g} s, placeholders a node (oldest first): "
+                  + ", ".join(str(then[n][4]) for n in sorted(then, key=order.get)))
         room = None
         for e in evs:
             if e["ev"] == "room" and e["room"]:
