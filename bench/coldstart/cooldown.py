@@ -27,6 +27,11 @@ def duration(text):
     return sum(float(v) * unit[u] for v, u in re.findall(r"([\d.]+)(h|ms|m|s)", text))
 
 
+def group_of(node):
+    """A node's group: its name less its last part."""
+    return node.rsplit("-", 1)[0]
+
+
 def removals(log, unneeded):
     """(group, late past due in real s, held by another group's scale-up, queued behind another
     group's drain) of each removal."""
@@ -42,12 +47,12 @@ def removals(log, unneeded):
                 drains[m[1]][1] = clock(line)
         elif m := re.search(r'Scale-down: removing (empty )?node "?([^ ",]+)', line):
             node, at = m[2], clock(line)
-            group = node.rsplit("-", 1)[0]
+            group = group_of(node)
             start = since.get(node, at - unneeded)
             held = any(start <= t <= at and g != group for t, g in ups)
             due = start + unneeded
             queued = not m[1] and any(
-                n.rsplit("-", 1)[0] != group and b < at and (e is None or e > due)
+                group_of(n) != group and b < at and (e is None or e > due)
                 for n, (b, e) in drains.items())
             if not m[1]:
                 drains[node] = [at, None]

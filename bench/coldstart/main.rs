@@ -729,7 +729,8 @@ fn main() {
         groups.len(),
         window_s / f / 60.0
     );
-    let mut out: Vec<Value> = std::fs::read_to_string(root().join(args.out()))
+    let out_path = root().join(args.out());
+    let mut out: Vec<Value> = std::fs::read_to_string(&out_path)
         .ok()
         .and_then(|t| serde_json::from_str::<Vec<Value>>(&t).ok())
         .unwrap_or_default();
@@ -866,10 +867,9 @@ fn main() {
             r["form"].as_str().unwrap_or_default().to_string(),
         )
     });
-    std::fs::create_dir_all(root().join(args.out()).parent().expect("a folder"))
-        .expect("results folder");
+    std::fs::create_dir_all(out_path.parent().expect("a folder")).expect("results folder");
     std::fs::write(
-        root().join(args.out()),
+        &out_path,
         serde_json::to_string_pretty(&out).expect("json") + "\n",
     )
     .expect("write the results");
@@ -883,6 +883,19 @@ fn main() {
         wall.elapsed().as_secs_f64() / 60.0
     );
     println!("{}", serde_json::to_string_pretty(&out).expect("json"));
+}
+
+/// The autoscaler's flags that keep `groups` rows apart (`--rows-apart`): each its own hold (in
+/// real seconds: not compressed by the factor), scale-down delays, and one drain, 10 deletions
+/// and 10 soft taints in progress, as each row alone would have.
+fn rows_apart_flags(groups: usize) -> [String; 5] {
+    [
+        "--new-pod-scale-up-delay=2s".to_string(),
+        "--scale-down-delay-type-local=true".to_string(),
+        format!("--max-drain-parallelism={groups}"),
+        format!("--max-scale-down-parallelism={}", 10 * groups),
+        format!("--max-bulk-soft-taint-count={}", 10 * groups),
+    ]
 }
 
 /// Every finished run, one JSON line a run in `target/coldstart-runs/FORM.jsonl` (its
@@ -1117,24 +1130,17 @@ async fn run_real(
             // salvo repeats the scale-up within the loop until every pending pod is helped
             // (`runScaleUpSalvo`), as one group alone would get it; it changes nothing for a
             // single group, whose one scale-up already covers all its pods.
-            args: [
-                args.salvo.then(|| "--salvo-scale-up=true".to_string()),
-                // Real seconds: the hold is not compressed by the factor.
-                args.rows_apart
-                    .then(|| "--new-pod-scale-up-delay=2s".to_string()),
-                args.rows_apart
-                    .then(|| "--scale-down-delay-type-local=true".to_string()),
-                // One drain and 10 deletions in progress a row, as each row alone would have.
-                args.rows_apart
-                    .then(|| format!("--max-drain-parallelism={}", groups.len())),
-                args.rows_apart
-                    .then(|| format!("--max-scale-down-parallelism={}", 10 * groups.len())),
-                args.rows_apart
-                    .then(|| format!("--max-bulk-soft-taint-count={}", 10 * groups.len())),
-            ]
-            .into_iter()
-            .flatten()
-            .collect(),
+            args: args
+                .salvo
+                .then(|| "--salvo-scale-up=true".to_string())
+                .into_iter()
+                .chain(
+                    args.rows_apart
+                        .then(|| rows_apart_flags(groups.len()))
+                        .into_iter()
+                        .flatten(),
+                )
+                .collect(),
         },
     ));
     let client = ok(cp.client().await);
